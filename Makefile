@@ -1,0 +1,31 @@
+# The two commands: `make run` (the main job) and `make test`. Both set up .venv themselves.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Editable install with test extras; re-run when packaging or native sources change.
+$(STAMP): $(BIN)/python pyproject.toml csrc/CMakeLists.txt csrc/core.cpp
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check arrays graph backends tests examples benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/dispatch.py
+
+clean:
+	rm -rf $(VENV) build

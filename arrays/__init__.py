@@ -1,0 +1,72 @@
+"""braze.arrays: the public API (``import braze as bz`` re-exports all of it).
+
+>>> import braze as bz
+>>> bz.sum(bz.arange(4) * 2).item()
+12
+"""
+
+from ..backends import available as _available  # noqa: F401
+from ..backends import backend, set_backend
+from ..graph.dtypes import (
+    bfloat16,
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from . import linalg, random
+from .array import Array, Device, astype, eval
+from .creation import (
+    arange,
+    array,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    from_dlpack,
+    full,
+    full_like,
+    linspace,
+    meshgrid,
+    ones,
+    ones_like,
+    tril,
+    triu,
+    zeros,
+    zeros_like,
+)
+from .elementwise import *
+from .elementwise import __all__ as _elementwise_all
+from .linalg import matmul
+from .manipulation import *
+from .manipulation import __all__ as _manipulation_all
+from .reductions import *
+from .reductions import __all__ as _reductions_all
+
+bool = bool_  # noqa: A001 - the standard's name for the boolean dtype
+e = 2.718281828459045
+pi = 3.141592653589793
+inf = float("inf")
+nan = float("nan")
+newaxis = None
+
+__all__ = [
+    "Array", "Device", "astype", "eval", "backend", "set_backend",
+    "bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    "e", "pi", "inf", "nan", "newaxis",
+    "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
+    "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
+    "zeros_like", "matmul",
+    *_elementwise_all, *_manipulation_all, *_reductions_all,
+]

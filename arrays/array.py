@@ -1,0 +1,513 @@
+"""The lazy ``Array`` and the helpers every op uses to record graph nodes.
+
+An ``Array`` wraps one graph node. Operators record new nodes (validating
+shapes, dtypes and axes at the call) and compute nothing; data is produced
+when something needs it (``np.asarray``, ``item``, ``repr``, ``bool``...).
+
+>>> import braze as bz
+>>> x = bz.ones((2, 3)) * 2   # recorded, not computed
+>>> x.shape, float(x.sum())
+((2, 3), 12.0)
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..backends import current as _current_backend
+from ..graph import dtypes as dt
+from ..graph.node import Node, constant
+from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes
+
+Scalar = builtins.bool | builtins.int | builtins.float | builtins.complex
+_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+
+
+class Device:
+    """A device an array lives on. braze arrays live in host memory today.
+
+    >>> Device("cpu") == Device("cpu")
+    True
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "cpu") -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> builtins.bool:
+        return isinstance(other, Device) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Device({self.name!r})"
+
+
+CPU = Device("cpu")
+
+
+class Array:
+    """A lazy n-dimensional array: a handle on a node of the pending graph.
+
+    >>> import braze as bz
+    >>> a = bz.asarray([[1, 2], [3, 4]])
+    >>> (a @ a).tolist()
+    [[7, 10], [15, 22]]
+    """
+
+    __slots__ = ("_node", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    # ------------------------------------------------------------ attributes (no eval)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    @property
+    def size(self) -> int:
+        return self._node.size
+
+    @property
+    def device(self) -> Device:
+        return CPU
+
+    @property
+    def T(self) -> Array:
+        if self.ndim != 2:
+            raise ValueError(f"T: requires a 2-d array, got shape {self.shape}; use mT or "
+                             "permute_dims")
+        return _m.permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Array:
+        if self.ndim < 2:
+            raise ValueError(f"mT: requires at least 2 dimensions, got shape {self.shape}")
+        axes = tuple(range(self.ndim - 2)) + (self.ndim - 1, self.ndim - 2)
+        return _m.permute_dims(self, axes)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
+        if device not in (CPU, "cpu"):
+            raise ValueError(f"to_device: unknown device {device!r}; available: [{CPU!r}]")
+        return self
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        import braze
+
+        if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
+            raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}")
+        return braze
+
+    # ------------------------------------------------------------ data (evaluates)
+    def _value(self) -> np.ndarray:
+        node = self._node
+        if node.data is None:
+            _current_backend().evaluate([node])
+        return node.data
+
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
+        data = self._value()
+        if copy:
+            return np.array(data, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            if copy is False:
+                raise ValueError("__array__: a dtype change needs a copy, but copy=False")
+            return data.astype(dtype)
+        view = data.view()
+        view.flags.writeable = False  # our buffer: numpy callers must not mutate it
+        return view
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kw: Any) -> Any:
+        fn = _UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or kw or fn is None:
+            return NotImplemented
+        return fn(*inputs)
+
+    def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
+        data = self._value()
+        kw: dict[str, Any] = {}
+        if max_version is not None:
+            kw["max_version"] = max_version
+        if dl_device is not None:
+            kw["dl_device"] = dl_device
+        if copy is not None:
+            kw["copy"] = copy
+        return data.__dlpack__(stream=stream, **kw)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    def item(self) -> Scalar:
+        """The single element as a Python scalar.
+
+        >>> import braze as bz
+        >>> bz.asarray([[3]]).item()
+        3
+        """
+        if self.size != 1:
+            raise ValueError(f"item: array of shape {self.shape} has {self.size} elements, not 1")
+        data = self._value()
+        if dt.is_low_precision(data.dtype):
+            data = data.astype(np.float32)
+        return data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        """Nested Python lists of Python scalars.
+
+        >>> import braze as bz
+        >>> bz.arange(3).tolist()
+        [0, 1, 2]
+        """
+        data = self._value()
+        if dt.is_low_precision(data.dtype):
+            data = data.astype(np.float32)
+        return data.tolist()
+
+    def _scalar(self, kind: type, what: str) -> Any:
+        if self.size != 1:
+            raise TypeError(f"{what}: only size-1 arrays convert to Python scalars, got shape "
+                            f"{self.shape}")
+        return kind(self.item())
+
+    def __bool__(self) -> builtins.bool:
+        if self.size != 1:
+            raise ValueError(f"bool: the truth value of an array of shape {self.shape} is "
+                             "ambiguous; use any() or all()")
+        return builtins.bool(self.item())
+
+    def __float__(self) -> builtins.float:
+        if dt.is_complex(self.dtype):
+            raise TypeError("float: cannot convert a complex array; use real() or abs()")
+        return self._scalar(builtins.float, "float")
+
+    def __int__(self) -> builtins.int:
+        if dt.is_complex(self.dtype):
+            raise TypeError("int: cannot convert a complex array")
+        return self._scalar(builtins.int, "int")
+
+    def __complex__(self) -> builtins.complex:
+        return self._scalar(builtins.complex, "complex")
+
+    def __index__(self) -> builtins.int:
+        if not (dt.is_integer(self.dtype) and self.ndim == 0):
+            raise TypeError(f"__index__: only 0-d integer arrays are indices, got "
+                            f"{dt.name(self.dtype)} of shape {self.shape}")
+        return builtins.int(self.item())
+
+    def __repr__(self) -> str:
+        data = self._value()
+        if dt.is_low_precision(data.dtype):
+            data = data.astype(np.float32)
+        body = np.array2string(data, separator=", ", prefix="array(")
+        return f"array({body}, dtype={dt.name(self.dtype)})"
+
+    __str__ = __repr__
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Array]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __getitem__(self, key: Any) -> Array:
+        return _ix.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _ix.setitem(self, key, value)
+
+    # ------------------------------------------------------------ methods (lazy)
+    def astype(self, dtype: Any, /, *, copy: builtins.bool = True) -> Array:
+        return astype(self, dtype, copy=copy)
+
+    def reshape(self, *shape: Any) -> Array:
+        if len(shape) == 1 and not isinstance(shape[0], builtins.int):
+            shape = tuple(shape[0])
+        return _m.reshape(self, shape)
+
+    def transpose(self, *axes: Any) -> Array:
+        if len(axes) == 1 and not isinstance(axes[0], builtins.int):
+            axes = tuple(axes[0])
+        return _m.permute_dims(self, axes or tuple(reversed(range(self.ndim))))
+
+    def flatten(self) -> Array:
+        return _m.reshape(self, (-1,))
+
+    def sum(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.sum(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.prod(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Any = None, correction: Any = 0, keepdims: builtins.bool = False) -> Array:
+        return _r.var(self, axis=axis, correction=correction, keepdims=keepdims)
+
+    def std(self, axis: Any = None, correction: Any = 0, keepdims: builtins.bool = False) -> Array:
+        return _r.std(self, axis=axis, correction=correction, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.argmin(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+        return _r.all(self, axis=axis, keepdims=keepdims)
+
+    # ------------------------------------------------------------ operators
+    def __neg__(self) -> Array:
+        return elementwise(OPS["negative"], self)
+
+    def __pos__(self) -> Array:
+        return elementwise(OPS["positive"], self)
+
+    def __abs__(self) -> Array:
+        return elementwise(OPS["abs"], self)
+
+    def __invert__(self) -> Array:
+        return elementwise(OPS["bitwise_invert"], self)
+
+    def __matmul__(self, other: Any) -> Array:
+        return _linalg.matmul(self, _operand(other, "matmul"))
+
+    def __rmatmul__(self, other: Any) -> Array:
+        return _linalg.matmul(_operand(other, "matmul"), self)
+
+    def __imatmul__(self, other: Any) -> Array:
+        return self._inplace(self.__matmul__(other), "@=")
+
+    def _inplace(self, result: Array, sym: str) -> Array:
+        if result.dtype != self.dtype:
+            raise TypeError(f"{sym}: the result dtype {dt.name(result.dtype)} differs from the "
+                            f"array's {dt.name(self.dtype)}; in-place ops keep the dtype")
+        if result.shape != self.shape:
+            raise ValueError(f"{sym}: the result shape {result.shape} differs from the array's "
+                             f"{self.shape}; in-place ops keep the shape")
+        self._node = result._node  # rebind: views taken earlier keep the old value
+        return self
+
+
+def _binary_dunders(name: str, sym: str) -> None:
+    op = OPS[name]
+
+    def fwd(self: Array, other: Any) -> Array:
+        return elementwise(op, self, other)
+
+    def rev(self: Array, other: Any) -> Array:
+        return elementwise(op, other, self)
+
+    def inplace(self: Array, other: Any) -> Array:
+        return self._inplace(elementwise(op, self, other), sym + "=")
+
+    base = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "truediv",
+            "floor_divide": "floordiv", "remainder": "mod", "pow": "pow", "bitwise_and": "and",
+            "bitwise_or": "or", "bitwise_xor": "xor", "bitwise_left_shift": "lshift",
+            "bitwise_right_shift": "rshift"}.get(name)
+    if base is None:  # comparisons: no reflected/in-place forms
+        setattr(Array, f"__{sym}__", fwd)
+        return
+    setattr(Array, f"__{base}__", fwd)
+    setattr(Array, f"__r{base}__", rev)
+    setattr(Array, f"__i{base}__", inplace)
+
+
+for _name, _sym in [("add", "+"), ("subtract", "-"), ("multiply", "*"), ("divide", "/"),
+                    ("floor_divide", "//"), ("remainder", "%"), ("pow", "**"),
+                    ("bitwise_and", "&"), ("bitwise_or", "|"), ("bitwise_xor", "^"),
+                    ("bitwise_left_shift", "<<"), ("bitwise_right_shift", ">>"),
+                    ("equal", "eq"), ("not_equal", "ne"), ("less", "lt"),
+                    ("less_equal", "le"), ("greater", "gt"), ("greater_equal", "ge")]:
+    _binary_dunders(_name, _sym)
+
+
+# ---------------------------------------------------------------- recording helpers
+def _operand(x: Any, op: str) -> Array | Scalar:
+    """An op argument: an Array, a Python scalar (kept weak), or array-like (converted)."""
+    if isinstance(x, Array) or isinstance(x, _SCALARS):
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        return _c.asarray(x)
+    if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
+        return _c.asarray(x)
+    raise TypeError(f"{op}: expected an array or a Python scalar, got {type(x).__name__}")
+
+
+def as_array(x: Any, op: str) -> Array:
+    """Require an array argument (array-likes are converted; Python scalars are not arrays)."""
+    if isinstance(x, Array):
+        return x
+    if isinstance(x, _SCALARS) or x is None:
+        raise TypeError(f"{op}: expected an array, got {type(x).__name__} "
+                        "(wrap Python scalars with bz.asarray)")
+    return _operand(x, op)  # type: ignore[return-value]
+
+
+def cast_node(node: Node, dtype: np.dtype) -> Node:
+    """``node`` converted to ``dtype`` (no node when it already has it)."""
+    if node.dtype == dtype:
+        return node
+    if dt.is_complex(node.dtype) and not dt.is_complex(dtype):
+        raise TypeError(f"astype: cannot cast complex {dt.name(node.dtype)} to "
+                        f"{dt.name(dtype)}; take real() or abs() first")
+    return Node(CAST, (node,), {"dtype": dtype}, node.shape, dtype)
+
+
+def _scalar_node(value: Scalar, dtype: np.dtype) -> Node:
+    with np.errstate(over="ignore"):
+        return constant(np.asarray(value, dtype=dtype))
+
+
+def promote_operands(name: str, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.dtype]:
+    """Normalize op arguments (array-likes become Arrays; Python scalars stay weak) and
+    return them with their common dtype under the standard's promotion rules."""
+    if not all(isinstance(a, (Array, *_SCALARS)) for a in args):
+        args = tuple(a if isinstance(a, (Array, *_SCALARS)) else _operand(a, name) for a in args)
+    arrays = [a for a in args if isinstance(a, Array)]
+    if not arrays:  # all Python scalars: they take the default dtypes
+        args = tuple(_c.asarray(a) for a in args)
+        arrays = list(args)
+    common = arrays[0]._node.dtype
+    for a in arrays[1:]:
+        if a._node.dtype != common:
+            common = dt.promote(common, a._node.dtype, name)
+    if len(arrays) != len(args):
+        for a in args:
+            if not isinstance(a, Array):
+                common = dt.promote(common, dt.scalar_dtype(a, common, name), name)
+    return args, common
+
+
+def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype
+                  ) -> tuple[list[Node], tuple[int, ...]]:
+    """Nodes of ``args`` cast to ``dtype`` and their broadcast shape."""
+    nodes: list[Node] = []
+    shapes: list[tuple[int, ...]] = []
+    for a in args:
+        if isinstance(a, Array):
+            nodes.append(cast_node(a._node, dtype))
+            shapes.append(a._node.shape)
+        else:
+            nodes.append(_scalar_node(a, dtype))
+    shape = shapes[0] if shapes else ()
+    for s in shapes[1:]:
+        if s != shape:
+            shape = broadcast_shapes(*shapes, op=name)
+            break
+    return nodes, shape
+
+
+def elementwise(op: OpDef, *args: Any) -> Array:
+    """Record elementwise ``op`` on arrays and/or Python scalars (broadcasting, promotion).
+
+    >>> import braze as bz
+    >>> elementwise(OPS["add"], bz.ones((2, 1), dtype=bz.int8), 1.5).dtype
+    dtype('float32')
+    """
+    if len(args) != op.arity:
+        raise TypeError(f"{op.name}: takes {op.arity} arguments, got {len(args)}")
+    args, common = promote_operands(op.name, args)
+    compute, out = elementwise_dtypes(op, common)
+    nodes, shape = operand_nodes(op.name, args, compute)
+    return Array(Node(op, tuple(nodes), {}, shape, out))
+
+
+def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Array:
+    """Cast to ``dtype`` (complex to real is refused: take real() or abs() first).
+
+    >>> import braze as bz
+    >>> bz.astype(bz.asarray([1.7, -1.7]), bz.int32).tolist()
+    [1, -1]
+    """
+    x = as_array(x, "astype")
+    to = dt.to_dtype(dtype, "astype")
+    return Array(cast_node(x._node, to))
+
+
+def eval(*arrays: Any) -> None:  # noqa: A001 - the public name, as in MLX
+    """Compute the given arrays (any nesting of lists/tuples/dicts of arrays).
+
+    >>> import braze as bz
+    >>> a = bz.ones(3) + 1
+    >>> bz.eval(a); a._node.is_evaluated
+    True
+    """
+    nodes: list[Node] = []
+    stack: list[Any] = list(arrays)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Array):
+            if x._node.data is None:
+                nodes.append(x._node)
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif x is not None and not isinstance(x, (*_SCALARS, str)):
+            raise TypeError(f"eval: expected arrays (or lists/tuples/dicts of them), got "
+                            f"{type(x).__name__}")
+    if nodes:
+        _current_backend().evaluate(nodes)
+
+
+# numpy ufunc name -> braze op name, for np.exp(bz_array) and friends
+_UFUNC_NAMES = {
+    "true_divide": "divide", "divide": "divide", "power": "pow", "arctan2": "atan2",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+    "arccosh": "acosh", "arctanh": "atanh", "absolute": "abs", "conjugate": "conj",
+    "invert": "bitwise_invert", "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift", "mod": "remainder",
+}
+_UFUNCS: dict[str, Any] = {}
+
+
+def _init_ufuncs() -> None:
+    for ufunc_name in dir(np):
+        u = getattr(np, ufunc_name)
+        if isinstance(u, np.ufunc):
+            op = OPS.get(_UFUNC_NAMES.get(u.__name__, u.__name__))
+            if op is not None and op.kind == "elementwise" and op.name not in ("cast", "bitcast"):
+                _UFUNCS[u.__name__] = functools.partial(elementwise, op)
+
+
+_init_ufuncs()
+
+# late imports: these modules import Array from here
+from . import creation as _c  # noqa: E402
+from . import indexing as _ix  # noqa: E402
+from . import linalg as _linalg  # noqa: E402
+from . import manipulation as _m  # noqa: E402
+from . import reductions as _r  # noqa: E402

@@ -1,0 +1,404 @@
+"""Array creation: from data, constant fills, ranges, identity and triangles.
+
+Fills are lazy and free: ``zeros((10000, 10000))`` records a broadcast of one
+scalar, so nothing is allocated, not even at eval on the numpy backend.
+
+>>> import braze as bz
+>>> bz.full((2, 2), 7).tolist()
+[[7, 7], [7, 7]]
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from ..graph.node import Node, constant
+from ..graph.ops import BROADCAST, OPS
+from .array import _SCALARS, Array, as_array, elementwise
+
+ShapeLike = int | Sequence[int]
+
+
+def normalize_shape(shape: Any, op: str) -> tuple[int, ...]:
+    """A shape argument as a tuple of non-negative ints; clear errors otherwise."""
+    if isinstance(shape, (builtins.int, np.integer)) and not isinstance(shape, builtins.bool):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}") \
+            from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"{op}: negative dimensions are not allowed, got shape {out}")
+    return out
+
+
+def _dtype_of_scalar(value: Any) -> np.dtype:
+    if isinstance(value, builtins.bool):
+        return dt.bool_
+    if isinstance(value, builtins.int):
+        return dt.DEFAULT_INT
+    if isinstance(value, builtins.float):
+        return dt.DEFAULT_FLOAT
+    if isinstance(value, builtins.complex):
+        return dt.DEFAULT_COMPLEX
+    raise TypeError(f"expected a Python scalar, got {type(value).__name__}")
+
+
+def _from_numpy(a: np.ndarray, op: str) -> np.ndarray:
+    if a.dtype not in dt.ALL:
+        raise TypeError(f"{op}: unsupported dtype {a.dtype} (braze supports "
+                        f"{[dt.name(d) for d in dt.ALL]})")
+    return a
+
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
+            copy: builtins.bool | None = None) -> Array:
+    """Convert ``obj`` (an Array, a numpy array, nested sequences, a scalar, any
+    ``__array__`` / ``__dlpack__`` object) to an Array. numpy arrays are shared, not
+    copied, unless ``copy=True`` or a dtype change needs one.
+
+    Python floats become float32 and ints int64 (braze's defaults); numpy arrays keep
+    their dtype.
+
+    >>> import numpy as np, braze as bz
+    >>> bz.asarray([1.5, 2]).dtype, bz.asarray(np.arange(3)).dtype
+    (dtype('float32'), dtype('int64'))
+    """
+    want = None if dtype is None else dt.to_dtype(dtype, "asarray")
+    if device not in (None, "cpu") and getattr(device, "name", None) != "cpu":
+        raise ValueError(f"asarray: unknown device {device!r}")
+    if isinstance(obj, Array):
+        if want is not None and want != obj.dtype and copy is False:
+            raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+        # Graph values are immutable (setitem rebinds), so a new handle is a real copy.
+        node = obj._node if want is None else _cast(obj._node, want)
+        return Array(node) if copy or node is not obj._node else obj
+    if isinstance(obj, (np.ndarray, np.generic)):
+        data = _from_numpy(np.asarray(obj), "asarray")
+    elif isinstance(obj, _SCALARS):
+        data = np.asarray(obj, dtype=want or _dtype_of_scalar(obj))
+    elif hasattr(obj, "__array__") or hasattr(obj, "__array_interface__"):
+        data = _from_numpy(np.asarray(obj), "asarray")
+    elif hasattr(obj, "__dlpack__"):
+        data = _from_numpy(np.from_dlpack(obj), "asarray")
+    elif isinstance(obj, (list, tuple)):
+        try:
+            data = np.asarray(obj)
+        except ValueError as e:
+            raise ValueError(f"asarray: cannot build an array from ragged or mixed data: {e}") \
+                from None
+        if data.dtype == np.float64:
+            data = data.astype(dt.DEFAULT_FLOAT)
+        elif data.dtype == np.complex128:
+            data = data.astype(dt.DEFAULT_COMPLEX)
+        elif data.dtype.kind in "iu" and data.dtype != dt.DEFAULT_INT and data.size == 0:
+            data = data.astype(dt.DEFAULT_INT)
+        elif data.dtype.kind == "O" or data.dtype.kind in "SUV" and data.dtype not in dt.ALL:
+            raise TypeError(f"asarray: cannot convert {type(obj).__name__} of non-numeric "
+                            "elements")
+        if data.size == 0 and data.dtype == np.float64:
+            data = data.astype(dt.DEFAULT_FLOAT)
+        data = _from_numpy(data, "asarray")
+    else:
+        raise TypeError(f"asarray: cannot convert {type(obj).__name__} to an array")
+    if want is not None and data.dtype != want:
+        if copy is False:
+            raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+        with np.errstate(all="ignore"):
+            data = data.astype(want)
+    elif copy:
+        data = np.array(data, copy=True)
+    return Array(constant(data))
+
+
+def _cast(node: Node, dtype: np.dtype) -> Node:
+    from .array import cast_node
+
+    return cast_node(node, dtype)
+
+
+def array(obj: Any, dtype: Any = None, *, copy: builtins.bool = True) -> Array:
+    """Like :func:`asarray` but copies numpy input by default (NumPy's ``np.array``).
+
+    >>> import braze as bz
+    >>> bz.array([[1, 2]], dtype=bz.float16).dtype
+    dtype('float16')
+    """
+    return asarray(obj, dtype=dtype, copy=copy)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: builtins.bool | None = None) -> Array:
+    """An Array sharing memory with a DLPack producer (a torch tensor, a numpy array...).
+
+    >>> import numpy as np, braze as bz
+    >>> bz.from_dlpack(np.arange(2)).tolist()
+    [0, 1]
+    """
+    return asarray(np.from_dlpack(x), copy=copy)
+
+
+def full(shape: ShapeLike, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    """An array of ``shape`` filled with ``fill_value`` (lazy: one broadcast scalar).
+
+    >>> import braze as bz
+    >>> bz.full(2, 1.5).tolist()
+    [1.5, 1.5]
+    """
+    shape = normalize_shape(shape, "full")
+    if isinstance(fill_value, Array):
+        if fill_value.ndim != 0:
+            raise ValueError(f"full: fill_value must be a scalar, got shape {fill_value.shape}")
+        value_node = fill_value._node
+        d = dt.to_dtype(dtype, "full") if dtype is not None else fill_value.dtype
+        value_node = _cast(value_node, d)
+    else:
+        if not isinstance(fill_value, _SCALARS):
+            raise TypeError(f"full: fill_value must be a Python scalar, got "
+                            f"{type(fill_value).__name__}")
+        d = dt.to_dtype(dtype, "full") if dtype is not None else _dtype_of_scalar(fill_value)
+        if dt.is_integer(d) and isinstance(fill_value, builtins.int) and not isinstance(
+                fill_value, builtins.bool):
+            info = np.iinfo(d)
+            if not info.min <= fill_value <= info.max:
+                raise OverflowError(f"full: {fill_value} is out of bounds for {dt.name(d)}")
+        if dt.is_complex(np.asarray(fill_value).dtype) and not dt.is_complex(d):
+            raise TypeError(f"full: complex fill_value for real dtype {dt.name(d)}")
+        with np.errstate(all="ignore"):
+            value_node = constant(np.asarray(fill_value, dtype=d))
+    if shape == ():
+        return Array(value_node)
+    return Array(Node(BROADCAST, (value_node,), {"shape": shape}, shape, d))
+
+
+def _float_or(dtype: Any, op: str) -> np.dtype:
+    return dt.DEFAULT_FLOAT if dtype is None else dt.to_dtype(dtype, op)
+
+
+def zeros(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
+    """An array of zeros (default dtype float32).
+
+    >>> import braze as bz
+    >>> bz.zeros((1, 2)).tolist()
+    [[0.0, 0.0]]
+    """
+    return full(shape, 0, dtype=_float_or(dtype, "zeros"))
+
+
+def ones(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
+    """An array of ones (default dtype float32).
+
+    >>> import braze as bz
+    >>> bz.ones(2, dtype=bz.int8).tolist()
+    [1, 1]
+    """
+    return full(shape, 1, dtype=_float_or(dtype, "ones"))
+
+
+def empty(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
+    """An array whose contents are unspecified (braze gives zeros: deterministic, free).
+
+    >>> import braze as bz
+    >>> bz.empty((2,)).shape
+    (2,)
+    """
+    return zeros(shape, dtype=dtype)
+
+
+def _like(x: Any, op: str) -> Array:
+    return as_array(x, op)
+
+
+def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    """Zeros with the shape (and by default the dtype) of ``x``.
+
+    >>> import braze as bz
+    >>> bz.zeros_like(bz.ones(2, dtype=bz.int32)).dtype
+    dtype('int32')
+    """
+    x = _like(x, "zeros_like")
+    return full(x.shape, 0, dtype=dtype if dtype is not None else x.dtype)
+
+
+def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    """Ones with the shape (and by default the dtype) of ``x``.
+
+    >>> import braze as bz
+    >>> bz.ones_like(bz.zeros(2)).tolist()
+    [1.0, 1.0]
+    """
+    x = _like(x, "ones_like")
+    return full(x.shape, 1, dtype=dtype if dtype is not None else x.dtype)
+
+
+def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    """Like :func:`empty` with the shape (and by default the dtype) of ``x``.
+
+    >>> import braze as bz
+    >>> bz.empty_like(bz.zeros((3, 1))).shape
+    (3, 1)
+    """
+    return zeros_like(x, dtype=dtype)
+
+
+def full_like(x: Array, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    """``fill_value`` with the shape (and by default the dtype) of ``x``.
+
+    >>> import braze as bz
+    >>> bz.full_like(bz.zeros(2), 3).tolist()
+    [3.0, 3.0]
+    """
+    x = _like(x, "full_like")
+    return full(x.shape, fill_value, dtype=dtype if dtype is not None else x.dtype)
+
+
+Real = builtins.int | builtins.float
+
+
+def arange(start: Real, /, stop: Real | None = None, step: Real = 1, *, dtype: Any = None,
+           device: Any = None) -> Array:
+    """Evenly spaced values in [start, stop).
+
+    >>> import braze as bz
+    >>> bz.arange(1, 7, 2).tolist()
+    [1, 3, 5]
+    """
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if not isinstance(v, (builtins.int, builtins.float, np.integer, np.floating)) or \
+                isinstance(v, builtins.bool):
+            raise TypeError(f"arange: start/stop/step must be real numbers, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if any(isinstance(v, (builtins.float, np.floating)) for v in (start, stop, step)):
+        if not all(math.isfinite(v) for v in (start, stop, step)):
+            raise ValueError(f"arange: start/stop/step must be finite, got {start}, {stop}, {step}")
+        default = dt.DEFAULT_FLOAT
+        num = max(math.ceil((stop - start) / step), 0)
+    else:
+        default = dt.DEFAULT_INT
+        start, stop, step = builtins.int(start), builtins.int(stop), builtins.int(step)
+        num = len(range(start, stop, step))
+    d = default if dtype is None else dt.to_dtype(dtype, "arange")
+    if d == dt.bool_ or dt.is_complex(d):
+        raise TypeError(f"arange: unsupported dtype {dt.name(d)}")
+    return Array(Node(OPS["arange"], (), {"start": start, "step": step, "num": num, "dtype": d,
+                                          "shape": (num,)}, (num,), d))
+
+
+def linspace(start: builtins.float, stop: builtins.float, /, num: builtins.int, *,
+             dtype: Any = None, device: Any = None, endpoint: builtins.bool = True) -> Array:
+    """``num`` evenly spaced values from start to stop (inclusive unless endpoint=False).
+
+    >>> import braze as bz
+    >>> bz.linspace(0, 1, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    for v in (start, stop):
+        if isinstance(v, builtins.complex) or not math.isfinite(v):
+            raise ValueError(f"linspace: start and stop must be finite real numbers, got {v!r}")
+    d = dt.DEFAULT_FLOAT if dtype is None else dt.to_dtype(dtype, "linspace")
+    if not dt.is_real_floating(d):
+        raise TypeError(f"linspace: dtype must be a real floating dtype, got {dt.name(d)}")
+    return Array(Node(OPS["linspace"], (), {"start": start, "stop": stop, "num": num,
+                                            "endpoint": endpoint, "dtype": d, "shape": (num,)},
+                      (num,), d))
+
+
+def _index_grid(n_rows: int, n_cols: int) -> tuple[Array, Array]:
+    rows = arange(n_rows).reshape((n_rows, 1))
+    cols = arange(n_cols).reshape((1, n_cols))
+    return rows, cols
+
+
+def eye(n_rows: builtins.int, n_cols: builtins.int | None = None, /, *, k: builtins.int = 0,
+        dtype: Any = None, device: Any = None) -> Array:
+    """Ones on the k-th diagonal, zeros elsewhere (lazy: a comparison of two ranges).
+
+    >>> import braze as bz
+    >>> bz.eye(2, dtype=bz.int8).tolist()
+    [[1, 0], [0, 1]]
+    """
+    n_cols = n_rows if n_cols is None else n_cols
+    shape = normalize_shape((n_rows, n_cols), "eye")
+    d = _float_or(dtype, "eye")
+    rows, cols = _index_grid(*shape)
+    on = elementwise(OPS["equal"], cols - rows, operator.index(k))
+    from .elementwise import where
+
+    return where(on, full((), 1, dtype=d), full((), 0, dtype=d))
+
+
+def _triangle(x: Array, k: int, op: str, keep_lower: builtins.bool) -> Array:
+    x = as_array(x, op)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: requires at least 2 dimensions, got shape {x.shape}")
+    rows, cols = _index_grid(*x.shape[-2:])
+    diff = cols - rows
+    keep = diff <= operator.index(k) if keep_lower else diff >= operator.index(k)
+    from .elementwise import where
+
+    return where(keep, x, zeros((), dtype=x.dtype))
+
+
+def tril(x: Array, /, *, k: builtins.int = 0) -> Array:
+    """Lower triangle of the last two axes (elements above the k-th diagonal zeroed).
+
+    >>> import braze as bz
+    >>> bz.tril(bz.ones((2, 2), dtype=bz.int8)).tolist()
+    [[1, 0], [1, 1]]
+    """
+    return _triangle(x, k, "tril", True)
+
+
+def triu(x: Array, /, *, k: builtins.int = 0) -> Array:
+    """Upper triangle of the last two axes (elements below the k-th diagonal zeroed).
+
+    >>> import braze as bz
+    >>> bz.triu(bz.ones((2, 2), dtype=bz.int8)).tolist()
+    [[1, 1], [0, 1]]
+    """
+    return _triangle(x, k, "triu", False)
+
+
+def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
+    """Coordinate grids from 1-d arrays (``indexing`` 'xy' or 'ij').
+
+    >>> import braze as bz
+    >>> [g.shape for g in bz.meshgrid(bz.arange(2), bz.arange(3))]
+    [(3, 2), (3, 2)]
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = tuple(as_array(a, "meshgrid") for a in arrays)
+    for a in arrays:
+        if a.ndim != 1:
+            raise ValueError(f"meshgrid: inputs must be 1-d, got shape {a.shape}")
+    if len({a.dtype for a in arrays}) > 1:
+        raise TypeError("meshgrid: inputs must share one dtype, got "
+                        f"{[dt.name(a.dtype) for a in arrays]}")
+    sizes = [a.shape[0] for a in arrays]
+    if indexing == "xy" and len(arrays) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    from .manipulation import broadcast_to
+
+    out = []
+    for i, a in enumerate(arrays):
+        pos = i
+        if indexing == "xy" and len(arrays) >= 2 and i < 2:
+            pos = 1 - i
+        shape = [1] * len(arrays)
+        shape[pos] = a.shape[0]
+        out.append(broadcast_to(a.reshape(tuple(shape)), tuple(sizes)))
+    return out

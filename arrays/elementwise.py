@@ -1,0 +1,134 @@
+"""Elementwise functions: one public function per elementwise row of the op table.
+
+Every function here is generated from its declaration in :mod:`braze.graph.ops`
+(name, arity, accepted dtypes, result dtype), so the API and the backends cannot
+drift apart. Arguments broadcast; Python scalars are weakly typed (``x + 1`` keeps
+``x``'s dtype); integer inputs to floating functions compute in float32.
+
+>>> import braze as bz
+>>> bz.exp(bz.asarray([0.0])).tolist(), bz.add(bz.asarray([1], dtype=bz.int8), 2).dtype
+([1.0], dtype('int8'))
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from ..graph.node import Node
+from ..graph.ops import OPS, WHERE
+from .array import Array, as_array, astype, elementwise, operand_nodes, promote_operands
+
+_SUMMARY = {
+    "exp": "e raised to x", "expm1": "exp(x) - 1, accurate near 0", "log": "natural logarithm",
+    "log1p": "log(1 + x), accurate near 0", "log2": "base-2 logarithm",
+    "log10": "base-10 logarithm", "sqrt": "square root", "sin": "sine", "cos": "cosine",
+    "tan": "tangent", "asin": "inverse sine", "acos": "inverse cosine", "atan": "inverse tangent",
+    "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine", "tanh": "hyperbolic tangent",
+    "asinh": "inverse hyperbolic sine", "acosh": "inverse hyperbolic cosine",
+    "atanh": "inverse hyperbolic tangent", "reciprocal": "1 / x",
+    "sigmoid": "logistic sigmoid 1 / (1 + exp(-x))", "negative": "-x", "positive": "+x",
+    "square": "x * x", "sign": "sign of x (x / |x| for complex)",
+    "round": "round half to even", "ceil": "ceiling", "floor": "floor",
+    "trunc": "round toward zero", "abs": "absolute value", "real": "real part",
+    "imag": "imaginary part", "conj": "complex conjugate", "bitwise_invert": "bitwise NOT",
+    "logical_not": "logical NOT", "isnan": "x is NaN", "isinf": "x is +-inf",
+    "isfinite": "x is finite", "signbit": "sign bit of x is set", "add": "x1 + x2",
+    "subtract": "x1 - x2", "multiply": "x1 * x2", "divide": "x1 / x2 (true division)",
+    "floor_divide": "floor(x1 / x2)", "remainder": "x1 mod x2 (sign of x2)",
+    "pow": "x1 ** x2", "maximum": "larger of x1, x2 (NaN propagates)",
+    "minimum": "smaller of x1, x2 (NaN propagates)", "atan2": "angle of (x2, x1)",
+    "hypot": "sqrt(x1**2 + x2**2) without overflow", "copysign": "|x1| with the sign of x2",
+    "nextafter": "next float after x1 toward x2", "logaddexp": "log(exp(x1) + exp(x2))",
+    "bitwise_and": "x1 & x2", "bitwise_or": "x1 | x2", "bitwise_xor": "x1 ^ x2",
+    "bitwise_left_shift": "x1 << x2", "bitwise_right_shift": "x1 >> x2 (arithmetic)",
+    "logical_and": "x1 and x2", "logical_or": "x1 or x2", "logical_xor": "x1 xor x2",
+    "equal": "x1 == x2", "not_equal": "x1 != x2", "less": "x1 < x2", "less_equal": "x1 <= x2",
+    "greater": "x1 > x2", "greater_equal": "x1 >= x2",
+}
+
+
+def _make(name: str) -> Callable[..., Array]:
+    op = OPS[name]
+    if op.arity == 1:
+        def fn(x: Array, /) -> Array:
+            return elementwise(op, as_array(x, name))
+        example = f">>> bz.{name}(x)  # x: Array"
+    else:
+        def fn(x1: Array | complex, x2: Array | complex, /) -> Array:  # type: ignore[misc]
+            return elementwise(op, x1, x2)
+        example = f">>> bz.{name}(x1, x2)  # arrays or Python scalars; broadcasts"
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "braze"
+    fn.__doc__ = (f"Elementwise {_SUMMARY[name]}.\n\n"
+                  f"Accepts {op.domain.replace('_', ' ')} dtypes; lazy.\n\n"
+                  f"Example::\n\n    {example}\n")
+    return fn
+
+
+_FUNCS = {name: _make(name) for name in _SUMMARY}
+globals().update(_FUNCS)
+# Aliases NumPy users reach for.
+_ALIASES = {"absolute": "abs", "power": "pow", "arcsin": "asin", "arccos": "acos",
+            "arctan": "atan", "arctan2": "atan2", "arcsinh": "asinh", "arccosh": "acosh",
+            "arctanh": "atanh", "true_divide": "divide", "mod": "remainder",
+            "conjugate": "conj", "invert": "bitwise_invert"}
+globals().update({alias: _FUNCS[name] for alias, name in _ALIASES.items()})
+
+
+def where(condition: Any, x1: Any, x2: Any, /) -> Array:
+    """Elements of ``x1`` where ``condition`` is true, else of ``x2`` (all broadcast).
+
+    ``x1``/``x2`` may be Python scalars; a non-bool condition is tested for non-zero.
+
+    >>> import braze as bz
+    >>> bz.where(bz.asarray([True, False]), 1.0, bz.zeros(2)).tolist()
+    [1.0, 0.0]
+    """
+    cond = as_array(condition, "where")
+    if cond.dtype != dt.bool_:
+        cond = astype(cond, dt.bool_)
+    (a, b), common = promote_operands("where", (x1, x2))
+    nodes, _ = operand_nodes("where", (a, b), common)
+    shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Array)]
+    from ..graph.ops import broadcast_shapes
+
+    shape = broadcast_shapes(*shapes, op="where")
+    return Array(Node(WHERE, (cond._node, *nodes), {}, shape, common))
+
+
+def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 - standard names
+    """Clamp ``x`` to [min, max]; bounds are scalars or arrays; the result keeps x's dtype
+    and shape; NaN in ``x`` stays NaN.
+
+    >>> import braze as bz
+    >>> bz.clip(bz.asarray([-2, 0, 5]), -1, 3).tolist()
+    [-1, 0, 3]
+    """
+    x = as_array(x, "clip")
+    if dt.is_complex(x.dtype):
+        raise TypeError(f"clip: unsupported dtype {dt.name(x.dtype)}; expected a real dtype")
+    out = x
+    for bound, op in ((min, OPS["maximum"]), (max, OPS["minimum"])):
+        if bound is None:
+            continue
+        if isinstance(bound, Array):
+            if dt.is_complex(bound.dtype):
+                raise TypeError("clip: complex bounds are not supported")
+            bound = astype(bound, x.dtype)
+        elif isinstance(bound, float) and dt.is_integer(x.dtype):
+            raise TypeError(f"clip: float bound {bound} for integer array ({dt.name(x.dtype)})")
+        elif isinstance(bound, int) and dt.is_integer(x.dtype):
+            info = np.iinfo(x.dtype)  # a bound past the dtype's range clamps nothing
+            bound = builtins.min(builtins.max(bound, int(info.min)), int(info.max))
+        out = elementwise(op, out, bound)
+    if out.shape != x.shape:
+        raise ValueError(f"clip: bounds would broadcast x from {x.shape} to {out.shape}")
+    return out
+
+
+__all__ = [*_FUNCS, *_ALIASES, "where", "clip"]

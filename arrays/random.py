@@ -1,0 +1,290 @@
+"""Random numbers (``bz.random``): counter-based, reproducible on every backend.
+
+Keys are uint32 arrays of shape (2,); bits come from Threefry-2x32 over a counter,
+so the same key gives the same numbers on every backend, lazily, in any order.
+Signatures follow ``mlx.core.random`` (shape first, ``key=`` keyword). Without a
+key, a global state (``seed``) is split at each call.
+
+>>> import braze as bz
+>>> k = bz.random.key(0)
+>>> a, b = bz.random.uniform(shape=(3,), key=k), bz.random.uniform(shape=(3,), key=k)
+>>> a.tolist() == b.tolist()
+True
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from ..graph.node import Node, constant
+from ..graph.ops import BITCAST, RANDOM_BITS, _random_bits_ref, broadcast_shapes
+from .array import Array, as_array, astype
+from .creation import asarray, normalize_shape
+from .elementwise import cos, log, maximum, minimum, sqrt, where
+from .reductions import argmax
+
+_state: np.ndarray = np.zeros(2, np.uint32)
+
+
+def _key_data(seed: int) -> np.ndarray:
+    seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    return np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
+
+
+def seed(seed: int) -> None:
+    """Seed the global random state.
+
+    >>> import braze as bz
+    >>> bz.random.seed(42); x = bz.random.normal((2,))
+    >>> bz.random.seed(42); x.tolist() == bz.random.normal((2,)).tolist()
+    True
+    """
+    global _state
+    if isinstance(seed, builtins.bool) or not isinstance(seed, (builtins.int, np.integer)):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
+    _state = _key_data(seed)
+
+
+seed(secrets.randbits(64))
+
+
+def key(seed: int) -> Array:
+    """A PRNG key (uint32, shape (2,)) from an integer seed.
+
+    >>> import braze as bz
+    >>> bz.random.key(1).tolist()
+    [0, 1]
+    """
+    if isinstance(seed, builtins.bool) or not isinstance(seed, (builtins.int, np.integer)):
+        raise TypeError(f"key: expected an int seed, got {type(seed).__name__}")
+    return Array(constant(_key_data(seed)))
+
+
+def _check_key(k: Any, op: str) -> Array:
+    k = as_array(k, op)
+    if k.dtype != dt.uint32 or k.shape != (2,):
+        raise ValueError(f"{op}: key must be a uint32 array of shape (2,) (from bz.random.key), "
+                         f"got {dt.name(k.dtype)} of shape {k.shape}")
+    return k
+
+
+def _next_key() -> Array:
+    global _state
+    new = _random_bits_ref(_state, shape=(2, 2))
+    _state = np.ascontiguousarray(new[0])
+    return Array(constant(np.ascontiguousarray(new[1])))
+
+
+def split(key: Array, num: int = 2) -> Array:
+    """``num`` new independent keys from ``key``, as an array of shape (num, 2).
+
+    >>> import braze as bz
+    >>> bz.random.split(bz.random.key(0), 3).shape
+    (3, 2)
+    """
+    k = _check_key(key, "split")
+    if isinstance(num, builtins.bool) or not isinstance(num, (builtins.int, np.integer)) or num < 1:
+        raise ValueError(f"split: num must be a positive int, got {num!r}")
+    return bits((int(num), 2), key=k)
+
+
+def bits(shape: Sequence[int] = (), width: int = 4, *, key: Array | None = None) -> Array:
+    """Raw random bits: uint32 (``width=4``) or uint64 (``width=8``) of ``shape``.
+
+    >>> import braze as bz
+    >>> bz.random.bits((2,), key=bz.random.key(0)).dtype
+    dtype('uint32')
+    """
+    shape = normalize_shape(shape, "bits")
+    k = _next_key() if key is None else _check_key(key, "bits")
+    if width == 4:
+        return Array(Node(RANDOM_BITS, (k._node,), {"shape": shape}, shape, dt.uint32))
+    if width != 8:
+        raise ValueError(f"bits: width must be 4 or 8 bytes, got {width}")
+    pair = shape + (2,)
+    raw = Array(Node(RANDOM_BITS, (k._node,), {"shape": pair}, pair, dt.uint32))
+    return astype(raw[..., 0], dt.uint64) << 32 | astype(raw[..., 1], dt.uint64)
+
+
+def _bitcast(x: Array, dtype: np.dtype) -> Array:
+    return Array(Node(BITCAST, (x._node,), {"dtype": dtype}, x.shape, dtype))
+
+
+def _unit(shape: tuple[int, ...], dtype: np.dtype, k: Array | None) -> Array:
+    """Uniform [0, 1) of ``dtype``'s precision (float64: 52 bits; others: 23 bits)."""
+    if dtype == dt.float64:
+        b = bits(shape, 8, key=k)
+        return _bitcast(b >> 12 | 0x3FF0000000000000, dt.float64) - 1.0
+    b = bits(shape, 4, key=k)
+    return _bitcast(b >> 9 | 0x3F800000, dt.float32) - 1.0
+
+
+def _float_dtype(dtype: Any, op: str) -> np.dtype:
+    d = dt.to_dtype(dtype, op)
+    if not dt.is_real_floating(d):
+        raise TypeError(f"{op}: dtype must be a real floating dtype, got {dt.name(d)}")
+    return d
+
+
+def _out_shape(shape: Any, op: str, *params: Any) -> tuple[int, ...]:
+    shapes = [p.shape for p in params if isinstance(p, Array)]
+    if shape is None:
+        return broadcast_shapes(*shapes, op=op) if shapes else ()
+    out = normalize_shape(shape, op)
+    for s in shapes:
+        if broadcast_shapes(s, out, op=op) != out:
+            raise ValueError(f"{op}: parameter of shape {s} does not broadcast to shape {out}")
+    return out
+
+
+def uniform(low: Any = 0.0, high: Any = 1.0, shape: Sequence[int] = (), dtype: Any = dt.float32,
+            *, key: Array | None = None) -> Array:
+    """Uniform samples in [low, high).
+
+    >>> import braze as bz
+    >>> x = bz.random.uniform(-1, 1, (1000,), key=bz.random.key(3))
+    >>> bool((x >= -1).all() and (x < 1).all())
+    True
+    """
+    d = _float_dtype(dtype, "uniform")
+    shape = _out_shape(shape, "uniform", low, high)
+    if not isinstance(low, Array) and not isinstance(high, Array) and not high > low:
+        raise ValueError(f"uniform: need low < high, got low={low}, high={high}")
+    u = _unit(shape, d, key)
+    lo = astype(low, u.dtype) if isinstance(low, Array) else low
+    hi = astype(high, u.dtype) if isinstance(high, Array) else high
+    x = astype(u * (hi - lo) + lo, d)
+    # rounding may land on `high`: step back to the largest value below it
+    hi_d = astype(high, d) if isinstance(high, Array) else asarray(high, dtype=d)
+    below = Array(constant(np.nextafter(np.asarray(hi_d), np.asarray(-np.inf, d)).astype(d))) \
+        if not isinstance(high, Array) else None
+    if below is not None:
+        return minimum(x, below)
+    lo_d = astype(low, d) if isinstance(low, Array) else low
+    return where(x < hi_d, x, lo_d)  # array bounds: the (rare) rounded-up sample maps to low
+
+
+def normal(shape: Sequence[int] = (), dtype: Any = dt.float32, loc: Any = 0.0,
+           scale: Any = 1.0, *, key: Array | None = None) -> Array:
+    """Normal samples with mean ``loc`` and standard deviation ``scale`` (Box-Muller).
+
+    >>> import braze as bz
+    >>> x = bz.random.normal((100000,), key=bz.random.key(0))
+    >>> abs(x.mean().item()) < 0.02 and abs(x.std().item() - 1) < 0.02
+    True
+    """
+    d = _float_dtype(dtype, "normal")
+    shape = _out_shape(shape, "normal", loc, scale)
+    work = dt.float64 if d == dt.float64 else dt.float32
+    u = _unit((2,) + shape, work, key)
+    radius = sqrt(log(1.0 - u[0]) * -2.0)  # 1 - u is in (0, 1]: log is finite
+    z = radius * cos(u[1] * (2 * math.pi))
+    if isinstance(scale, Array) or scale != 1.0:
+        z = z * (astype(scale, work) if isinstance(scale, Array) else scale)
+    if isinstance(loc, Array) or loc != 0.0:
+        z = z + (astype(loc, work) if isinstance(loc, Array) else loc)
+    return astype(z, d)
+
+
+def randint(low: Any, high: Any, shape: Sequence[int] = (), dtype: Any = dt.int32, *,
+            key: Array | None = None) -> Array:
+    """Uniform integers in [low, high).
+
+    >>> import braze as bz
+    >>> x = bz.random.randint(0, 3, (100,), key=bz.random.key(0))
+    >>> sorted(set(x.tolist()))
+    [0, 1, 2]
+    """
+    d = dt.to_dtype(dtype, "randint")
+    if not dt.is_integer(d):
+        raise TypeError(f"randint: dtype must be an integer dtype, got {dt.name(d)}")
+    shape = _out_shape(shape, "randint", low, high)
+    if not isinstance(low, Array) and not isinstance(high, Array):
+        if not high > low:
+            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+        info = np.iinfo(d)
+        if low < info.min or high - 1 > info.max:
+            raise OverflowError(f"randint: [{low}, {high}) does not fit {dt.name(d)}")
+    lo = astype(low, dt.int64) if isinstance(low, Array) else asarray(int(low), dtype=dt.int64)
+    hi = astype(high, dt.int64) if isinstance(high, Array) else asarray(int(high), dtype=dt.int64)
+    span = astype(maximum(hi - lo, 1), dt.uint64)
+    r = bits(shape, 8, key=key) % span  # bias <= span / 2**64
+    return astype(astype(r, dt.int64) + lo, d)
+
+
+def bernoulli(p: Any = 0.5, shape: Sequence[int] | None = None, *,
+              key: Array | None = None) -> Array:
+    """Booleans that are True with probability ``p``.
+
+    >>> import braze as bz
+    >>> bz.random.bernoulli(0.0, (3,)).tolist()
+    [False, False, False]
+    """
+    if not isinstance(p, Array) and not 0 <= p <= 1:
+        raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+    shape = _out_shape(shape, "bernoulli", p)
+    u = _unit(shape, dt.float32, key)
+    return u < (astype(p, dt.float32) if isinstance(p, Array) else p)
+
+
+def gumbel(shape: Sequence[int] = (), dtype: Any = dt.float32, *,
+           key: Array | None = None) -> Array:
+    """Standard Gumbel samples ``-log(-log(u))``.
+
+    >>> import braze as bz
+    >>> bz.random.gumbel((2, 3)).shape
+    (2, 3)
+    """
+    d = _float_dtype(dtype, "gumbel")
+    shape = normalize_shape(shape, "gumbel")
+    u = _unit(shape, dt.float64 if d == dt.float64 else dt.float32, key)
+    return astype(-log(-log(u)), d)
+
+
+def categorical(logits: Array, axis: int = -1, shape: Sequence[int] | None = None,
+                num_samples: int | None = None, *, key: Array | None = None) -> Array:
+    """Sample category indices from unnormalized log-probabilities (Gumbel-max).
+
+    >>> import braze as bz
+    >>> logits = bz.log(bz.asarray([[0.0, 1.0], [1.0, 0.0]]))
+    >>> bz.random.categorical(logits).tolist()
+    [1, 0]
+    """
+    logits = as_array(logits, "categorical")
+    if not dt.is_real_floating(logits.dtype):
+        raise TypeError(f"categorical: logits must be real floating, got "
+                        f"{dt.name(logits.dtype)}")
+    if logits.ndim == 0:
+        raise ValueError("categorical: logits must have at least one dimension")
+    from .manipulation import expand_dims, moveaxis
+
+    ax = axis % logits.ndim if -logits.ndim <= axis < logits.ndim else None
+    if ax is None:
+        raise ValueError(f"categorical: axis {axis} out of bounds for shape {logits.shape}")
+    lg = moveaxis(logits, ax, -1)
+    batch = lg.shape[:-1]
+    if shape is not None and num_samples is not None:
+        raise ValueError("categorical: pass at most one of shape and num_samples")
+    if num_samples is not None:
+        lg = expand_dims(lg, axis=-2)
+        out_shape = batch + (int(num_samples),)
+    elif shape is not None:
+        out_shape = normalize_shape(shape, "categorical")
+        if broadcast_shapes(batch, out_shape, op="categorical") != out_shape:
+            raise ValueError(f"categorical: shape {out_shape} is not compatible with logits "
+                             f"batch shape {batch}")
+    else:
+        out_shape = batch
+    g = gumbel(out_shape + (lg.shape[-1],), key=key)
+    return argmax(astype(lg, dt.float32) + g, axis=-1)
+
+
+__all__ = ["seed", "key", "split", "bits", "uniform", "normal", "randint", "bernoulli",
+           "gumbel", "categorical"]

@@ -1,0 +1,286 @@
+"""Reductions, scans and the row functions built from them (softmax, logsumexp).
+
+``sum``/``prod``/``max``/``min``/``any``/``all``/``argmax``/``argmin`` are single
+reduce nodes; ``mean``, ``var``, ``std``, ``logsumexp`` and ``softmax`` are written
+as reduce -> broadcast -> elementwise compositions, the shape the fusion compiler
+turns into one row kernel.
+
+>>> import braze as bz
+>>> x = bz.asarray([[1.0, 2.0], [3.0, 4.0]])
+>>> bz.sum(x, axis=0).tolist(), bz.mean(x).item()
+([4.0, 6.0], 2.5)
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from ..graph.node import Node
+from ..graph.ops import OPS, check_domain
+from .array import Array, as_array, astype, elementwise
+
+Axis = int | tuple[int, ...] | None
+
+
+def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """``axis`` (None, an int or a tuple of ints) as sorted non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in items:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got {axis!r}") \
+                from None
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of bounds for an array of {ndim} dimensions")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(out))
+
+
+def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Array:
+    x = as_array(x, name)
+    op = OPS[name]
+    check_domain(op, x.dtype)
+    axes = normalize_axes(axis, x.ndim, name)
+    attrs = {"axes": axes, "keepdims": bool(keepdims)}
+    shape, dtype = op.infer((x.shape,), (x.dtype,), attrs)  # type: ignore[misc]
+    return Array(Node(op, (x._node,), attrs, shape, dtype))
+
+
+def sum(x: Array, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Sum over ``axis`` (all axes by default). Integers accumulate in 64 bits.
+
+    >>> import braze as bz
+    >>> bz.sum(bz.ones((2, 3), dtype=bz.int8), axis=1).tolist()
+    [3, 3]
+    """
+    return _with_dtype("sum", x, axis, dtype, keepdims)
+
+
+def prod(x: Array, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Array:
+    """Product over ``axis`` (all axes by default).
+
+    >>> import braze as bz
+    >>> bz.prod(bz.asarray([2, 3, 4])).item()
+    24
+    """
+    return _with_dtype("prod", x, axis, dtype, keepdims)
+
+
+def _with_dtype(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool) -> Array:
+    if dtype is None:
+        return _reduce(name, x, axis, keepdims)
+    d = dt.to_dtype(dtype, name)
+    x = astype(as_array(x, name), d)
+    out = _reduce(name, x, axis, keepdims)
+    return astype(out, d)
+
+
+def max(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Largest element over ``axis``; NaN propagates. Empty axes are an error.
+
+    >>> import braze as bz
+    >>> bz.max(bz.asarray([[1, 5], [7, 2]]), axis=1).tolist()
+    [5, 7]
+    """
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Smallest element over ``axis``; NaN propagates. Empty axes are an error.
+
+    >>> import braze as bz
+    >>> bz.min(bz.asarray([3.0, -1.0])).item()
+    -1.0
+    """
+    return _reduce("min", x, axis, keepdims)
+
+
+def any(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether any element over ``axis`` is non-zero.
+
+    >>> import braze as bz
+    >>> bz.any(bz.asarray([0, 2])).item()
+    True
+    """
+    return _reduce("any", x, axis, keepdims)
+
+
+def all(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether every element over ``axis`` is non-zero.
+
+    >>> import braze as bz
+    >>> bz.all(bz.asarray([0, 2])).item()
+    False
+    """
+    return _reduce("all", x, axis, keepdims)
+
+
+def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Array:
+    x = as_array(x, name)
+    if axis is not None and not isinstance(axis, (builtins.int, np.integer)):
+        raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
+    if x.ndim == 0:
+        return _reduce(name, x.reshape((1,)), 0, False).reshape(())
+    return _reduce(name, x, axis, keepdims)
+
+
+def argmax(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
+    """Index of the first largest element (flat index when ``axis`` is None); int64.
+
+    >>> import braze as bz
+    >>> bz.argmax(bz.asarray([[1, 9], [8, 2]]), axis=1).tolist()
+    [1, 0]
+    """
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
+    """Index of the first smallest element (flat index when ``axis`` is None); int64.
+
+    >>> import braze as bz
+    >>> bz.argmin(bz.asarray([4, 1, 1])).item()
+    1
+    """
+    return _arg("argmin", x, axis, keepdims)
+
+
+def _count(x: Array, axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+def _float_input(x: Any, name: str) -> Array:
+    x = as_array(x, name)
+    if not dt.is_floating(x.dtype):
+        if not dt.is_numeric(x.dtype) and x.dtype != dt.bool_:
+            raise TypeError(f"{name}: unsupported dtype {dt.name(x.dtype)}")
+        x = astype(x, dt.DEFAULT_FLOAT)
+    return x
+
+
+def mean(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:
+    """Arithmetic mean over ``axis``; integer input gives float32. Empty -> NaN.
+
+    >>> import braze as bz
+    >>> bz.mean(bz.asarray([1, 2]), keepdims=True).tolist()
+    [1.5]
+    """
+    x = _float_input(x, "mean")
+    axes = normalize_axes(axis, x.ndim, "mean")
+    total = _reduce("sum", x, axes, keepdims)
+    return elementwise(OPS["divide"], total, float(_count(x, axes)))
+
+
+def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
+        keepdims: bool = False) -> Array:
+    """Variance over ``axis`` with ``correction`` degrees of freedom (1 = sample variance).
+
+    >>> import braze as bz
+    >>> bz.var(bz.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item()
+    1.6666666269302368
+    """
+    x = _float_input(x, "var")
+    if isinstance(correction, builtins.bool) or not isinstance(
+            correction, (builtins.int, builtins.float)) or correction < 0:
+        raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
+    axes = normalize_axes(axis, x.ndim, "var")
+    m = mean(x, axis=axes, keepdims=True)
+    d = x - m
+    sq = (d * elementwise(OPS["conj"], d)).__abs__() if dt.is_complex(x.dtype) else d * d
+    total = _reduce("sum", sq, axes, keepdims)
+    dof = builtins.max(_count(x, axes) - correction, 0)
+    return elementwise(OPS["divide"], total, float(dof))
+
+
+def std(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
+        keepdims: bool = False) -> Array:
+    """Standard deviation: ``sqrt(var(x, ...))``.
+
+    >>> import braze as bz
+    >>> bz.std(bz.asarray([1.0, 3.0])).item()
+    1.0
+    """
+    return elementwise(OPS["sqrt"], var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def logsumexp(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (max subtracted first).
+
+    >>> import braze as bz
+    >>> round(bz.logsumexp(bz.asarray([1000.0, 1000.0])).item(), 4)
+    1000.6931
+    """
+    x = _float_input(x, "logsumexp")
+    if dt.is_complex(x.dtype):
+        raise TypeError("logsumexp: complex input is not supported")
+    axes = normalize_axes(axis, x.ndim, "logsumexp")
+    if builtins.any(x.shape[a] == 0 for a in axes):  # empty: log(0) = -inf
+        return elementwise(OPS["log"], _reduce("sum", x, axes, keepdims))
+    m = _reduce("max", x, axes, True)
+    from .elementwise import where
+
+    m = where(elementwise(OPS["isfinite"], m), m, 0.0)  # all -inf (or inf) rows stay exact
+    s = _reduce("sum", elementwise(OPS["exp"], x - m), axes, keepdims)
+    if not keepdims:
+        m = m.reshape(tuple(d for i, d in enumerate(m.shape) if i not in axes))
+    return elementwise(OPS["log"], s) + m
+
+
+def softmax(x: Array, /, axis: Axis = -1) -> Array:
+    """``exp(x) / sum(exp(x))`` over ``axis`` (default: last), computed stably.
+
+    >>> import braze as bz
+    >>> bz.softmax(bz.asarray([0.0, 0.0])).tolist()
+    [0.5, 0.5]
+    """
+    x = _float_input(x, "softmax")
+    if dt.is_complex(x.dtype):
+        raise TypeError("softmax: complex input is not supported")
+    axes = normalize_axes(axis, x.ndim, "softmax")
+    if x.size == 0:
+        return x
+    e = elementwise(OPS["exp"], x - _reduce("max", x, axes, True))
+    return e / _reduce("sum", e, axes, True)
+
+
+def cumulative_sum(x: Array, /, *, axis: int | None = None, dtype: Any = None,
+                   include_initial: bool = False) -> Array:
+    """Running sum along ``axis`` (optional for 1-d input); ``include_initial`` prepends 0.
+
+    >>> import braze as bz
+    >>> bz.cumulative_sum(bz.asarray([1, 2, 3]), include_initial=True).tolist()
+    [0, 1, 3, 6]
+    """
+    x = as_array(x, "cumulative_sum")
+    if x.ndim == 0:
+        raise ValueError("cumulative_sum: requires at least 1 dimension, got a 0-d array")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"cumulative_sum: axis is required for {x.ndim}-d input")
+        axis = 0
+    (ax,) = normalize_axes(axis, x.ndim, "cumulative_sum")
+    if dtype is not None:
+        x = astype(x, dt.to_dtype(dtype, "cumulative_sum"))
+    op = OPS["cumulative_sum"]
+    attrs = {"axis": ax, "include_initial": bool(include_initial)}
+    shape, out_dtype = op.infer((x.shape,), (x.dtype,), attrs)  # type: ignore[misc]
+    out = Array(Node(op, (x._node,), attrs, shape, out_dtype))
+    return out if dtype is None else astype(out, x.dtype)
+
+
+__all__ = ["sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "var", "std",
+           "logsumexp", "softmax", "cumulative_sum"]
+

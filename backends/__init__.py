@@ -1,0 +1,119 @@
+"""braze.backends: where pending graphs run.
+
+A backend turns a list of target nodes into values. ``numpy`` (the reference)
+executes the graph op by op through each op's numpy reference; the generated-
+kernel backends (cpu, cuda, mlx) register here as they land.
+
+The active backend: ``set_backend(name)``, ``with backend(name): ...``, or the
+``BRAZE_BACKEND`` environment variable (read at import).
+
+>>> "numpy" in available()
+True
+>>> with backend("numpy"):
+...     current().name
+'numpy'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from ..graph.node import Node
+
+
+class Backend(Protocol):
+    """What a backend provides: a name and a way to compute nodes' values."""
+
+    name: str
+
+    def evaluate(self, targets: Sequence[Node]) -> list[Any]:
+        """Compute (and store on each node) the values of ``targets``."""
+        ...
+
+
+_FACTORIES: dict[str, tuple[Callable[[], Backend], Callable[[], bool]]] = {}
+_INSTANCES: dict[str, Backend] = {}
+
+
+def register(name: str, factory: Callable[[], Backend], is_available: Callable[[], bool]) -> None:
+    """Register a backend under ``name`` (its factory runs on first use)."""
+    _FACTORIES[name] = (factory, is_available)
+
+
+def available() -> list[str]:
+    """Names of the backends usable on this machine, the reference first.
+
+    >>> available()[0]
+    'numpy'
+    """
+    return [n for n, (_, ok) in _FACTORIES.items() if ok()]
+
+
+def get(name: str) -> Backend:
+    """The backend instance called ``name``; ValueError lists the valid names."""
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown backend {name!r}; registered: {sorted(_FACTORIES)}")
+    factory, ok = _FACTORIES[name]
+    if not ok():
+        raise ValueError(f"backend {name!r} is not available here; available: {available()}")
+    inst = _INSTANCES.get(name)
+    if inst is None:
+        inst = _INSTANCES[name] = factory()
+    return inst
+
+
+def _default_name() -> str:
+    env = os.environ.get("BRAZE_BACKEND")
+    if env:
+        get(env)  # fail at import with the list of valid names, not at the first eval
+        return env
+    return "numpy"
+
+
+def _numpy_factory() -> Backend:
+    from .numpy_backend import NumpyBackend
+
+    return NumpyBackend()
+
+
+register("numpy", _numpy_factory, lambda: True)
+
+_DEFAULT = _default_name()
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("braze_backend", default=_DEFAULT)
+
+
+def current() -> Backend:
+    """The active backend (per thread / async context)."""
+    return get(_current.get())
+
+
+def set_backend(name: str) -> None:
+    """Make ``name`` the active backend for this context.
+
+    >>> set_backend("numpy")
+    """
+    get(name)
+    _current.set(name)
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[Backend]:
+    """Run a block with ``name`` as the active backend.
+
+    >>> with backend("numpy") as b:
+    ...     b.name
+    'numpy'
+    """
+    b = get(name)
+    token = _current.set(name)
+    try:
+        yield b
+    finally:
+        _current.reset(token)
+
+
+__all__ = ["Backend", "available", "backend", "current", "get", "register", "set_backend"]

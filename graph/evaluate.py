@@ -1,0 +1,89 @@
+"""Collect the pending subgraph behind some nodes and run it, freeing as it goes.
+
+``evaluate(targets, run)`` orders the un-evaluated nodes reachable from
+``targets`` topologically (iteratively: a 100k-op chain does not hit Python's
+recursion limit), calls ``run(node, *input_values)`` for each, and then:
+
+* stores each value on its node and drops the node's ``inputs`` (it becomes a
+  leaf), so evaluating the same array twice computes once;
+* lets go of each node as soon as its last consumer in the graph has run, so an
+  intermediate nobody else holds (no user ``Array``, no other pending graph) is
+  freed right then, not at the end.
+
+>>> import numpy as np
+>>> from braze.graph.node import constant
+>>> n = constant(np.float32(1.0))
+>>> evaluate([n], lambda node, *xs: None)[0]
+array(1., dtype=float32)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .node import Node
+
+Run = Callable[..., Any]
+
+
+def topo_order(targets: Sequence[Node]) -> list[Node]:
+    """Un-evaluated nodes reachable from ``targets``, inputs before consumers."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for t in targets:
+        if t.data is not None or id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack: list[tuple[Node, int]] = [(t, 0)]
+        while stack:
+            node, i = stack[-1]
+            if i < len(node.inputs):
+                stack[-1] = (node, i + 1)
+                child = node.inputs[i]
+                if child.data is None and id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def evaluate(targets: Sequence[Node], run: Run) -> list[Any]:
+    """Compute the value of every node in ``targets``; return them in order."""
+    order = topo_order(targets)
+    if order:
+        _execute(order, run)  # type: ignore[arg-type]
+    return [t.data for t in targets]
+
+
+def _execute(order: list[Node | None], run: Run) -> None:
+    # Every computed value is stored on its node and the node's inputs are dropped
+    # at once. ``order`` is this function's only reference to a node; it is cleared
+    # when the node's last in-graph consumer has run. A node nobody else holds (no
+    # user Array, no pending graph) is then freed with its value; one that is held
+    # keeps its value, so evaluating it again computes nothing.
+    pos = {id(n): i for i, n in enumerate(order)}
+    remaining = [0] * len(order)  # in-graph consumers not yet run
+    for n in order:
+        for x in n.inputs:  # type: ignore[union-attr]
+            j = pos.get(id(x))
+            if j is not None:
+                remaining[j] += 1
+    n = x = None  # hold no node past its time
+    for i in range(len(order)):
+        node = order[i]
+        assert node is not None
+        inputs, node.inputs = node.inputs, ()
+        node.data = run(node, *[x.data for x in inputs])
+        for x in inputs:
+            j = pos.get(id(x))
+            if j is not None:
+                remaining[j] -= 1
+                if remaining[j] == 0:
+                    order[j] = None
+        if remaining[i] == 0:
+            order[i] = None
+        del inputs, node
+        x = None

@@ -1,0 +1,65 @@
+"""The graph IR: a node is one recorded op application.
+
+A node holds its op declaration, input nodes, static attributes, and the shape
+and dtype its shape/dtype rules computed at record time. ``data`` is None until
+the node is evaluated; evaluation then drops ``inputs`` so intermediates can be
+freed (see :mod:`braze.graph.evaluate`).
+
+>>> import numpy as np
+>>> n = constant(np.float32(2.0))
+>>> n.shape, n.dtype, n.is_evaluated
+((), dtype('float32'), True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .dtypes import name as dtype_name
+
+
+class Node:
+    """One op application in the lazy graph (or a leaf holding data)."""
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "__weakref__")
+
+    def __init__(
+        self,
+        op: Any,
+        inputs: tuple[Node, ...],
+        attrs: dict[str, Any],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        data: Any = None,
+    ) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.data = data
+
+    @property
+    def is_evaluated(self) -> bool:
+        return self.data is not None
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        state = "evaluated" if self.data is not None else f"{len(self.inputs)} inputs"
+        return f"Node({self.op.name}, shape={self.shape}, dtype={dtype_name(self.dtype)}, {state})"
+
+
+def constant(value: np.ndarray | np.generic) -> Node:
+    """A leaf node holding ``value`` (already a numpy array/scalar of a braze dtype)."""
+    from .ops import CONSTANT
+
+    arr = np.asarray(value)
+    return Node(CONSTANT, (), {}, arr.shape, arr.dtype, arr)

@@ -1,0 +1,472 @@
+"""Op declarations: every op braze knows, declared once.
+
+Each :class:`OpDef` row gives the op's name, kind, arity, which input dtypes it
+accepts, how inputs are cast before computing, its result-dtype and shape rules,
+and its numpy reference. The public API (``braze.arrays``), the passes and every
+backend read these rows; adding an elementwise op means adding one row here.
+
+Conventions the rest of braze relies on:
+
+* Elementwise nodes receive inputs that were already cast to one common
+  *compute dtype* (the recording layer inserts explicit ``cast`` nodes), so a
+  kernel never promotes implicitly. ``where`` is the exception: its condition is
+  bool.
+* float16 / bfloat16 are computed in float32 and rounded once at the end, on
+  every backend (the reference included).
+
+>>> OPS["add"].kind, OPS["add"].arity
+('elementwise', 2)
+>>> elementwise_dtypes(OPS["exp"], int32)
+(dtype('float32'), dtype('float32'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .dtypes import int32  # noqa: F401  (doctest)
+
+Shape = tuple[int, ...]
+Infer = Callable[[tuple[Shape, ...], tuple[np.dtype, ...], dict[str, Any]], tuple[Shape, np.dtype]]
+
+
+@dataclass(frozen=True, eq=False)
+class OpDef:
+    """One op declaration (a row of the op table)."""
+
+    name: str
+    kind: str  # leaf | elementwise | reduce | scan | view | library | random
+    arity: int  # number of array inputs; -1 = variadic
+    reference: Callable[..., Any]  # numpy implementation: reference(*arrays, **attrs)
+    domain: str = "any"  # input dtypes accepted (see DOMAINS)
+    cast_inputs: str | None = None  # None | "float" (int/bool -> default float) | "bool"
+    result: str = "same"  # result dtype rule for elementwise ops: same | bool | real
+    infer: Infer | None = None  # shape/dtype rule for non-elementwise ops
+    cexpr: str | None = None  # C expression over {0}, {1}, ... for the code generators
+    doc: str = field(default="", repr=False)
+
+    def __repr__(self) -> str:
+        return f"OpDef({self.name})"
+
+
+DOMAINS: dict[str, tuple[str, Callable[[np.dtype], bool]]] = {
+    "any": ("any dtype", lambda d: True),
+    "numeric": ("a numeric dtype", dt.is_numeric),
+    "real": ("a real (non-complex) dtype", lambda d: not dt.is_complex(d)),
+    "real_numeric": ("a real numeric dtype", lambda d: dt.is_numeric(d) and not dt.is_complex(d)),
+    "integer": ("an integer dtype", dt.is_integer),
+    "integer_or_bool": ("an integer or bool dtype", lambda d: dt.is_integer(d) or dt.is_bool(d)),
+    "real_floating": (
+        "a real floating-point dtype",
+        lambda d: dt.is_real_floating(d) or dt.is_integer(d) or dt.is_bool(d),
+    ),
+}
+
+
+def check_domain(op: OpDef, dtype: np.dtype) -> None:
+    """Raise TypeError naming the op when ``dtype`` is outside the op's domain."""
+    what, ok = DOMAINS[op.domain]
+    if not ok(dtype):
+        raise TypeError(f"{op.name}: unsupported dtype {dt.name(dtype)}; expected {what}")
+
+
+def elementwise_dtypes(op: OpDef, dtype: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """(compute dtype, result dtype) of elementwise ``op`` on inputs promoted to ``dtype``."""
+    check_domain(op, dtype)
+    if op.cast_inputs == "float":
+        compute = dt.float_result(dtype)
+    elif op.cast_inputs == "bool":
+        compute = dt.bool_
+    else:
+        compute = dtype
+    if op.result == "bool":
+        out = dt.bool_
+    elif op.result == "real":
+        out = dt.real_dtype(compute)
+    else:
+        out = compute
+    return compute, out
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def declare(op: OpDef) -> OpDef:
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} declared twice")
+    OPS[op.name] = op
+    return op
+
+
+# ---------------------------------------------------------------- leaves
+def _no_reference(*args: Any, **kw: Any) -> Any:
+    raise RuntimeError("constant nodes carry their data; they are never executed")
+
+
+CONSTANT = declare(OpDef("constant", "leaf", 0, _no_reference, doc="A leaf holding data."))
+
+
+def _arange_ref(*, start: Any, step: Any, num: int, dtype: np.dtype) -> np.ndarray:
+    if dt.is_integer(dtype):
+        return (int(start) + np.arange(num, dtype=np.int64) * int(step)).astype(dtype)
+    return (start + np.arange(num, dtype=np.float64) * step).astype(dtype)
+
+
+def _leaf_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return attrs["shape"], attrs["dtype"]
+
+
+declare(OpDef("arange", "leaf", 0,
+              lambda **a: _arange_ref(**{k: a[k] for k in ("start", "step", "num", "dtype")}),
+              infer=_leaf_infer, doc="start + step * [0, 1, ..., num-1]."))
+declare(OpDef("linspace", "leaf", 0,
+              lambda *, start, stop, num, endpoint, dtype, shape: np.linspace(
+                  start, stop, num, endpoint=endpoint, dtype=np.float64).astype(dtype),
+              infer=_leaf_infer, doc="Evenly spaced values over an interval."))
+
+
+# ---------------------------------------------------------------- elementwise
+def _ew(name: str, arity: int, ref: Callable[..., Any], domain: str = "numeric",
+        cast: str | None = None, result: str = "same", doc: str = "") -> OpDef:
+    return declare(OpDef(name, "elementwise", arity, ref, domain, cast, result, doc=doc))
+
+
+def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x ** y for integers without numpy's error on negative exponents (result 0, or +-1)."""
+    if not dt.is_integer(x.dtype) or not np.any(y < 0):
+        return np.power(x, y)
+    neg = y < 0
+    out = np.power(x, np.where(neg, 0, y).astype(y.dtype))
+    one = np.ones_like(x)
+    at_neg = np.where(x == 1, one, np.where(x == -1, np.where(y % 2 == 0, one, -one), 0))
+    return np.where(neg, at_neg, out).astype(x.dtype)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    if dt.is_complex(x.dtype):
+        mag = np.abs(x)
+        return np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)
+    return np.sign(x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # Two-branch form: never overflows exp, exact 0/1 at the ends.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _shift(f: Callable[..., Any]) -> Callable[..., Any]:
+    def ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        bits = x.dtype.itemsize * 8
+        big = (y < 0) | (y >= bits)  # C leaves these undefined; define them
+        out = f(x, np.where(big, 0, y).astype(y.dtype))
+        if f is np.right_shift:
+            fill = np.where(x < 0, -1, 0).astype(x.dtype) if x.dtype.kind == "i" else 0
+        else:
+            fill = 0
+        return np.where(big, fill, out).astype(x.dtype)
+
+    return ref
+
+
+# unary, floating (integer inputs are computed in the default float dtype)
+for _name, _ref in [
+    ("exp", np.exp), ("expm1", np.expm1), ("log", np.log), ("log1p", np.log1p),
+    ("log2", np.log2), ("log10", np.log10), ("sqrt", np.sqrt),
+    ("sin", np.sin), ("cos", np.cos), ("tan", np.tan), ("asin", np.arcsin),
+    ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh),
+    ("tanh", np.tanh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh),
+    ("reciprocal", np.reciprocal), ("sigmoid", _sigmoid),
+]:
+    _ew(_name, 1, _ref, "numeric", cast="float")
+
+# unary, same dtype
+_ew("negative", 1, np.negative)
+_ew("positive", 1, np.positive)
+_ew("square", 1, np.square)
+_ew("sign", 1, _sign)
+_ew("round", 1, np.round)
+_ew("ceil", 1, np.ceil, "real_numeric")
+_ew("floor", 1, np.floor, "real_numeric")
+_ew("trunc", 1, np.trunc, "real_numeric")
+_ew("abs", 1, np.abs, "numeric", result="real")
+_ew("real", 1, np.real, "numeric", result="real")
+_ew("imag", 1, lambda x: np.imag(x) if dt.is_complex(x.dtype) else np.zeros_like(x),
+    "numeric", result="real")
+_ew("conj", 1, np.conj, "numeric")
+_ew("bitwise_invert", 1, np.invert, "integer_or_bool")
+_ew("logical_not", 1, np.logical_not, "any", cast="bool")
+_ew("isnan", 1, np.isnan, "numeric", result="bool")
+_ew("isinf", 1, np.isinf, "numeric", result="bool")
+_ew("isfinite", 1, np.isfinite, "numeric", result="bool")
+_ew("signbit", 1, np.signbit, "real_floating", cast="float", result="bool")
+
+# binary
+_ew("add", 2, np.add, "any")
+_ew("subtract", 2, np.subtract)
+_ew("multiply", 2, np.multiply, "any")
+_ew("divide", 2, np.true_divide, cast="float")
+_ew("floor_divide", 2, np.floor_divide, "real_numeric")
+_ew("remainder", 2, np.remainder, "real_numeric")
+_ew("pow", 2, _int_power)
+_ew("maximum", 2, np.maximum, "real")
+_ew("minimum", 2, np.minimum, "real")
+_ew("atan2", 2, np.arctan2, "real_floating", cast="float")
+_ew("hypot", 2, np.hypot, "real_floating", cast="float")
+_ew("copysign", 2, np.copysign, "real_floating", cast="float")
+_ew("nextafter", 2, np.nextafter, "real_floating", cast="float")
+_ew("logaddexp", 2, np.logaddexp, "real_floating", cast="float")
+_ew("bitwise_and", 2, np.bitwise_and, "integer_or_bool")
+_ew("bitwise_or", 2, np.bitwise_or, "integer_or_bool")
+_ew("bitwise_xor", 2, np.bitwise_xor, "integer_or_bool")
+_ew("bitwise_left_shift", 2, _shift(np.left_shift), "integer")
+_ew("bitwise_right_shift", 2, _shift(np.right_shift), "integer")
+_ew("logical_and", 2, np.logical_and, "any", cast="bool")
+_ew("logical_or", 2, np.logical_or, "any", cast="bool")
+_ew("logical_xor", 2, np.logical_xor, "any", cast="bool")
+_ew("equal", 2, np.equal, "any", result="bool")
+_ew("not_equal", 2, np.not_equal, "any", result="bool")
+_ew("less", 2, np.less, "real", result="bool")
+_ew("less_equal", 2, np.less_equal, "real", result="bool")
+_ew("greater", 2, np.greater, "real", result="bool")
+_ew("greater_equal", 2, np.greater_equal, "real", result="bool")
+
+# ternary: where(cond, x, y); cond is bool, x and y share the compute dtype
+WHERE = _ew("where", 3, np.where, "any")
+
+
+def _cast_ref(x: np.ndarray, *, dtype: np.dtype) -> np.ndarray:
+    if dt.is_bool(dtype):
+        return x != 0
+    return x.astype(dtype)
+
+
+CAST = declare(OpDef("cast", "elementwise", 1, _cast_ref, doc="Convert to attrs['dtype']."))
+BITCAST = declare(OpDef("bitcast", "elementwise", 1, lambda x, *, dtype: x.view(dtype),
+                        doc="Reinterpret the bits as attrs['dtype'] (same item size)."))
+
+
+# ---------------------------------------------------------------- reductions
+def _reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def sum_dtype(d: np.dtype) -> np.dtype:
+    """Accumulator/result dtype of sum and prod: ints widen to 64 bits of their kind."""
+    if dt.is_bool(d) or (dt.is_integer(d) and not dt.is_unsigned(d)):
+        return dt.int64
+    if dt.is_unsigned(d):
+        return dt.uint64
+    return d
+
+
+def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.dtype], np.dtype],
+            needs_nonempty: bool = False) -> OpDef:
+    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+        (shape,), (dtype,) = shapes, dtypes
+        axes = attrs["axes"]
+        if needs_nonempty and any(shape[a] == 0 for a in axes):
+            raise ValueError(f"{name}: cannot reduce over a zero-size axis (shape {shape})")
+        return _reduced_shape(shape, axes, attrs["keepdims"]), out(dtype)
+
+    return declare(OpDef(name, "reduce", 1, ref, domain, infer=infer))
+
+
+def _sum_ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
+
+
+def _prod_ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+    return np.prod(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
+
+
+_reduce("sum", _sum_ref, "any", sum_dtype)
+_reduce("prod", _prod_ref, "any", sum_dtype)
+_reduce("max", lambda x, *, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
+        "real", lambda d: d, needs_nonempty=True)
+_reduce("min", lambda x, *, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
+        "real", lambda d: d, needs_nonempty=True)
+_reduce("any", lambda x, *, axes, keepdims: np.any(x, axis=axes, keepdims=keepdims),
+        "any", lambda d: dt.bool_)
+_reduce("all", lambda x, *, axes, keepdims: np.all(x, axis=axes, keepdims=keepdims),
+        "any", lambda d: dt.bool_)
+
+
+def _arg_ref(f: Callable[..., Any]) -> Callable[..., Any]:
+    def ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+        if len(axes) == x.ndim and x.ndim != 1:  # axis=None: flat index
+            r = f(x.reshape(-1), axis=0)
+            return np.asarray(r).reshape((1,) * x.ndim if keepdims else ()).astype(np.int64)
+        return np.asarray(f(x, axis=axes[0], keepdims=keepdims)).astype(np.int64)
+
+    return ref
+
+
+_reduce("argmax", _arg_ref(np.argmax), "real", lambda d: dt.DEFAULT_INDEX, needs_nonempty=True)
+_reduce("argmin", _arg_ref(np.argmin), "real", lambda d: dt.DEFAULT_INDEX, needs_nonempty=True)
+
+
+def _cumsum_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    (shape,), (dtype,) = shapes, dtypes
+    shape = list(shape)
+    if attrs["include_initial"]:
+        shape[attrs["axis"]] += 1
+    return tuple(shape), sum_dtype(dtype)
+
+
+def _cumsum_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
+    out = np.cumsum(x, axis=axis, dtype=sum_dtype(x.dtype))
+    if include_initial:
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (1, 0)
+        out = np.pad(out, pad)
+    return out
+
+
+declare(OpDef("cumulative_sum", "scan", 1, _cumsum_ref, "any", infer=_cumsum_infer))
+
+
+# ---------------------------------------------------------------- views and data movement
+def _reshape_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return attrs["shape"], dtypes[0]
+
+
+def _permute_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return tuple(shapes[0][a] for a in attrs["axes"]), dtypes[0]
+
+
+def _slice_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return tuple(len(range(*s)) for s in attrs["slices"]), dtypes[0]
+
+
+def _slice_ref(x, *, slices):  # type: ignore[no-untyped-def]
+    # normalized (start, stop, step); a negative stop means "past the front"
+    return x[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in slices)]
+
+
+def _concat_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    axis = attrs["axis"]
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return tuple(out), dtypes[0]
+
+
+RESHAPE = declare(OpDef("reshape", "view", 1, lambda x, *, shape: x.reshape(shape),
+                        infer=_reshape_infer))
+PERMUTE = declare(OpDef("permute_dims", "view", 1, lambda x, *, axes: np.transpose(x, axes),
+                        infer=_permute_infer))
+BROADCAST = declare(OpDef("broadcast_to", "view", 1,
+                          lambda x, *, shape: np.broadcast_to(x, shape),
+                          infer=_reshape_infer))
+SLICE = declare(OpDef("slice", "view", 1, _slice_ref, infer=_slice_infer))
+def _slice_update_ref(x, v, *, slices):  # type: ignore[no-untyped-def]
+    out = np.array(x, copy=True)
+    out[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in slices)] = v
+    return out
+
+
+SLICE_UPDATE = declare(OpDef(
+    "slice_update", "view", 2, _slice_update_ref,
+    infer=lambda shapes, dtypes, attrs: (shapes[0], dtypes[0]),
+    doc="x with the region attrs['slices'] replaced by v (v has the region's shape).",
+))
+CONCAT = declare(OpDef("concat", "view", -1,
+                       lambda *xs, axis: np.concatenate(xs, axis=axis), infer=_concat_infer))
+
+
+# ---------------------------------------------------------------- library ops
+def matmul_shape(a: Shape, b: Shape) -> Shape:
+    """Result shape of matmul per the standard (1-d operands promoted, then squeezed)."""
+    if not a or not b:
+        raise ValueError(f"matmul: operands must be at least 1-d, got shapes {a} and {b}")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(
+            f"matmul: contraction dimensions differ: shapes {a} and {b} ({a2[-1]} != {b2[-2]})"
+        )
+    batch = broadcast_shapes(a2[:-2], b2[:-2], op="matmul")
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+MATMUL = declare(OpDef(
+    "matmul", "library", 2, np.matmul, "numeric",
+    infer=lambda shapes, dtypes, attrs: (matmul_shape(*shapes), dtypes[0]),
+))
+
+
+# ---------------------------------------------------------------- random
+def threefry2x32(key: np.ndarray, counter_hi: np.ndarray, counter_lo: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011): a counter-based bijection.
+
+    Every backend implements this exact function, so random streams are
+    bit-identical across backends.
+    """
+    rot = ((13, 15, 26, 6), (17, 29, 16, 24))
+    k0, k1 = np.uint32(key[0]), np.uint32(key[1])
+    k2 = np.uint32(k0 ^ k1 ^ np.uint32(0x1BD11BDA))
+    ks = (k0, k1, k2)
+    x0 = counter_hi.astype(np.uint32) + k0
+    x1 = counter_lo.astype(np.uint32) + k1
+    for i in range(5):
+        for r in rot[i % 2]:
+            x0 = x0 + x1
+            x1 = (x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))
+            x1 = x1 ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def _random_bits_ref(key, *, shape):  # type: ignore[no-untyped-def]
+    n = int(np.prod(shape, dtype=np.int64))
+    half = (n + 1) // 2
+    with np.errstate(over="ignore"):
+        idx = np.arange(half, dtype=np.uint64)
+        hi, lo = threefry2x32(np.asarray(key, np.uint32),
+                              (idx >> np.uint64(32)).astype(np.uint32),
+                              (idx & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    return np.concatenate([hi, lo])[:n].reshape(shape)
+
+
+RANDOM_BITS = declare(OpDef(
+    "random_bits", "random", 1, _random_bits_ref, "any",
+    infer=lambda shapes, dtypes, attrs: (attrs["shape"], dt.uint32),
+    doc="uint32 bits of shape attrs['shape'] from a (2,) uint32 key (threefry-2x32).",
+))
+
+
+# ---------------------------------------------------------------- shapes
+def broadcast_shapes(*shapes: Shape, op: str = "broadcast_shapes") -> Shape:
+    """Broadcast shapes per the standard; ValueError names the op and the shapes.
+
+    >>> broadcast_shapes((2, 1), (3,))
+    (2, 3)
+    """
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        off = ndim - len(s)
+        for i, d in enumerate(s):
+            o = out[off + i]
+            if o == 1:
+                out[off + i] = d
+            elif d != 1 and d != o:
+                raise ValueError(
+                    f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} "
+                    "cannot be broadcast together"
+                )
+    return tuple(out)
