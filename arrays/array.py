@@ -386,17 +386,35 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
     return Node(CAST, (node,), {"dtype": dtype}, node.shape, dtype)
 
 
+_SCALAR_NODES: dict[tuple[Any, ...], Node] = {}
+
+
 def _scalar_node(value: Scalar, dtype: np.dtype) -> Node:
-    with np.errstate(over="ignore"):
-        return constant(np.asarray(value, dtype=dtype))
+    """A 0-d constant leaf. Leaves are immutable, so equal scalars share one node
+    (cheaper dispatch, and common subexpressions stay common)."""
+    key = (type(value), value, dtype, str(value) if value == 0 else None)  # keeps -0.0 apart
+    node = _SCALAR_NODES.get(key)
+    if node is None:
+        with np.errstate(over="ignore"):
+            node = constant(np.asarray(value, dtype=dtype))
+        if len(_SCALAR_NODES) >= 4096:
+            _SCALAR_NODES.clear()
+        _SCALAR_NODES[key] = node
+    return node
 
 
 def promote_operands(name: str, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.dtype]:
     """Normalize op arguments (array-likes become Arrays; Python scalars stay weak) and
     return them with their common dtype under the standard's promotion rules."""
-    if not all(isinstance(a, (Array, *_SCALARS)) for a in args):
-        args = tuple(a if isinstance(a, (Array, *_SCALARS)) else _operand(a, name) for a in args)
-    arrays = [a for a in args if isinstance(a, Array)]
+    arrays = []
+    for a in args:
+        if isinstance(a, Array):
+            arrays.append(a)
+        elif not isinstance(a, _SCALARS):
+            args = tuple(b if isinstance(b, (Array, *_SCALARS)) else _operand(b, name)
+                         for b in args)
+            arrays = [b for b in args if isinstance(b, Array)]
+            break
     if not arrays:  # all Python scalars: they take the default dtypes
         args = tuple(_c.asarray(a) for a in args)
         arrays = list(args)

@@ -21,6 +21,12 @@ from ..graph.evaluate import evaluate
 from ..graph.node import Node
 
 _UPCAST_KINDS = ("elementwise", "reduce", "scan", "library")
+_LOW = (dt.float16, dt.bfloat16)
+
+
+def upcast(x: np.ndarray) -> np.ndarray:
+    """float16/bfloat16 -> float32 (the compute dtype of low-precision floats)."""
+    return x.astype(np.float32) if x.dtype in _LOW else x
 
 
 class NumpyBackend:
@@ -37,7 +43,10 @@ def run_node(node: Node, *xs: np.ndarray) -> np.ndarray:
     """Compute one node from its inputs' values with the op's numpy reference."""
     op = node.op
     if op.kind in _UPCAST_KINDS and op.name != "bitcast":
-        xs = tuple(x.astype(np.float32) if dt.is_low_precision(x.dtype) else x for x in xs)
+        for x in xs:
+            if x.dtype in _LOW:
+                xs = tuple(upcast(x) for x in xs)
+                break
     out = op.reference(*xs, **node.attrs)
     out = np.asarray(out)
     if out.dtype != node.dtype:
