@@ -1,7 +1,13 @@
-"""The reference backend: runs a graph op by op through each op's numpy reference.
+"""The reference backend: numpy kernels for the compiler's schedules, or op by op.
 
-Every other backend is tested against this one. float16/bfloat16 are computed
-in float32 and rounded once, exactly as the generated kernels will.
+By default a pending graph goes through the compiler (simplify, fuse, memory plan)
+and each fused kernel of the schedule runs *op by op inside the kernel* with numpy,
+over blocks of rows so its temporaries stay small. ``BRAZE_OPTIMIZE=0`` (or
+``NumpyBackend(optimize=False)``) runs the unoptimized graph op by op instead —
+the ground truth every pass and every other backend is tested against.
+
+float16/bfloat16 are computed in float32: op by op, each op rounds its result;
+inside a fused kernel, values stay in float32 until they are stored (or cast).
 
 >>> import numpy as np
 >>> from braze.graph.node import constant
@@ -11,46 +17,233 @@ in float32 and rounded once, exactly as the generated kernels will.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..graph import dtypes as dt
+from ..graph.compiler import compile_graph
 from ..graph.evaluate import evaluate
+from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
+from ..graph.ops import OPS, reference_eval
+from ..graph.view import View
 
-_UPCAST_KINDS = ("elementwise", "reduce", "scan", "library")
-_LOW = (dt.float16, dt.bfloat16)
-
-
-def upcast(x: np.ndarray) -> np.ndarray:
-    """float16/bfloat16 -> float32 (the compute dtype of low-precision floats)."""
-    return x.astype(np.float32) if x.dtype in _LOW else x
+_LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
+BLOCK_ELEMENTS = 1 << 16  # elements per block when a kernel runs in pieces
 
 
 class NumpyBackend:
-    """Op-by-op numpy execution of pending graphs."""
+    """numpy execution of pending graphs (fused schedules, or op by op)."""
 
     name = "numpy"
 
+    def __init__(self, optimize: bool | None = None) -> None:
+        if optimize is None:
+            optimize = os.environ.get("BRAZE_OPTIMIZE", "1") != "0"
+        self.optimize = optimize
+
     def evaluate(self, targets: Sequence[Node]) -> list[Any]:
         with np.errstate(all="ignore"):  # IEEE semantics: inf/nan results, no warnings
-            return evaluate(targets, run_node)
+            if not self.optimize:
+                return evaluate(targets, run_node)
+            targets = list(targets)
+            schedule, leaves = compile_graph(targets)
+            values = run_schedule(schedule, [leaf.data for leaf in leaves])
+            for t, v in zip(targets, values):
+                t.data = v
+                t.inputs = ()
+            return values
 
 
 def run_node(node: Node, *xs: np.ndarray) -> np.ndarray:
     """Compute one node from its inputs' values with the op's numpy reference."""
-    op = node.op
-    if op.kind in _UPCAST_KINDS and op.name != "bitcast":
-        for x in xs:
-            if x.dtype in _LOW:
-                xs = tuple(upcast(x) for x in xs)
-                break
-    out = op.reference(*xs, **node.attrs)
-    out = np.asarray(out)
-    if out.dtype != node.dtype:
-        out = out.astype(node.dtype)
+    out = reference_eval(node.op, node.attrs, node.dtype, *xs)
     if out.shape != node.shape:  # a reference that disagrees with its shape rule is a bug
-        raise AssertionError(f"{op.name}: reference gave shape {out.shape}, rule said {node.shape}")
+        raise AssertionError(f"{node.op.name}: reference gave shape {out.shape}, rule said "
+                             f"{node.shape}")
     return out
+
+
+# ---------------------------------------------------------------- schedules
+def strided(buf: np.ndarray, view: View) -> np.ndarray:
+    """``buf`` (row-major) seen through ``view``."""
+    if view.size == 0:
+        return np.empty(view.shape, buf.dtype)
+    flat = buf.reshape(-1)
+    item = buf.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(flat[view.offset:], view.shape,
+                                           tuple(s * item for s in view.strides))
+
+
+def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Execute a schedule on input arrays; returns the output arrays."""
+    bufs: list[Any] = [None] * len(s.slots)
+    for slot, arr in zip(s.input_slots, inputs):
+        bufs[slot] = np.ascontiguousarray(arr)  # loads index row-major buffers
+    for slot, value in s.const_slots.items():
+        bufs[slot] = np.asarray(value, dtype=s.slots[slot].dtype)
+    storages: dict[int, np.ndarray] = {}
+    owners: dict[int, list[int]] = {}
+    for t, step in enumerate(s.steps):
+        if isinstance(step, KernelStep):
+            for st in step.kernel.stores:
+                bufs[st.slot] = _slot_array(s, st.slot, storages, owners)
+            run_kernel(step.kernel, bufs)
+        elif isinstance(step, LibraryStep):
+            ins = [bufs[i] for i in step.inputs]
+            slot = s.slots[step.output]
+            bufs[step.output] = np.ascontiguousarray(
+                reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
+        else:
+            bufs[step.output] = strided(bufs[step.source], step.view)
+        for sid in s.frees[t]:  # storage whose last reader has run
+            storages.pop(sid, None)
+            for slot in owners.pop(sid, []):
+                if slot not in s.output_slots:
+                    bufs[slot] = None
+    return [bufs[o] for o in s.output_slots]
+
+
+def _slot_array(s: Schedule, slot: int, storages: dict[int, np.ndarray],
+                owners: dict[int, list[int]]) -> np.ndarray:
+    info = s.slots[slot]
+    sid = s.storage.get(slot)
+    if sid is None:
+        return np.empty(info.shape, info.dtype)
+    mem = storages.get(sid)
+    if mem is None:
+        mem = storages[sid] = np.empty(s.storage_bytes[sid], np.uint8)
+    owners.setdefault(sid, []).append(slot)
+    return mem[:info.nbytes].view(info.dtype).reshape(info.shape)
+
+
+def run_kernel(k: Kernel, bufs: list[Any]) -> None:
+    """Run one fused kernel op by op with numpy, in blocks of rows along the first dim."""
+    plan = _plans.get(id(k))
+    if plan is None or plan[0] is not k:
+        plan = _plans[id(k)] = (k, _prepare(k))
+        if len(_plans) > 4096:
+            _plans.clear()
+    steps = plan[1]
+    n_outer = len(k.shape) - k.n_red
+    size = 1
+    for d in k.shape:
+        size *= d
+    if n_outer == 0 or size <= BLOCK_ELEMENTS or k.shape[0] <= 1:
+        _run_block(k, steps, bufs, None)
+        return
+    per_row = size // k.shape[0]
+    rows = max(1, BLOCK_ELEMENTS // max(per_row, 1))
+    for lo in range(0, k.shape[0], rows):
+        _run_block(k, steps, bufs, slice(lo, min(lo + rows, k.shape[0])))
+
+
+_plans: dict[int, tuple[Kernel, list[Any]]] = {}
+
+
+def _prepare(k: Kernel) -> list[Any]:
+    """Per-instruction (kind, payload, args, dtype, values to drop afterwards)."""
+    last_use = [0] * len(k.instrs)
+    for i, ins in enumerate(k.instrs):
+        for a in ins.args:
+            last_use[a] = i
+    for st in k.stores:
+        last_use[st.instr] = len(k.instrs)
+    steps = []
+    for i, ins in enumerate(k.instrs):
+        drop = tuple(a for a in set(ins.args) if last_use[a] == i)
+        if ins.op == "load":
+            ld = k.loads[ins.attr("load")]
+            payload: Any = (ld.slot, ld.view, ld.view.is_contiguous())
+            kind = "load"
+        elif ins.op == "const":
+            v = np.asarray(ins.attr("value"), dtype=ins.dtype)
+            payload, kind = _compute(v), "const"
+        elif OPS[ins.op].kind == "reduce":
+            payload, kind = ins.op, "reduce"
+        elif ins.op == "bitcast":
+            payload, kind = k.instrs[ins.args[0]].dtype, "bitcast"
+        else:
+            payload, kind = (OPS[ins.op].reference, dict(ins.attrs), ins.op == "cast"), "op"
+        steps.append((kind, payload, ins.args, ins.dtype, drop))
+    stores = [(st, st.view.is_contiguous(), bool(k.n_red and k.instrs[st.instr].row))
+              for st in k.stores]
+    return [steps, stores]
+
+
+def _compute(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32) if x.dtype in _LOW else x
+
+
+def _run_block(k: Kernel, plan: list[Any], bufs: list[Any], rows: slice | None) -> None:
+    steps, stores = plan
+    n_outer = len(k.shape) - k.n_red
+    block_shape = k.shape
+    if rows is not None:
+        block_shape = (len(range(*rows.indices(k.shape[0]))),) + k.shape[1:]
+    red_axes = tuple(range(n_outer, len(k.shape)))
+    vals: list[Any] = [None] * len(steps)
+    for i, (kind, payload, args, dtype, drop) in enumerate(steps):
+        if kind == "load":
+            slot, view, contiguous = payload
+            buf = bufs[slot]
+            v = buf if contiguous and buf.shape == view.shape else strided(buf, view)
+            if rows is not None:
+                v = v[rows]
+            out = v.astype(np.float32) if v.dtype in _LOW else v
+        elif kind == "const":
+            out = payload
+        elif kind == "op":
+            ref, attrs, is_cast = payload
+            out = ref(*[vals[a] for a in args], **attrs) if attrs else ref(*[vals[a] for a in args])
+            if is_cast or out.dtype != dtype:
+                out = np.asarray(out).astype(dtype)  # rounds (a cast to float16, say) ...
+                if dtype in _LOW:
+                    out = out.astype(np.float32)  # ... then keeps computing in float32
+        elif kind == "reduce":
+            x = vals[args[0]]
+            if x.shape != block_shape:
+                x = np.broadcast_to(x, block_shape)
+            out = _compute(_reduce(payload, x, red_axes, n_outer, dtype))
+        else:  # bitcast: reinterpret the stored representation
+            out = _compute(vals[args[0]].astype(payload).view(dtype))
+        vals[i] = out
+        for a in drop:
+            vals[a] = None
+    for st, contiguous, row in stores:
+        dst = bufs[st.slot]
+        if not (contiguous and dst.shape == st.view.shape):
+            dst = strided(dst, st.view)
+        if rows is not None:
+            dst = dst[rows]
+        v = vals[st.instr]
+        if row:
+            if v.size != dst.size:
+                v = np.broadcast_to(v, block_shape[:n_outer] + (1,) * k.n_red)
+            v = v.reshape(dst.shape)
+        np.copyto(dst, v, casting="unsafe")
+
+
+def _reduce(name: str, x: np.ndarray, axes: tuple[int, ...], n_outer: int,
+            dtype: np.dtype) -> np.ndarray:
+    if name in ("argmax", "argmin"):
+        flat = x.reshape(x.shape[:n_outer] + (-1,))
+        f = np.argmax if name == "argmax" else np.argmin
+        r = f(flat, axis=-1)
+        return r.reshape(r.shape + (1,) * len(axes)).astype(dtype)
+    acc = np.float32 if dtype in _LOW else dtype
+    if name == "sum":
+        return np.sum(x, axis=axes, keepdims=True, dtype=acc)
+    if name == "prod":
+        return np.prod(x, axis=axes, keepdims=True, dtype=acc)
+    if name == "max":
+        return np.max(x, axis=axes, keepdims=True)
+    if name == "min":
+        return np.min(x, axis=axes, keepdims=True)
+    if name == "any":
+        return np.any(x, axis=axes, keepdims=True)
+    if name == "all":
+        return np.all(x, axis=axes, keepdims=True)
+    raise NotImplementedError(f"reduction {name!r} has no numpy kernel")

@@ -181,9 +181,11 @@ for _name, _ref in [
     ("sin", np.sin), ("cos", np.cos), ("tan", np.tan), ("asin", np.arcsin),
     ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh),
     ("tanh", np.tanh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh),
-    ("reciprocal", np.reciprocal), ("sigmoid", _sigmoid),
+    ("reciprocal", np.reciprocal),
 ]:
     _ew(_name, 1, _ref, "numeric", cast="float")
+
+_ew("sigmoid", 1, _sigmoid, "real_floating", cast="float")
 
 # unary, same dtype
 _ew("negative", 1, np.negative)
@@ -447,6 +449,31 @@ RANDOM_BITS = declare(OpDef(
     infer=lambda shapes, dtypes, attrs: (attrs["shape"], dt.uint32),
     doc="uint32 bits of shape attrs['shape'] from a (2,) uint32 key (threefry-2x32).",
 ))
+
+
+# ---------------------------------------------------------------- reference semantics
+_LOW = (dt.float16, dt.bfloat16)
+_UPCAST_KINDS = ("elementwise", "reduce", "scan", "library")
+
+
+def upcast(x: np.ndarray) -> np.ndarray:
+    """float16/bfloat16 -> float32: the compute dtype of low-precision floats."""
+    return x.astype(np.float32) if x.dtype in _LOW else x
+
+
+def reference_eval(op: OpDef, attrs: dict[str, Any], out_dtype: np.dtype, *xs: np.ndarray
+                   ) -> np.ndarray:
+    """Apply ``op``'s numpy reference with braze semantics: low-precision inputs are
+    computed in float32 and the result rounded once to ``out_dtype``."""
+    if op.kind in _UPCAST_KINDS and op is not BITCAST:
+        for x in xs:
+            if x.dtype in _LOW:
+                xs = tuple(upcast(x) for x in xs)
+                break
+    out = np.asarray(op.reference(*xs, **attrs))
+    if out.dtype != out_dtype:
+        out = out.astype(out_dtype)
+    return out
 
 
 # ---------------------------------------------------------------- shapes

@@ -1,0 +1,597 @@
+"""fuse: lower a simplified Graph to a Schedule of fused kernels and library calls.
+
+Data-flow analysis in four steps:
+
+1. **Realize.** A node gets its own buffer when it is an output, a library op
+   (matmul, concat, scan, random...), a library op's input, or a reduction.
+   Elementwise ops and views are otherwise *inlined* into whatever consumes them;
+   views become index maps on the loads (:mod:`braze.graph.view`), never copies.
+2. **Cost rule for shared producers.** A non-realized node inlined into several
+   kernels is recomputed in each when its expression (down to buffers) costs at
+   most ``RECOMPUTE_LIMIT`` = 16 (transcendental 8, divide/sqrt 4, other ops 1,
+   views 0): a few flops per element are cheaper than writing and re-reading a
+   buffer (two extra memory passes). Costlier shared producers are realized. A
+   reshape that strides cannot express (flattening a transpose) realizes the value
+   it reads, as a contiguous copy.
+3. **Group.** Row fusion: a reduction merges with the kernels that read its result
+   broadcast back along the reduced dims (``x - max(x)``, ``e / sum(e)``) over the
+   same iteration space — softmax, layer norm, RMS norm and logsumexp become one
+   kernel with several reduce stages. Sibling fusion: kernels over the same
+   iteration space that share an input buffer and do not depend on each other
+   become one multi-output kernel. No merge may create a cycle between groups.
+4. **Emit** one :class:`~braze.graph.kernel.Kernel` per group, a library step per
+   library op, a view step per output that is only a view of a buffer, ordered so
+   every buffer is written before it is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import GNode, Graph
+from ..kernel import Instr, Kernel, KernelStep, LibraryStep, Load, Schedule, Slot, Store, ViewStep
+from ..ops import OPS
+from ..view import View
+
+RECOMPUTE_LIMIT = 16
+_EXPENSIVE = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
+              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow",
+              "sigmoid", "atan2", "hypot", "logaddexp"}
+_MEDIUM = {"divide", "sqrt", "reciprocal", "floor_divide", "remainder"}
+_VIEW_ATTR = {"broadcast_to": "shape", "permute_dims": "axes", "slice": "slices",
+              "reshape": "shape"}
+
+# View ops from a node's index space up to a kernel's iteration space, innermost first:
+# (op, argument, the graph node whose value the op produces).
+Chain = tuple[tuple[str, Any, int], ...]
+
+
+def op_cost(name: str) -> int:
+    """Relative per-element cost of an elementwise op (for the recompute rule)."""
+    if name in _EXPENSIVE:
+        return 8
+    if name in _MEDIUM:
+        return 4
+    return 1
+
+
+def kind_of(n: GNode) -> str:
+    """input | const | elementwise | reduce | view | library."""
+    if n.op in ("input", "const"):
+        return n.op
+    k = OPS[n.op].kind
+    if k in ("elementwise", "reduce"):
+        return k
+    return "view" if n.op in _VIEW_ATTR else "library"
+
+
+def apply_chain(view: View, chain: Chain) -> View | None:
+    """Fold the view ops of ``chain`` into ``view``; None if a reshape is not expressible."""
+    for op, arg, _ in chain:
+        if op == "broadcast_to":
+            view = view.broadcast(arg)
+        elif op == "permute_dims":
+            view = view.permute(arg)
+        elif op == "slice":
+            view = view.slice(arg)
+        else:
+            v = view.reshape(arg)
+            if v is None:
+                return None
+            view = v
+    return view
+
+
+def row_view(shape: tuple[int, ...], n_red: int) -> View:
+    """How a row value (one per outer index) is read from its buffer in a kernel over shape."""
+    outer = View.contiguous(shape[:len(shape) - n_red])
+    return View(shape, outer.strides + (0,) * n_red, 0).canonical()
+
+
+def is_row_shape(s: tuple[int, ...], shape: tuple[int, ...], n_red: int) -> bool:
+    """Is ``s`` one value per row (the outer dims, size-1 dims anywhere)?"""
+    outer = shape[:len(shape) - n_red]
+    return n_red > 0 and tuple(d for d in s if d != 1) == tuple(d for d in outer if d != 1)
+
+
+def member_chain(f: Fuser, r: int, shape: tuple[int, ...], n_red: int,
+                 perm: tuple[int, ...]) -> Chain:
+    """View ops from root r's own iteration space to its group's iteration space."""
+    if f.kinds[r] == "reduce":
+        return ()
+    rs = f.g.nodes[r].shape
+    if n_red and rs != tuple(shape[perm.index(a)] for a in range(len(perm))):  # a row member
+        rowed = shape[:len(shape) - n_red] + (1,) * n_red
+        return (("reshape", rowed, r), ("broadcast_to", shape, r))
+    if perm != tuple(range(len(perm))):
+        return (("permute_dims", perm, r),)
+    return ()
+
+
+class _Restart(Exception):
+    def __init__(self, node: int) -> None:
+        self.node = node
+
+
+class Fuser:
+    """The analysis state of one fuse() call (see the module docstring)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.kinds = [kind_of(n) for n in g.nodes]
+        self.consumers = g.consumers()
+        self.realized: set[int] = set(g.outputs)
+        for i, n in enumerate(g.nodes):
+            if self.kinds[i] in ("input", "library", "reduce"):
+                self.realized.add(i)
+            if self.kinds[i] == "library":
+                self.realized.update(n.inputs)
+        self.realized = {i for i in self.realized if self.kinds[i] != "const"}
+        self.copies: set[int] = set()  # view nodes materialized by a (copy) kernel
+
+    # ------------------------------------------------------------ spaces and views
+    def is_buffer(self, i: int) -> bool:
+        """Is node i read from its own contiguous buffer (rather than inlined) by consumers?
+
+        A realized view that is a pure view of a buffer is *not*: consumers fold its
+        index map into theirs; its view step only serves outputs and library ops."""
+        if self.kinds[i] == "view":
+            return i in self.copies
+        return i in self.realized
+
+    def view_base(self, i: int) -> tuple[int, Chain] | None:
+        """For a realized view node: (buffer node, chain) when it is a pure view of a buffer."""
+        chain: Chain = ()
+        j = i
+        while self.kinds[j] == "view" and (j == i or j not in self.copies):
+            n = self.g.nodes[j]
+            chain = ((n.op, n.attrs[_VIEW_ATTR[n.op]], j),) + chain
+            j = n.inputs[0]
+        if self.kinds[j] == "view" or (j not in self.realized and self.kinds[j] != "const"):
+            return None
+        if apply_chain(View.contiguous(self.g.nodes[j].shape), chain) is None:
+            return None
+        return j, chain
+
+    def space(self, root: int) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+        """(iteration shape, number of reduced dims, permutation of the natural shape)."""
+        n = self.g.nodes[root]
+        if self.kinds[root] == "reduce":
+            src = self.g.nodes[n.inputs[0]].shape
+            axes = n.attrs["axes"]
+            perm = tuple(a for a in range(len(src)) if a not in axes) + tuple(axes)
+            return tuple(src[a] for a in perm), len(axes), perm
+        return n.shape, 0, tuple(range(len(n.shape)))
+
+    def roots(self) -> list[int]:
+        """Nodes that head a kernel: realized elementwise/reduce nodes and copied views."""
+        out = []
+        for i in sorted(self.realized | self.copies):
+            k = self.kinds[i]
+            if k in ("elementwise", "reduce"):
+                out.append(i)
+            elif k == "view" and (i in self.copies or self.view_base(i) is None):
+                self.copies.add(i)
+                out.append(i)
+        return out
+
+    def walk(self, root: int, visit_load: Any, visit_inline: Any) -> None:
+        """Traverse what ``root`` computes: inlined nodes and buffer reads (with chains)."""
+        n = self.g.nodes[root]
+        _, _, perm = self.space(root)
+        if self.kinds[root] == "reduce":
+            start = n.inputs[0]
+            chain: Chain = (("permute_dims", perm, start),) if perm != tuple(range(len(perm))) \
+                else ()
+        else:
+            start, chain = root, ()
+        seen: set[tuple[int, Chain]] = set()
+        stack = [(start, chain)]
+        while stack:
+            i, c = stack.pop()
+            if (i, c) in seen:
+                continue
+            seen.add((i, c))
+            node = self.g.nodes[i]
+            k = self.kinds[i]
+            if k == "const":
+                continue
+            if i != root and self.is_buffer(i):
+                visit_load(i, c)
+                continue
+            if i != root:
+                visit_inline(i)
+            if k == "view":
+                stack.append((node.inputs[0],
+                              ((node.op, node.attrs[_VIEW_ATTR[node.op]], i),) + c))
+            elif k == "elementwise":
+                for j in node.inputs:
+                    cj = c if self.g.nodes[j].shape == node.shape else \
+                        (("broadcast_to", node.shape, i),) + c
+                    stack.append((j, cj))
+
+    def analyze(self) -> dict[int, list[tuple[int, View]]]:
+        """Fix the realized set; return each root's buffer reads (over its own space)."""
+        while True:
+            roots = self.roots()
+            members: dict[int, set[int]] = {}
+            loads: dict[int, list[tuple[int, View]]] = {}
+            try:
+                for r in roots:
+                    self.walk(r, *_recorders(self.g, r, loads, members))
+            except _Restart as e:
+                self.realized.add(e.node)
+                if self.kinds[e.node] == "view":
+                    self.copies.add(e.node)
+                continue
+            # Realize shared producers over the limit, deepest first: once one is a
+            # buffer, the costs of those above it drop (and may fall under the limit).
+            changed = False
+            for i in sorted(i for i, rs in members.items() if len(rs) > 1):
+                if self.subtree_cost(i) > RECOMPUTE_LIMIT:
+                    self.realized.add(i)
+                    changed = True
+            if not changed:
+                self.loads = loads
+                return loads
+
+    def subtree_cost(self, i: int) -> int:
+        total, stack, seen = 0, [i], set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j != i and self.is_buffer(j):
+                continue
+            n = self.g.nodes[j]
+            if self.kinds[j] == "elementwise":
+                total += op_cost(n.op)
+            if self.kinds[j] in ("elementwise", "view"):
+                stack.extend(n.inputs)
+        return total
+
+
+def _recorders(g: Graph, r: int, loads: dict[int, list[tuple[int, View]]],
+               members: dict[int, set[int]]) -> tuple[Any, Any]:
+    """Callbacks for Fuser.walk that record root r's buffer reads and inlined nodes."""
+    def on_load(i: int, c: Chain) -> None:
+        v = apply_chain(View.contiguous(g.nodes[i].shape), c)
+        if v is None:
+            raise _Restart(_break_point(g.nodes[i].shape, i, c))
+        loads.setdefault(r, []).append((i, v.canonical()))
+
+    def on_inline(i: int) -> None:
+        members.setdefault(i, set()).add(r)
+
+    return on_load, on_inline
+
+
+def _break_point(shape: tuple[int, ...], buf: int, chain: Chain) -> int:
+    """The node whose value the first inexpressible reshape in ``chain`` reads."""
+    view = View.contiguous(shape)
+    for k, step in enumerate(chain):
+        nxt = apply_chain(view, (step,))
+        if nxt is None:
+            return chain[k - 1][2] if k > 0 else buf
+        view = nxt
+    raise AssertionError("chain is expressible")
+
+
+# ---------------------------------------------------------------- grouping
+class _Groups:
+    """Union of kernel roots into groups (one kernel each), never creating a cycle."""
+
+    def __init__(self, f: Fuser, roots: list[int]) -> None:
+        self.f = f
+        self.roots = roots
+        self.parent = {r: r for r in roots}
+        self.members_of: dict[int, list[int]] = {r: [r] for r in roots}
+        self.reads = {r: {b for b, _ in f.loads.get(r, [])} for r in roots}
+
+    def find(self, r: int) -> int:
+        while self.parent[r] != r:
+            self.parent[r] = self.parent[self.parent[r]]
+            r = self.parent[r]
+        return r
+
+    def members(self, gid: int) -> list[int]:
+        return self.members_of[gid]
+
+    def deps(self, gid: int) -> set[int]:
+        out = set()
+        for r in self.members_of[gid]:
+            for buf in self.reads[r]:
+                if buf in self.parent:
+                    gb = self.find(buf)
+                    if gb != gid:
+                        out.add(gb)
+        return out
+
+    def reaches(self, a: int, b: int, skip_direct: bool = False) -> bool:
+        """Does group a depend on group b (through another group, if skip_direct)?"""
+        stack = [d for d in self.deps(a) if not (skip_direct and d == b)]
+        seen: set[int] = set()
+        while stack:
+            x = stack.pop()
+            if x == b:
+                return True
+            if x not in seen:
+                seen.add(x)
+                stack.extend(d for d in self.deps(x) if d not in seen)
+        return False
+
+    def layout(self, members: list[int]) -> tuple[tuple[int, ...], int, tuple[int, ...]] | None:
+        """The common (iteration shape, n_red, perm) of a would-be group, or None."""
+        f = self.f
+        reduces = {f.space(r) for r in members if f.kinds[r] == "reduce"}
+        if len(reduces) > 1:
+            return None
+        if reduces:
+            shape, n_red, perm = next(iter(reduces))
+            natural = tuple(shape[perm.index(a)] for a in range(len(perm)))
+            for r in members:
+                rs = f.g.nodes[r].shape
+                if f.kinds[r] != "reduce" and rs != natural and \
+                        not is_row_shape(rs, shape, n_red):
+                    return None
+            return shape, n_red, perm
+        spaces = {f.space(r) for r in members}
+        return next(iter(spaces)) if len(spaces) == 1 else None
+
+    def valid(self, members: list[int]) -> bool:
+        lay = self.layout(members)
+        if lay is None:
+            return False
+        shape, n_red, perm = lay
+        mset = set(members)
+        for r in members:  # reads between members: only row values of reductions
+            for buf, v in self.f.loads.get(r, []):
+                if buf in mset:
+                    if self.f.kinds[buf] != "reduce":
+                        return False
+                    in_group = apply_chain(v, member_chain(self.f, r, shape, n_red, perm))
+                    if in_group is None or in_group.canonical() != row_view(shape, n_red):
+                        return False
+        return True
+
+    def try_merge(self, a: int, b: int, sibling: bool) -> None:
+        ga, gb = self.find(a), self.find(b)
+        if ga == gb:
+            return
+        if sibling:
+            if self.reaches(ga, gb) or self.reaches(gb, ga):
+                return
+        elif self.reaches(ga, gb, skip_direct=True) or self.reaches(gb, ga, skip_direct=True):
+            return
+        if self.valid(self.members_of[ga] + self.members_of[gb]):
+            self.parent[gb] = ga
+            self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
+
+    def build(self) -> list[list[int]]:
+        f = self.f
+        for c in self.roots:  # row fusion, in topological order
+            for buf in sorted(self.reads[c]):
+                if buf in self.parent and f.kinds[buf] == "reduce":
+                    self.try_merge(c, buf, sibling=False)
+        readers: dict[int, list[int]] = {}
+        for r in self.roots:
+            for buf in self.reads[r]:
+                readers.setdefault(buf, []).append(r)
+        for buf in sorted(readers):  # sibling fusion: readers of one buffer, pairwise in order
+            rs = readers[buf]
+            for prev, cur in zip(rs, rs[1:]):
+                self.try_merge(prev, cur, sibling=True)
+        return [m for _, m in sorted(self.members_of.items())]
+
+
+# ---------------------------------------------------------------- emission
+def fuse(g: Graph) -> Schedule:
+    """Lower ``g`` to a schedule (see the module docstring)."""
+    f = Fuser(g)
+    f.analyze()
+    roots = f.roots()
+    groups = _Groups(f, roots).build()
+
+    slots: list[Slot] = []
+    slot_of: dict[int, int] = {}
+    const_slots: dict[int, Any] = {}
+
+    def slot(i: int) -> int:
+        s = slot_of.get(i)
+        if s is None:
+            n = g.nodes[i]
+            s = slot_of[i] = len(slots)
+            slots.append(Slot(n.shape, n.dtype))
+            if n.op == "const":
+                const_slots[s] = n.value
+        return s
+
+    input_slots = [0] * g.n_inputs
+    for i, n in enumerate(g.nodes):
+        if n.op == "input":
+            input_slots[n.value] = slot(i)
+
+    steps: list[tuple[int, Any]] = []
+    in_group = {r for grp in groups for r in grp}
+    for grp in groups:
+        steps.append((max(grp), KernelStep(_build_kernel(f, grp, slot))))
+    for i, n in enumerate(g.nodes):
+        k = f.kinds[i]
+        if k == "library":
+            steps.append((i, LibraryStep(n.op, n.attrs, tuple(slot(j) for j in n.inputs),
+                                         slot(i))))
+        elif k == "view" and i in f.realized and i not in in_group:
+            base, chain = f.view_base(i)  # type: ignore[misc]
+            view = apply_chain(View.contiguous(g.nodes[base].shape), chain)
+            steps.append((i, ViewStep(slot(base), view, slot(i))))  # type: ignore[arg-type]
+    output_slots = [slot(i) for i in g.outputs]
+    return Schedule(slots, input_slots, const_slots, output_slots, _order(steps))
+
+
+def _order(steps: list[tuple[int, Any]]) -> list[Any]:
+    """Dependency order (every slot written before it is read), stable on graph order."""
+    writes: dict[int, int] = {}
+    reads: list[list[int]] = []
+    for idx, (_, st) in enumerate(steps):
+        if isinstance(st, KernelStep):
+            for s in st.kernel.stores:
+                writes[s.slot] = idx
+            reads.append(sorted({ld.slot for ld in st.kernel.loads}))
+        elif isinstance(st, LibraryStep):
+            writes[st.output] = idx
+            reads.append(list(st.inputs))
+        else:
+            writes[st.output] = idx
+            reads.append([st.source])
+    done = [False] * len(steps)
+    order: list[int] = []
+    for start in sorted(range(len(steps)), key=lambda k: steps[k][0]):
+        stack = [(start, 0)]
+        while stack:
+            j, pos = stack[-1]
+            if done[j]:
+                stack.pop()
+                continue
+            if pos < len(reads[j]):
+                stack[-1] = (j, pos + 1)
+                w = writes.get(reads[j][pos])
+                if w is not None and w != j and not done[w]:
+                    stack.append((w, 0))
+            else:
+                stack.pop()
+                done[j] = True
+                order.append(j)
+    return [steps[i][1] for i in order]
+
+
+def _consumed_inside(f: Fuser, c: int, group: set[int]) -> bool:
+    """Is node c computed only inside the kernels of ``group`` (a root or inlined there)?"""
+    stack, seen = [c], set()
+    while stack:
+        x = stack.pop()
+        if x in seen or x in group:
+            continue
+        seen.add(x)
+        if f.is_buffer(x) or x in f.g.outputs or not f.consumers[x]:
+            return False
+        stack.extend(f.consumers[x])
+    return True
+
+
+def _build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
+    g = f.g
+    group_set = set(group)
+    shape, n_red, perm = _Groups(f, group).layout(group)  # type: ignore[misc]
+    identity = perm == tuple(range(len(perm)))
+    n_outer = len(shape) - n_red
+
+    loads: list[Load] = []
+    load_index: dict[tuple[int, View], int] = {}
+    instrs: list[Instr] = []
+    memo: dict[tuple[Any, ...], int] = {}
+    reduce_instr: dict[int, int] = {}
+    ops: list[str] = []
+
+    def add(op: str, args: tuple[int, ...], attrs: tuple[Any, ...], dtype: Any, row: bool) -> int:
+        key = (op, args, attrs, dtype.name)
+        j = memo.get(key)
+        if j is None:
+            instrs.append(Instr(op, args, attrs, dtype, row))
+            j = memo[key] = len(instrs) - 1
+            if op not in ("load", "const"):
+                ops.append(op)
+        return j
+
+    def load(buf: int, c: Chain) -> int:
+        node = g.nodes[buf]
+        v = apply_chain(View.contiguous(node.shape), c)
+        assert v is not None
+        v = v.canonical()
+        key = (slot(buf), v)
+        li = load_index.get(key)
+        if li is None:
+            li = load_index[key] = len(loads)
+            loads.append(Load(slot(buf), v))
+        row = n_red > 0 and all(s == 0 for s in v.strides[n_outer:])
+        return add("load", (), (("load", li),), node.dtype, row)
+
+    done: dict[tuple[int, Chain, bool], int] = {}
+
+    def children(i: int, c: Chain, is_root: bool) -> list[tuple[int, Chain, bool]] | int:
+        """The sub-values node i needs under chain c, or its instruction if it needs none."""
+        node = g.nodes[i]
+        k = f.kinds[i]
+        if k == "const":
+            return add("const", (), (("value", node.value),), node.dtype, True)
+        if not is_root:
+            if i in reduce_instr:  # a reduction of this kernel, read as a row value
+                return reduce_instr[i]
+            if f.is_buffer(i):
+                return load(i, c)
+        if k == "view":
+            return [(node.inputs[0], ((node.op, node.attrs[_VIEW_ATTR[node.op]], i),) + c, False)]
+        if k == "reduce":
+            src = node.inputs[0]
+            rp = f.space(i)[2]
+            rc: Chain = (("permute_dims", rp, src),) if rp != tuple(range(len(rp))) else ()
+            return [(src, rc, False)]
+        return [(j, c if g.nodes[j].shape == node.shape else
+                 (("broadcast_to", node.shape, i),) + c, False) for j in node.inputs]
+
+    def finish(i: int, args: list[int]) -> int:
+        node = g.nodes[i]
+        k = f.kinds[i]
+        if k == "view":
+            return args[0]
+        if k == "reduce":
+            return add(node.op, (args[0],), (), node.dtype, True)
+        row = all(instrs[a].row for a in args)
+        return add(node.op, tuple(args), tuple(sorted(node.attrs.items())), node.dtype, row)
+
+    def translate(i0: int, c0: Chain, root: int) -> int:
+        """The instruction computing node i0 seen through chain c0 (iterative, memoized)."""
+        top = (i0, c0, i0 == root)
+        stack: list[tuple[tuple[int, Chain, bool], Any]] = [(top, None)]
+        while stack:
+            key, kids = stack[-1]
+            if key in done:
+                stack.pop()
+                continue
+            if kids is None:
+                kids = children(*key)
+                if isinstance(kids, int):
+                    done[key] = kids
+                    stack.pop()
+                    continue
+                stack[-1] = (key, kids)
+                stack.extend((kid, None) for kid in kids if kid not in done)
+                continue
+            if all(kid in done for kid in kids):
+                done[key] = finish(key[0], [done[kid] for kid in kids])
+                stack.pop()
+            else:
+                stack.extend((kid, None) for kid in kids if kid not in done)
+        return done[top]
+
+    stores: list[Store] = []
+    for r in sorted(group):
+        node = g.nodes[r]
+        if f.kinds[r] == "reduce":
+            j = reduce_instr[r] = translate(r, (), r)
+            view = View.contiguous(shape[:n_outer])
+            needed = r in g.outputs or not all(_consumed_inside(f, c, group_set)
+                                               for c in f.consumers[r])
+        elif n_red and is_row_shape(node.shape, shape, n_red) and node.shape != \
+                tuple(shape[perm.index(a)] for a in range(len(perm))):
+            j = translate(r, member_chain(f, r, shape, n_red, perm), r)  # one value per row
+            view = View.contiguous(shape[:n_outer])
+            needed = True
+        else:
+            chain: Chain = () if identity else (("permute_dims", perm, r),)
+            j = translate(r, chain, r)
+            view = apply_chain(View.contiguous(node.shape), chain)  # type: ignore[assignment]
+            needed = True
+        if needed:
+            stores.append(Store(j, slot(r), view.canonical()))
+    return Kernel(shape, n_red, loads, instrs, stores, ops)

@@ -1,0 +1,107 @@
+"""plan_memory: buffer lifetimes on the linear schedule, reuse, and the planned peak.
+
+Each slot written by a kernel lives from the step that writes it to the last step
+that reads it (outputs live to the end; inputs and constants belong to the caller
+and are counted as live throughout). A kernel output takes the storage of a slot
+that died earlier with the same byte size, or — *in place* — of one of its own
+inputs that dies at this very step, when every load of that input in the kernel
+uses exactly the store's index map (each element is read before it is written, by
+the same iteration). Library and view outputs get storage of their own (a library
+allocates its result; a view aliases its source).
+
+>>> from braze.graph.kernel import Schedule, Slot
+>>> s = plan_memory(Schedule([Slot((4,), __import__("numpy").dtype("f4"))], [0], {}, [0], []))
+>>> s.peak_bytes
+16
+"""
+
+from __future__ import annotations
+
+from ..kernel import KernelStep, LibraryStep, Schedule, ViewStep
+
+
+def _reads_writes(step: object) -> tuple[list[int], list[int]]:
+    if isinstance(step, KernelStep):
+        k = step.kernel
+        return [ld.slot for ld in k.loads], [s.slot for s in k.stores]
+    if isinstance(step, LibraryStep):
+        return list(step.inputs), [step.output]
+    assert isinstance(step, ViewStep)
+    return [step.source], [step.output]
+
+
+def plan_memory(s: Schedule) -> Schedule:
+    """Fill ``s.storage``, ``s.storage_bytes``, ``s.frees`` (storage ids to release after
+    each step) and ``s.peak_bytes`` (in place)."""
+    n = len(s.steps)
+    last_use: dict[int, int] = {}
+    alias_of: dict[int, int] = {}  # view output -> the slot whose memory it shares
+    for t, step in enumerate(s.steps):
+        reads, _ = _reads_writes(step)
+        for r in reads:
+            last_use[alias_of.get(r, r)] = t
+        if isinstance(step, ViewStep):
+            alias_of[step.output] = alias_of.get(step.source, step.source)
+    pinned = set(s.input_slots) | set(s.const_slots)
+    for o in s.output_slots:
+        last_use[alias_of.get(o, o)] = n
+    storage: dict[int, int] = {}
+    storage_bytes: dict[int, int] = {}
+    written_at: dict[int, int] = {}
+    pool: dict[int, list[int]] = {}  # nbytes -> storage ids free for reuse
+    for t, step in enumerate(s.steps):
+        if isinstance(step, ViewStep):
+            continue
+        reads, writes = _reads_writes(step)
+        dying = [r for r in dict.fromkeys(reads) if last_use.get(r) == t and r in storage]
+        taken: set[int] = set()
+        for w in writes:
+            size = s.slots[w].nbytes
+            sid = None
+            if isinstance(step, KernelStep):
+                sid = _in_place(step, w, [r for r in dying if storage[r] not in taken],
+                                storage, s)
+                if sid is None and pool.get(size):
+                    sid = pool[size].pop()
+            if sid is None:
+                sid = len(storage_bytes)
+                storage_bytes[sid] = size
+            storage[w] = sid
+            written_at[w] = t
+            taken.add(sid)
+        for r in dying:
+            if storage[r] not in taken:
+                pool.setdefault(storage_bytes[storage[r]], []).append(storage[r])
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for slot, sid in storage.items():
+        first[sid] = min(first.get(sid, n), written_at[slot])
+        last[sid] = max(last.get(sid, -1), last_use.get(slot, written_at[slot]))
+    frees: list[list[int]] = [[] for _ in range(n)]
+    for sid, t in last.items():
+        if t < n:
+            frees[t].append(sid)
+    base = sum(s.slots[i].nbytes for i in pinned)
+    peak = base
+    for t in range(n):
+        peak = max(peak, base + sum(storage_bytes[sid] for sid in storage_bytes
+                                    if first[sid] <= t <= last[sid]))
+    s.storage, s.storage_bytes, s.frees, s.peak_bytes = storage, storage_bytes, frees, peak
+    return s
+
+
+def _in_place(step: KernelStep, w: int, dying: list[int], storage: dict[int, int],
+              s: Schedule) -> int | None:
+    k = step.kernel
+    store = next(st for st in k.stores if st.slot == w)
+    if k.n_red:
+        return None
+    for r in dying:
+        if r in s.input_slots or r in s.const_slots:
+            continue
+        if s.slots[r].nbytes != s.slots[w].nbytes or s.slots[r].dtype != s.slots[w].dtype:
+            continue
+        views = [ld.view for ld in k.loads if ld.slot == r]
+        if views and all(v == store.view for v in views):
+            return storage[r]
+    return None
