@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, broadcast_shapes
+from ..graph.ops import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE
+from ..graph.ops import broadcast_shapes as _broadcast_shapes
 from .array import Array, as_array, cast_node
 from .creation import normalize_shape
 from .reductions import normalize_axes
@@ -152,11 +153,22 @@ def broadcast_to(x: Array, /, shape: Sequence[int]) -> Array:
     """
     x = as_array(x, "broadcast_to")
     shape = normalize_shape(shape, "broadcast_to")
-    if len(shape) < x.ndim or broadcast_shapes(x.shape, shape, op="broadcast_to") != shape:
+    if len(shape) < x.ndim or _broadcast_shapes(x.shape, shape, op="broadcast_to") != shape:
         raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
     if shape == x.shape:
         return x
     return Array(Node(BROADCAST, (x._node,), {"shape": shape}, shape, x.dtype))
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape that ``shapes`` broadcast to (ValueError if they do not).
+
+    >>> import braze as bz
+    >>> bz.broadcast_shapes((2, 1), (3,))
+    (2, 3)
+    """
+    return _broadcast_shapes(*(normalize_shape(s, "broadcast_shapes") for s in shapes),
+                             op="broadcast_shapes")
 
 
 def broadcast_arrays(*arrays: Array) -> list[Array]:
@@ -167,7 +179,7 @@ def broadcast_arrays(*arrays: Array) -> list[Array]:
     [(2, 3), (2, 3)]
     """
     arrays = tuple(as_array(a, "broadcast_arrays") for a in arrays)
-    shape = broadcast_shapes(*(a.shape for a in arrays), op="broadcast_arrays")
+    shape = _broadcast_shapes(*(a.shape for a in arrays), op="broadcast_arrays")
     return [broadcast_to(a, shape) for a in arrays]
 
 
@@ -263,5 +275,5 @@ def moveaxis(x: Array, source: int | Sequence[int], destination: int | Sequence[
 
 
 __all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
-           "broadcast_to", "broadcast_arrays", "concat", "stack", "flip", "moveaxis"]
+           "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concat", "stack", "flip", "moveaxis"]
 

@@ -168,7 +168,8 @@ def _prepare(k: Kernel) -> list[Any]:
         else:
             payload, kind = (OPS[ins.op].reference, dict(ins.attrs), ins.op == "cast"), "op"
         steps.append((kind, payload, ins.args, ins.dtype, drop))
-    stores = [(st, st.view.is_contiguous(), bool(k.n_red and k.instrs[st.instr].row))
+    n_outer = len(k.shape) - k.n_red  # row stores write through a view over the outer dims
+    stores = [(st, st.view.is_contiguous(), bool(k.n_red and len(st.view.shape) == n_outer))
               for st in k.stores]
     return [steps, stores]
 
@@ -219,7 +220,9 @@ def _run_block(k: Kernel, plan: list[Any], bufs: list[Any], rows: slice | None) 
         if rows is not None:
             dst = dst[rows]
         v = vals[st.instr]
-        if row:
+        if row:  # one value per row: drop the (constant) reduced dims
+            if v.ndim == len(block_shape):
+                v = v[(Ellipsis,) + (slice(0, 1),) * k.n_red]
             if v.size != dst.size:
                 v = np.broadcast_to(v, block_shape[:n_outer] + (1,) * k.n_red)
             v = v.reshape(dst.shape)

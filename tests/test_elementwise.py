@@ -117,9 +117,11 @@ def _sign_ref(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind != "c":
         return np.sign(x)
     # The standard: x / |x|, 0 at 0, special cases by the rules of complex division.
+    # Divide the parts by the (overflow-free) magnitude: exact for subnormal inputs too.
     z = x.astype(np.complex128)
     mag = np.abs(z)
-    return np.where(mag == 0, 0, z / np.where(mag == 0, 1, mag))
+    safe = np.where(mag == 0, 1, mag)
+    return np.where(mag == 0, 0, z.real / safe + 1j * (z.imag / safe))
 
 
 def _wrap(v: int, dtype: np.dtype) -> int:

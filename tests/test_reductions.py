@@ -231,9 +231,9 @@ def test_max_min_propagate_nan(dtype) -> None:
     for f in (bz.max, bz.min):
         assert math.isnan(f(x).item())
         np.testing.assert_array_equal(upcast(np.asarray(f(x, axis=1))),
-                                      upcast(getattr(np, f.__name__)(a, axis=1)))
+                                      getattr(np, f.__name__)(upcast(a), axis=1))
         np.testing.assert_array_equal(upcast(np.asarray(f(x, axis=0))),
-                                      upcast(getattr(np, f.__name__)(a, axis=0)))
+                                      getattr(np, f.__name__)(upcast(a), axis=0))
     assert bz.max(x, axis=0).tolist()[1] != bz.max(x, axis=0).tolist()[1]  # NaN
     assert bz.max(x, axis=1).tolist()[2] == math.inf
     assert bz.min(x, axis=1).tolist()[1] == -math.inf

@@ -1,0 +1,333 @@
+"""The fusion compiler: kernel counts, pass correctness on random graphs, memory plan,
+schedule cache, view index maps.
+
+Every optimized result is compared with the *unoptimized* op-by-op execution of the
+same graph (``NumpyBackend(optimize=False)``), the ground truth. Tolerances: float64
+1e-12, float32 1e-5 relative (fused kernels reduce over permuted strided views, so
+summation order may differ), integers and bools exact.
+"""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import braze as bz
+from braze.backends.numpy_backend import NumpyBackend
+from braze.graph.compiler import CACHE, compile_graph
+from braze.graph.ir import Graph
+from braze.graph.passes.simplify import simplify
+from braze.graph.view import View
+
+REFERENCE = NumpyBackend(optimize=False)
+RANDOM_GRAPH_EXAMPLES = int(os.environ.get("BRAZE_RANDOM_GRAPHS", "60"))
+
+
+def kernels(*outs: bz.Array):
+    schedule, _ = compile_graph([o._node for o in outs])
+    return schedule
+
+
+def gelu(h: bz.Array) -> bz.Array:
+    return 0.5 * h * (1 + bz.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+
+
+@pytest.fixture
+def xy():
+    rng = np.random.default_rng(0)
+    return (bz.asarray(rng.standard_normal((64, 32)).astype(np.float32)),
+            bz.asarray(rng.standard_normal((64, 32)).astype(np.float32)))
+
+
+# ---------------------------------------------------------------- kernel counts
+def test_elementwise_chain_is_one_kernel(xy) -> None:
+    x, y = xy
+    out = bz.tanh(x) * 0.5 + 1 / (1 + bz.exp(-y)) * x - bz.exp(-x * x) + bz.sqrt(bz.abs(y))
+    assert kernels(out).num_kernels == 1
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_is_one_kernel(xy, axis) -> None:
+    assert kernels(bz.softmax(xy[0], axis=axis)).num_kernels == 1
+
+
+def test_layer_norm_with_weight_and_bias_is_one_kernel(xy) -> None:
+    x, _ = xy
+    w, b = bz.ones(32) * 1.5, bz.asarray(np.linspace(-1, 1, 32, dtype=np.float32))
+    m = bz.mean(x, axis=-1, keepdims=True)
+    v = bz.var(x, axis=-1, keepdims=True)
+    assert kernels((x - m) / bz.sqrt(v + 1e-5) * w + b).num_kernels == 1
+
+
+def test_rms_norm_is_one_kernel(xy) -> None:
+    x, _ = xy
+    w = bz.asarray(np.linspace(0.5, 1.5, 32, dtype=np.float32))
+    out = x / bz.sqrt(bz.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+    assert kernels(out).num_kernels == 1
+
+
+def test_logsumexp_is_one_kernel(xy) -> None:
+    assert kernels(bz.logsumexp(xy[0], axis=1)).num_kernels == 1
+
+
+def test_matmul_epilogue_is_one_kernel_after_the_library_call(xy) -> None:
+    x, _ = xy
+    w = bz.asarray(np.ones((32, 16), np.float32))
+    b = bz.asarray(np.arange(16, dtype=np.float32))
+    s = kernels(gelu(x @ w + b))
+    assert s.num_kernels == 2
+    assert [type(step).__name__ for step in s.steps] == ["LibraryStep", "KernelStep"]
+
+
+def test_common_subexpressions_are_computed_once(xy) -> None:
+    x, _ = xy
+    s = kernels(bz.sin(x) + bz.sin(x))
+    assert s.num_kernels == 1 and s.kernels[0].ops.count("sin") == 1
+
+
+def test_constant_expressions_fold_to_a_constant() -> None:
+    s = kernels(bz.ones(3) * 2 + 1)
+    assert s.num_kernels == 0  # a broadcast view of the folded scalar 3.0
+    assert (bz.ones(3) * 2 + 1).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_sibling_reductions_share_one_kernel(xy) -> None:
+    x, _ = xy
+    s = kernels(bz.sum(x, axis=1), bz.max(x, axis=1))
+    assert s.num_kernels == 1 and len(s.kernels[0].stores) == 2
+
+
+def test_views_are_index_maps_not_copies(xy) -> None:
+    x, y = xy
+    out = bz.exp(x.T[::2, 1:]) + y[1:, ::2].T
+    s = kernels(out)
+    assert s.num_kernels == 1
+    np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x).T[::2, 1:])
+                               + np.asarray(y)[1:, ::2].T, rtol=1e-6)
+
+
+def test_a_reshape_strides_cannot_express_copies_once(xy) -> None:
+    x, _ = xy
+    out = bz.exp(x.T.reshape((-1,)))  # flattening a transpose needs a contiguous copy
+    np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x).T.reshape(-1)), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- simplify
+def _ops_after_simplify(out: bz.Array) -> list[str]:
+    g, _ = Graph.from_nodes([out._node])
+    return [n.op for n in simplify(g).nodes]
+
+
+def test_algebraic_identities_are_applied_only_where_exact() -> None:
+    x = bz.asarray(np.array([1.0, -0.0], np.float32))
+    assert _ops_after_simplify(x * 1.0) == ["input"]
+    assert _ops_after_simplify(x - 0.0) == ["input"]
+    assert _ops_after_simplify(-(-x)) == ["input"]
+    assert "add" in _ops_after_simplify(x + 0.0)  # -0.0 + 0.0 is +0.0: not an identity
+    assert np.signbit(np.asarray(x + 0.0))[1] == np.False_
+    assert _ops_after_simplify(x + -0.0) == ["input"]
+    assert "exp" in _ops_after_simplify(bz.exp(bz.log(x)))  # not exact in floating point
+    i = bz.asarray(np.array([1, 2], np.int32))
+    assert _ops_after_simplify(i + 0) == ["input"]
+    assert _ops_after_simplify(i.astype(bz.int64).astype(bz.int32)) == ["input"]
+    assert "cast" in _ops_after_simplify(x.astype(bz.float16).astype(bz.float32))
+
+
+def test_dead_code_is_removed() -> None:
+    x = bz.asarray(np.ones(3, np.float32))
+    _unused = bz.exp(x)
+    assert _ops_after_simplify(x * 2.0) == ["input", "const", "multiply"]
+
+
+# ---------------------------------------------------------------- random graphs
+@st.composite
+def programs(draw):
+    """A random DAG program: inputs, then steps over earlier values; returns a spec."""
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int32]))
+    base = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5))
+    n_in = draw(st.integers(1, 3))
+    inputs = []
+    for _ in range(n_in):
+        shape = draw(hnp.broadcastable_shapes(base, min_dims=0, max_dims=len(base)))
+        arr = draw(hnp.arrays(dtype, shape, elements=st.integers(-4, 4).map(float)
+                              if dtype != np.int32 else st.integers(-4, 4)))
+        inputs.append(arr)
+    steps = []
+    n_vals = n_in
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "view", "softmax",
+                                     "scalar"]))
+        a = draw(st.integers(0, n_vals - 1))
+        b = draw(st.integers(0, n_vals - 1))
+        steps.append((kind, a, b, draw(st.integers(0, 1000))))
+        n_vals += 1
+    outs = sorted(set(draw(st.lists(st.integers(0, n_vals - 1), min_size=1, max_size=3)))
+                  | {n_vals - 1})
+    return inputs, steps, outs
+
+
+def run_program(spec, backend) -> list[np.ndarray]:
+    inputs, steps, outs = spec
+    vals = [bz.asarray(a) for a in inputs]
+    for kind, a, b, r in steps:
+        x, y = vals[a], vals[b]
+        if kind == "unary":
+            f = [bz.exp, bz.tanh, bz.abs, bz.negative, bz.sqrt, bz.sin, bz.square][r % 7]
+            v = f(bz.clip(x, -3, 3)) if f in (bz.exp,) else f(x)
+        elif kind == "binary":
+            try:
+                bz.broadcast_shapes(x.shape, y.shape)
+            except ValueError:
+                y = y.sum()
+            v = [bz.add, bz.subtract, bz.multiply, bz.maximum, bz.where][r % 5](
+                *(x > y, x, y) if r % 5 == 4 else (x, y))
+        elif kind == "scalar":
+            v = [x * 0.5, x + 1, 2 - x, x * 1, x + 0][r % 5]
+        elif kind == "reduce":
+            if x.ndim == 0:
+                v = x + 1
+            else:
+                axis = r % x.ndim
+                keep = bool(r & 1)
+                v = [bz.sum, bz.max, bz.mean, bz.min][r % 4](x, axis=axis, keepdims=keep)
+        elif kind == "softmax":
+            v = bz.softmax(x.astype(bz.float32), axis=r % x.ndim) if x.ndim else x
+        else:  # views
+            if x.ndim == 0:
+                v = bz.broadcast_to(x, (2,))
+            else:
+                choice = r % 5
+                if choice == 0:
+                    v = bz.permute_dims(x, tuple(reversed(range(x.ndim))))
+                elif choice == 1:
+                    v = x[..., ::-1] if r & 2 else x[::2]
+                elif choice == 2:
+                    v = bz.reshape(x, (-1,))
+                elif choice == 3:
+                    v = bz.expand_dims(x, axis=0)
+                else:
+                    v = bz.broadcast_to(x, (2,) + x.shape)
+        vals.append(v)
+    results = [vals[i] for i in outs]
+    backend.evaluate([o._node for o in results])
+    return [np.asarray(o) for o in results]
+
+
+@settings(max_examples=RANDOM_GRAPH_EXAMPLES, deadline=None, derandomize=True)
+@given(programs())
+def test_optimized_schedules_match_op_by_op_execution(spec) -> None:
+    optimized = run_program(spec, NumpyBackend(optimize=True))
+    reference = run_program(spec, REFERENCE)
+    for got, want in zip(optimized, reference):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        if got.dtype.kind == "f":
+            tol = 1e-12 if got.dtype == np.float64 else 1e-5
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [bz.float16, bz.bfloat16])
+def test_low_precision_chains_stay_close_to_op_by_op(dtype) -> None:
+    data = np.linspace(-2, 2, 257, dtype=np.float32)
+
+    def program():
+        x = bz.asarray(data).astype(dtype)
+        return bz.softmax(bz.tanh(x) * 0.5 + x * x, axis=0), bz.exp(-x * x) + 1
+
+    fused = program()
+    NumpyBackend().evaluate([a._node for a in fused])
+    ref = program()
+    REFERENCE.evaluate([a._node for a in ref])
+    for a, b in zip(fused, ref):
+        assert a.dtype == b.dtype == dtype
+        np.testing.assert_allclose(np.asarray(a).astype(np.float32),
+                                   np.asarray(b).astype(np.float32), rtol=2e-2, atol=1e-3)
+
+
+# ---------------------------------------------------------------- memory plan
+def test_chain_of_20_ops_plans_inputs_plus_output_plus_at_most_one_temporary() -> None:
+    n = 1 << 21  # 8 MB per float32 array
+    x = bz.asarray(np.linspace(-1, 1, n, dtype=np.float32))
+    y = x
+    for i in range(20):
+        y = bz.tanh(y) * 0.9 + 0.1 if i % 2 else y * y - 0.5
+    s = kernels(y)
+    nbytes = 4 * n
+    assert s.peak_bytes <= 3 * nbytes
+    tracemalloc.start()
+    bz.eval(y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak <= s.peak_bytes - nbytes + nbytes // 4, (peak, s.peak_bytes)  # input not traced
+
+
+def test_dead_buffers_are_reused_in_place() -> None:
+    x = bz.asarray(np.ones((256, 256), np.float32))
+    a = bz.exp(x @ x)  # matmul output dies into the exp kernel
+    b = a @ x
+    c = bz.tanh(b)  # b dies here: tanh can run in place
+    s = kernels(c)
+    storages = [s.storage[k.stores[0].slot] for k in s.kernels]
+    assert len(s.storage_bytes) <= 3
+    assert storages, storages
+    np.testing.assert_allclose(np.asarray(c), np.tanh(np.exp(np.full((256, 256), 256.0)) @
+                                                      np.ones((256, 256))), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- cache
+def test_rebuilding_the_same_graph_hits_the_schedule_cache() -> None:
+    x = bz.asarray(np.ones((8, 8), np.float32))
+    before = CACHE.stats()
+    for _ in range(5):
+        bz.eval(bz.softmax(x * 3.0, axis=-1))
+    after = CACHE.stats()
+    assert after.misses - before.misses <= 1
+    assert after.hits - before.hits >= 4
+
+
+def test_different_shapes_or_constants_miss_the_cache() -> None:
+    a = compile_graph([(bz.ones((3, 3)) * bz.asarray(np.ones(3, np.float32)))._node])[0]
+    b = compile_graph([(bz.ones((4, 3)) * bz.asarray(np.ones(3, np.float32)))._node])[0]
+    assert a is not b
+    x = bz.asarray(np.ones(3, np.float32))
+    c = compile_graph([(x * 2.0)._node])[0]
+    d = compile_graph([(x * -2.0)._node])[0]
+    assert c is not d
+
+
+# ---------------------------------------------------------------- views
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_view_index_maps_agree_with_numpy(data) -> None:
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, max_side=4))
+    base = np.arange(int(np.prod(shape)))
+    arr, view = base.reshape(shape), View.contiguous(shape)
+    for _ in range(data.draw(st.integers(1, 5))):
+        op = data.draw(st.sampled_from(["permute", "slice", "reshape", "broadcast"]))
+        if op == "permute":
+            axes = tuple(data.draw(st.permutations(range(arr.ndim))))
+            arr, view = arr.transpose(axes), view.permute(axes)
+        elif op == "slice":
+            sl = tuple(slice(None, None, data.draw(st.sampled_from([-2, -1, 1, 2]))).indices(n)
+                       for n in arr.shape)
+            arr = arr[tuple(slice(a, b if b >= 0 else None, c) for a, b, c in sl)]
+            view = view.slice(sl)
+        elif op == "reshape":
+            new = (arr.size,) if data.draw(st.booleans()) else (1,) + arr.shape
+            v = view.reshape(new)
+            if v is None:  # not expressible: must be because numpy would copy
+                assert not np.shares_memory(arr.reshape(new), base) or arr.size <= 1
+                continue
+            arr, view = arr.reshape(new), v
+        else:
+            arr, view = np.broadcast_to(arr, (2,) + arr.shape), view.broadcast((2,) + arr.shape)
+        from braze.backends.numpy_backend import strided
+
+        np.testing.assert_array_equal(strided(base, view), arr)
