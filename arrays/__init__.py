@@ -26,6 +26,8 @@ from ..graph.dtypes import (
 )
 from . import linalg, random
 from .array import Array, Device, astype, eval
+from .compile import compile
+from .explain import explain
 from .creation import (
     arange,
     array,
@@ -61,7 +63,7 @@ nan = float("nan")
 newaxis = None
 
 __all__ = [
-    "Array", "Device", "astype", "eval", "backend", "set_backend",
+    "Array", "Device", "astype", "eval", "backend", "set_backend", "compile", "explain",
     "bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
     "e", "pi", "inf", "nan", "newaxis",

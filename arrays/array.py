@@ -403,9 +403,14 @@ def _scalar_node(value: Scalar, dtype: np.dtype) -> Node:
     return node
 
 
-def promote_operands(name: str, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.dtype]:
+_WEAK_SAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
+def promote_operands(name: str, args: tuple[Any, ...]
+                     ) -> tuple[tuple[Any, ...], np.dtype, builtins.bool]:
     """Normalize op arguments (array-likes become Arrays; Python scalars stay weak) and
-    return them with their common dtype under the standard's promotion rules."""
+    return them with their common dtype under the standard's promotion rules, and
+    whether the result is weak (only Python scalars / traced scalars took part)."""
     arrays = []
     for a in args:
         if isinstance(a, Array):
@@ -418,15 +423,27 @@ def promote_operands(name: str, args: tuple[Any, ...]) -> tuple[tuple[Any, ...],
     if not arrays:  # all Python scalars: they take the default dtypes
         args = tuple(_c.asarray(a) for a in args)
         arrays = list(args)
-    common = arrays[0]._node.dtype
-    for a in arrays[1:]:
+    strong = [a for a in arrays if not a._node.weak]
+    if not strong:  # traced Python scalars only: Python's own arithmetic decides
+        kinds = [a.dtype.kind if isinstance(a, Array) else np.asarray(a).dtype.kind
+                 for a in args]
+        for kind, d in (("c", dt.complex128), ("f", dt.float64), ("i", dt.int64),
+                        ("u", dt.int64), ("b", dt.bool_)):
+            if kind in kinds:
+                return args, d, True
+    common = strong[0]._node.dtype
+    for a in strong[1:]:
         if a._node.dtype != common:
             common = dt.promote(common, a._node.dtype, name)
-    if len(arrays) != len(args):
+    if len(strong) != len(args):
         for a in args:
-            if not isinstance(a, Array):
+            if isinstance(a, Array):
+                if a._node.weak:
+                    sample = _WEAK_SAMPLE[a.dtype.kind]
+                    common = dt.promote(common, dt.scalar_dtype(sample, common, name), name)
+            else:
                 common = dt.promote(common, dt.scalar_dtype(a, common, name), name)
-    return args, common
+    return args, common, False
 
 
 def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype
@@ -457,10 +474,10 @@ def elementwise(op: OpDef, *args: Any) -> Array:
     """
     if len(args) != op.arity:
         raise TypeError(f"{op.name}: takes {op.arity} arguments, got {len(args)}")
-    args, common = promote_operands(op.name, args)
+    args, common, weak = promote_operands(op.name, args)
     compute, out = elementwise_dtypes(op, common)
     nodes, shape = operand_nodes(op.name, args, compute)
-    return Array(Node(op, tuple(nodes), {}, shape, out))
+    return Array(Node(op, tuple(nodes), {}, shape, out, None, weak))
 
 
 def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Array:

@@ -92,7 +92,7 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Array:
     cond = as_array(condition, "where")
     if cond.dtype != dt.bool_:
         cond = astype(cond, dt.bool_)
-    (a, b), common = promote_operands("where", (x1, x2))
+    (a, b), common, _ = promote_operands("where", (x1, x2))
     nodes, _ = operand_nodes("where", (a, b), common)
     shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Array)]
     from ..graph.ops import broadcast_shapes

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import dtypes as dt
-from ..graph.node import Node
+from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
 from .array import Array, as_array, astype, elementwise
 
@@ -179,9 +179,7 @@ def mean(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:
     [1.5]
     """
     x = _float_input(x, "mean")
-    axes = normalize_axes(axis, x.ndim, "mean")
-    total = _reduce("sum", x, axes, keepdims)
-    return elementwise(OPS["divide"], total, float(_count(x, axes)))
+    return _reduce("mean", x, axis, keepdims)  # one op: no size baked into the graph
 
 
 def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
@@ -189,8 +187,8 @@ def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     """Variance over ``axis`` with ``correction`` degrees of freedom (1 = sample variance).
 
     >>> import braze as bz
-    >>> bz.var(bz.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item()
-    1.6666666269302368
+    >>> round(bz.var(bz.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item(), 4)
+    1.6667
     """
     x = _float_input(x, "var")
     if isinstance(correction, builtins.bool) or not isinstance(
@@ -200,9 +198,15 @@ def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     m = mean(x, axis=axes, keepdims=True)
     d = x - m
     sq = (d * elementwise(OPS["conj"], d)).__abs__() if dt.is_complex(x.dtype) else d * d
-    total = _reduce("sum", sq, axes, keepdims)
-    dof = builtins.max(_count(x, axes) - correction, 0)
-    return elementwise(OPS["divide"], total, float(dof))
+    out = _reduce("mean", sq, axes, keepdims)
+    if correction == 0:
+        return out
+    n = _count(x, axes)
+    dof = builtins.max(n - correction, 0)
+    # n / (n - correction) depends on the shape: tagged so shapeless compile retraces
+    factor = constant(np.asarray(n / dof if dof else np.inf, dtype=out.dtype))
+    factor.attrs = {"size_dependent": True}
+    return out * Array(factor)
 
 
 def std(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
@@ -220,8 +224,8 @@ def logsumexp(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Arra
     """``log(sum(exp(x)))`` over ``axis``, computed stably (max subtracted first).
 
     >>> import braze as bz
-    >>> round(bz.logsumexp(bz.asarray([1000.0, 1000.0])).item(), 4)
-    1000.6931
+    >>> round(bz.logsumexp(bz.asarray([1000.0, 1000.0])).item(), 2)
+    1000.69
     """
     x = _float_input(x, "logsumexp")
     if dt.is_complex(x.dtype):

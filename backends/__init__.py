@@ -34,6 +34,10 @@ class Backend(Protocol):
         """Compute (and store on each node) the values of ``targets``."""
         ...
 
+    def run_schedule(self, schedule: Any, inputs: list[Any]) -> list[Any]:
+        """Run an optimized schedule on bound input buffers (``bz.compile`` replay)."""
+        ...
+
 
 _FACTORIES: dict[str, tuple[Callable[[], Backend], Callable[[], bool]]] = {}
 _INSTANCES: dict[str, Backend] = {}

@@ -27,7 +27,7 @@ from ..graph.compiler import compile_graph
 from ..graph.evaluate import evaluate
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
-from ..graph.ops import OPS, reference_eval
+from ..graph.ops import OPS, mean_ref, reference_eval
 from ..graph.view import View
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -50,11 +50,20 @@ class NumpyBackend:
                 return evaluate(targets, run_node)
             targets = list(targets)
             schedule, leaves = compile_graph(targets)
+            for leaf in leaves:
+                if leaf.data is None:  # a bz.compile placeholder read while tracing
+                    leaf.op.reference()
             values = run_schedule(schedule, [leaf.data for leaf in leaves])
             for t, v in zip(targets, values):
                 t.data = v
                 t.inputs = ()
             return values
+
+
+    def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run a compiled schedule on input arrays (``bz.compile`` replays through this)."""
+        with np.errstate(all="ignore"):
+            return run_schedule(schedule, inputs)
 
 
 def run_node(node: Node, *xs: np.ndarray) -> np.ndarray:
@@ -239,6 +248,8 @@ def _reduce(name: str, x: np.ndarray, axes: tuple[int, ...], n_outer: int,
     acc = np.float32 if dtype in _LOW else dtype
     if name == "sum":
         return np.sum(x, axis=axes, keepdims=True, dtype=acc)
+    if name == "mean":
+        return mean_ref(x.astype(acc, copy=False), axes=axes, keepdims=True)
     if name == "prod":
         return np.prod(x, axis=axes, keepdims=True, dtype=acc)
     if name == "max":

@@ -27,6 +27,7 @@ import numpy as np
 
 from .evaluate import topo_order
 from .node import Node
+from .ops import PARAMETER
 
 
 @dataclass
@@ -107,7 +108,7 @@ def trace(targets: list[Node]) -> Trace:
             i = index[id(n)] = len(rows)
             if data.ndim == 0 and n.op.name == "constant":
                 v = data.item()
-                rows.append(("const", (), {}, (), n.dtype, v))
+                rows.append(("const", (), n.attrs, (), n.dtype, v))
                 sigs.append(("const", n.dtype, type(v), repr(v)))
             else:
                 rows.append(("input", (), {}, n.shape, n.dtype, len(leaves)))
@@ -116,6 +117,12 @@ def trace(targets: list[Node]) -> Trace:
         return i
 
     for n in topo_order(targets):
+        if n.op is PARAMETER:  # a traced function's input: bound at each call
+            index[id(n)] = len(rows)
+            rows.append(("input", (), {}, n.shape, n.dtype, len(leaves)))
+            sigs.append(("input", n.shape, n.dtype))
+            leaves.append(n)
+            continue
         ins = tuple([ref(x) for x in n.inputs])
         index[id(n)] = len(rows)
         rows.append((n.op.name, ins, n.attrs, n.shape, n.dtype, None))

@@ -23,7 +23,7 @@ from .dtypes import name as dtype_name
 class Node:
     """One op application in the lazy graph (or a leaf holding data)."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "weak", "__weakref__")
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class Node:
         shape: tuple[int, ...],
         dtype: np.dtype,
         data: Any = None,
+        weak: bool = False,
     ) -> None:
         self.op = op
         self.inputs = inputs
@@ -40,6 +41,9 @@ class Node:
         self.shape = shape
         self.dtype = dtype
         self.data = data
+        # A weakly typed value (a traced Python scalar, or arithmetic on such values
+        # only): it takes the dtype of the arrays it meets, like a Python scalar.
+        self.weak = weak
 
     @property
     def is_evaluated(self) -> bool:

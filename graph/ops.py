@@ -111,6 +111,16 @@ def _no_reference(*args: Any, **kw: Any) -> Any:
 CONSTANT = declare(OpDef("constant", "leaf", 0, _no_reference, doc="A leaf holding data."))
 
 
+def _unbound_parameter(*args: Any, **kw: Any) -> Any:
+    raise TypeError("the value of an array traced by bz.compile is not known while tracing: "
+                    "reading it (item(), bool(), np.asarray, printing...) inside a compiled "
+                    "function is not supported; compute it outside, or pass it as an argument")
+
+
+PARAMETER = declare(OpDef("parameter", "leaf", 0, _unbound_parameter,
+                          doc="An input of a traced function, bound at each call."))
+
+
 def _arange_ref(*, start: Any, step: Any, num: int, dtype: np.dtype) -> np.ndarray:
     if dt.is_integer(dtype):
         return (int(start) + np.arange(num, dtype=np.int64) * int(step)).astype(dtype)
@@ -291,6 +301,16 @@ def _prod_ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
 
 _reduce("sum", _sum_ref, "any", sum_dtype)
 _reduce("prod", _prod_ref, "any", sum_dtype)
+def mean_ref(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """sum / count (an empty reduction gives NaN, without numpy's warning)."""
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    total = np.sum(x, axis=axes, keepdims=keepdims)
+    return total / np.asarray(n, dtype=total.real.dtype)
+
+
+_reduce("mean", mean_ref, "numeric", lambda d: d)
 _reduce("max", lambda x, *, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
         "real", lambda d: d, needs_nonempty=True)
 _reduce("min", lambda x, *, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),

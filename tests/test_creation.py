@@ -439,6 +439,17 @@ def test_from_dlpack(a) -> None:
     assert not np.shares_memory(np.asarray(c), a)
 
 
+def test_dlpack_export_cannot_mutate_a_braze_array() -> None:
+    # Like np.asarray, a DLPack consumer must not get a writable alias of braze's value
+    # (values are immutable: setitem rebinds). Either read-only, or a copy.
+    x = bz.arange(3) * 2
+    d = np.from_dlpack(x)
+    if d.flags.writeable:
+        d[...] = 7
+    assert x.tolist() == [0, 2, 4]
+    assert (x + 0).tolist() == [0, 2, 4]
+
+
 # ---------------------------------------------------------------- matmul
 RTOL = {dt.float64: 1e-12, dt.complex128: 1e-12, dt.float32: 1e-5, dt.complex64: 1e-5,
         dt.float16: 2e-3, dt.bfloat16: 1.6e-2}

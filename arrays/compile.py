@@ -1,0 +1,324 @@
+"""``@bz.compile``: trace a function once per input signature, replay its schedule.
+
+The first call with a new *signature* (the tree structure of the arguments, each
+array's shape and dtype, each static argument's value) runs the Python function on
+placeholder arrays, which records a graph; the compiler turns it into a schedule,
+stored in a hash map under that signature. Later calls with the same signature
+bind the new data to the schedule's inputs and run it: no Python op dispatch, no
+graph building, no optimization.
+
+* Python ``float``/``complex`` arguments (and ``int``/``bool`` ones, unless the
+  function needs them as concrete values: axes, shapes, indices, Python ``if``) are
+  *runtime inputs*: a changing temperature or offset does not retrace. They stay
+  weakly typed, as in eager code.
+* Arrays the function reads from its closure or module globals are inputs too,
+  read fresh at every call (``w += 1`` outside is seen inside).
+* ``shapeless=True`` reuses one trace for new shapes of the same ranks and dtypes
+  when every op's shape rule can be re-run on them; ops whose attributes hold sizes
+  (reshape, broadcast_to, slicing, concat, arange, random, ``var`` with a correction)
+  make it retrace instead.
+* After ``RETRACE_WARNING`` traces of one function, a warning suggests why.
+
+>>> import braze as bz
+>>> @bz.compile
+... def f(x, scale):
+...     return bz.softmax(x * scale, axis=-1)
+>>> f(bz.ones((2, 3)), 2.0).shape, f(bz.ones((2, 3)), 3.0).shape, f.trace_count
+((2, 3), (2, 3), 1)
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..backends import current as _current_backend
+from ..graph import dtypes as dt
+from ..graph.compiler import CACHE
+from ..graph.ir import trace
+from ..graph.kernel import Schedule
+from ..graph.node import Node
+from ..graph.ops import OPS, PARAMETER, broadcast_shapes
+from .array import Array
+from .array import eval as _eval
+
+RETRACE_WARNING = 10
+_RUNTIME_SCALARS = (builtins.float, builtins.complex)
+_MAYBE_RUNTIME = (builtins.int, builtins.bool)
+
+
+# ---------------------------------------------------------------- pytrees
+def flatten(tree: Any) -> tuple[list[Any], Any]:
+    """Leaves of nested tuples/lists/dicts (dict keys sorted) and a hashable structure."""
+    leaves: list[Any] = []
+
+    def go(x: Any) -> Any:
+        if isinstance(x, (tuple, list)):
+            return (type(x).__name__, tuple(go(v) for v in x))
+        if isinstance(x, dict):
+            keys = sorted(x)
+            return ("dict", tuple(keys), tuple(go(x[k]) for k in keys))
+        leaves.append(x)
+        return None
+
+    return leaves, go(tree)
+
+
+def unflatten(struct: Any, leaves: list[Any]) -> Any:
+    it = iter(leaves)
+
+    def go(s: Any) -> Any:
+        if s is None:
+            return next(it)
+        if s[0] == "dict":
+            return {k: go(v) for k, v in zip(s[1], s[2])}
+        items = [go(v) for v in s[1]]
+        return tuple(items) if s[0] == "tuple" else items
+
+    return go(struct)
+
+
+class _NeedsStaticInts(Exception):
+    pass
+
+
+def _static_key(x: Any) -> Any:
+    try:
+        hash(x)
+        return ("static", type(x).__name__, x)
+    except TypeError:
+        return ("static", type(x).__name__, repr(x))
+
+
+# ---------------------------------------------------------------- compiled functions
+class _Entry:
+    """One traced signature: its schedule (per shape, if shapeless) and input bindings."""
+
+    def __init__(self, rows: Any, outputs: list[int], leaves: list[Node], bindings: list[Any],
+                 out_struct: Any, out_kinds: list[Any], schedule: Schedule) -> None:
+        self.rows = rows
+        self.outputs = outputs
+        self.leaves = leaves
+        self.bindings = bindings
+        self.out_struct = out_struct
+        self.out_kinds = out_kinds
+        self.schedules: dict[Any, Schedule] = {None: schedule}
+        self.struct: Any = None
+
+
+class CompiledFunction:
+    """A function traced once per signature and replayed (see the module docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], shapeless: bool = False) -> None:
+        self.fn = fn
+        self.shapeless = shapeless
+        self.trace_count = 0
+        self._entries: dict[Any, _Entry] = {}
+        self._static_ints = False
+        self._warned = False
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def _captured(self) -> list[tuple[Callable[[], Any], Array]]:
+        """Arrays the function reads from its closure cells and module globals."""
+        out: list[tuple[Callable[[], Any], Array]] = []
+        fn = getattr(self.fn, "__wrapped__", self.fn)
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, Array):
+                out.append(((lambda c=cell: c.cell_contents), value))
+        code = getattr(fn, "__code__", None)
+        globs = getattr(fn, "__globals__", {})
+        for name in code.co_names if code else ():
+            value = globs.get(name)
+            if isinstance(value, Array):
+                out.append(((lambda g=globs, n=name: g[n]), value))
+        return out
+
+    def _signature(self, leaves: list[Any], captured: list[Any]) -> tuple[Any, ...]:
+        sig = []
+        for x in leaves:
+            if isinstance(x, Array):
+                sig.append(("array", x.ndim if self.shapeless else x.shape, x.dtype))
+            elif isinstance(x, _RUNTIME_SCALARS) or (
+                    isinstance(x, _MAYBE_RUNTIME) and not self._static_ints):
+                sig.append(("scalar", type(x)))
+            elif isinstance(x, (np.ndarray, np.generic)):
+                sig.append(("array", x.ndim if self.shapeless else x.shape, x.dtype))
+            else:
+                sig.append(_static_key(x))
+        for _, arr in captured:
+            sig.append(("captured", arr.shape, arr.dtype))
+        return tuple(sig)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, struct = flatten((args, kwargs))
+        leaves = [Array(_np_leaf(x)) if isinstance(x, (np.ndarray, np.generic)) else x
+                  for x in leaves]
+        captured = self._captured()
+        key = (struct, self._signature(leaves, captured), self._static_ints)
+        entry = self._entries.get(key)
+        if entry is None:
+            try:
+                entry = self._trace(leaves, struct, captured)
+            except _NeedsStaticInts:
+                self.trace_count -= 1  # that attempt does not count: ints become static
+                self._static_ints = True
+                return self(*args, **kwargs)
+            self._entries[(struct, self._signature(leaves, captured), self._static_ints)] = entry
+        return self._replay(entry, leaves, captured)
+
+    # ------------------------------------------------------------ trace
+    def _trace(self, leaves: list[Any], struct: Any, captured: list[Any]) -> _Entry:
+        self.trace_count += 1
+        if self.trace_count > RETRACE_WARNING and not self._warned:
+            self._warned = True
+            warnings.warn(f"bz.compile: {getattr(self.fn, '__name__', 'function')} has been "
+                          f"traced {self.trace_count} times: each new shape, dtype or static "
+                          "argument value retraces (shapeless=True reuses traces across "
+                          "shapes)", RuntimeWarning, stacklevel=3)
+        _eval(*(arr for _, arr in captured))  # captured arrays become bound leaves
+        placeholders: list[Any] = []
+        for i, x in enumerate(leaves):
+            if isinstance(x, Array):
+                placeholders.append(Array(Node(PARAMETER, (), {"index": i}, x.shape, x.dtype)))
+            elif isinstance(x, _RUNTIME_SCALARS) or (
+                    isinstance(x, _MAYBE_RUNTIME) and not self._static_ints):
+                d = {bool: dt.bool_, int: dt.int64, float: dt.float64,
+                     complex: dt.complex128}[type(x)]
+                placeholders.append(Array(Node(PARAMETER, (), {"index": i}, (), d, weak=True)))
+            else:
+                placeholders.append(x)
+        args, kwargs = unflatten(struct, placeholders)
+        try:
+            out = self.fn(*args, **kwargs)
+        except TypeError as e:
+            if "traced by bz.compile" in str(e) and not self._static_ints and any(
+                    isinstance(x, _MAYBE_RUNTIME) for x in leaves):
+                raise _NeedsStaticInts() from e
+            raise
+        out_leaves, out_struct = flatten(out)
+        targets = [o._node for o in out_leaves if isinstance(o, Array)]
+        t = trace(targets)
+        schedule = CACHE.get_or_build(t.key, t.build)
+        captured_ids = {id(arr._node): j for j, (_, arr) in enumerate(captured)}
+        bindings: list[Any] = []
+        for leaf in t.leaves:
+            if leaf.op is PARAMETER:
+                bindings.append(("arg", leaf.attrs["index"], leaf.dtype))
+            elif id(leaf) in captured_ids:
+                bindings.append(("captured", captured_ids[id(leaf)], leaf.dtype))
+            else:
+                bindings.append(("data", leaf.data, leaf.dtype))
+        out_kinds = ["array" if isinstance(o, Array) else ("static", o) for o in out_leaves]
+        entry = _Entry(t._rows, t._outputs, t.leaves, bindings, out_struct, out_kinds, schedule)
+        entry.struct = struct
+        return entry
+
+    # ------------------------------------------------------------ replay
+    def _replay(self, entry: _Entry, leaves: list[Any], captured: list[Any]) -> Any:
+        inputs: list[np.ndarray] = []
+        for kind, ref, dtype in entry.bindings:
+            if kind == "arg":
+                x = leaves[ref]
+                inputs.append(x._value() if isinstance(x, Array) else np.asarray(x, dtype=dtype))
+            elif kind == "captured":
+                inputs.append(captured[ref][0]()._value())
+            else:
+                inputs.append(ref)
+        schedule = entry.schedules[None]
+        if self.shapeless:
+            schedule = self._schedule_for_shapes(entry, inputs)
+            if schedule is None:  # shape-specific ops: trace again for these shapes
+                fresh = self._trace(leaves, entry.struct, captured)
+                entry.schedules[tuple(a.shape for a in inputs)] = fresh.schedules[None]
+                schedule = fresh.schedules[None]
+        outs = _current_backend().run_schedule(schedule, inputs)
+        it = iter(outs)
+        result = [Array(_np_leaf(next(it))) if k == "array" else k[1] for k in entry.out_kinds]
+        return unflatten(entry.out_struct, result)
+
+    def _schedule_for_shapes(self, entry: _Entry, inputs: list[np.ndarray]) -> Schedule | None:
+        shapes = tuple(a.shape for a in inputs)
+        if shapes == tuple(leaf.shape for leaf in entry.leaves):
+            return entry.schedules[None]
+        s = entry.schedules.get(shapes)
+        if s is not None:
+            return s
+        rows = _reinfer(entry.rows, shapes)
+        if rows is None:
+            return None
+        from ..graph.ir import Trace
+
+        sigs = tuple((r[0], r[3], r[4]) if r[0] in ("input",) else
+                     (r[0], r[4], type(r[5]), repr(r[5])) if r[0] == "const" else
+                     (r[0], r[1], _attrs_key(r[2]), r[3], r[4]) for r in rows)
+        t = Trace((sigs, tuple(entry.outputs)), entry.leaves, rows, entry.outputs)
+        s = entry.schedules[shapes] = CACHE.get_or_build(t.key, t.build)
+        return s
+
+
+def _attrs_key(attrs: dict[str, Any]) -> Any:
+    from ..graph.ir import attrs_key
+
+    return attrs_key(attrs) if attrs else ()
+
+
+_SHAPE_FREE = {"reduce", "scan"}
+
+
+def _reinfer(rows: list[Any], input_shapes: tuple[tuple[int, ...], ...]) -> list[Any] | None:
+    """The traced graph's rows with shapes re-derived for new input shapes, or None when
+    an op's attributes depend on the old shapes."""
+    out: list[Any] = []
+    shapes: list[tuple[int, ...]] = []
+    try:
+        for op, ins, attrs, shape, dtype, value in rows:
+            if op == "input":
+                shape = input_shapes[value]
+            elif op == "const":
+                if attrs.get("size_dependent"):
+                    return None
+            else:
+                opdef = OPS[op]
+                in_shapes = tuple(shapes[i] for i in ins)
+                if opdef.kind == "elementwise":
+                    shape = broadcast_shapes(*in_shapes) if in_shapes else shape
+                elif opdef.kind in _SHAPE_FREE or op in ("permute_dims", "matmul"):
+                    shape, _ = opdef.infer(in_shapes, (dtype,) * len(ins), attrs)  # type: ignore
+                else:
+                    return None
+            shapes.append(shape)
+            out.append((op, ins, attrs, shape, dtype, value))
+    except ValueError:
+        return None
+    return out
+
+
+def _np_leaf(data: Any) -> Node:
+    from ..graph.node import constant
+
+    return constant(np.asarray(data))
+
+
+def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False) -> Any:  # noqa: A001
+    """Decorator: trace ``fn`` once per signature and replay the optimized schedule.
+
+    >>> import braze as bz
+    >>> double = bz.compile(lambda x: x * 2)
+    >>> double(bz.arange(3)).tolist()
+    [0, 2, 4]
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, shapeless=shapeless)
+    return CompiledFunction(fn, shapeless=shapeless)

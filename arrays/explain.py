@@ -1,0 +1,114 @@
+"""``bz.explain``: what the compiler does with a function, without running it.
+
+>>> import numpy as np, braze as bz
+>>> x = bz.asarray(np.ones((4, 8), np.float32))
+>>> r = bz.explain(lambda x: bz.softmax(x * 2.0, axis=-1), x)
+>>> r.num_kernels, r.kernels[0].ops
+(1, ['multiply', 'max', 'subtract', 'exp', 'sum', 'divide'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..graph.compiler import compile_graph, describe
+from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
+from .array import Array
+from .compile import CompiledFunction, flatten
+
+
+@dataclass
+class KernelReport:
+    """One launch: a fused kernel (``kind='kernel'``) or a library call (``'library'``)."""
+
+    name: str
+    kind: str
+    ops: list[str]
+    inputs: list[tuple[tuple[int, ...], str]]  # (shape, dtype) of each buffer read
+    outputs: list[tuple[tuple[int, ...], str]]
+    shape: tuple[int, ...] = ()
+    kernel: Kernel | None = field(default=None, repr=False)
+
+    def source(self, target: str) -> str:
+        """Generated source for ``target`` ('cpu', 'cuda' or 'metal')."""
+        if self.kernel is None:
+            raise ValueError(f"{self.name} is a library call: it has no generated source")
+        return self.kernel.source(target)
+
+
+@dataclass
+class Report:
+    """What ``bz.explain`` found: launches, fused ops, the planned memory peak."""
+
+    schedule: Schedule = field(repr=False)
+    kernels: list[KernelReport]
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.schedule.peak_bytes
+
+    def __str__(self) -> str:
+        return describe(self.schedule)
+
+    def to_dot(self) -> str:
+        """Graphviz text: buffers as ellipses, launches as boxes."""
+        lines = ["digraph braze {", "  rankdir=LR;"]
+        s = self.schedule
+        for i, slot in enumerate(s.slots):
+            lines.append(f'  s{i} [shape=ellipse, label="{slot.shape} {slot.dtype.name}"];')
+        launch = 0
+        for st in s.steps:
+            if isinstance(st, KernelStep):
+                k = st.kernel
+                label = f"{k.name}\\n{' '.join(k.ops)}"
+                reads = [ld.slot for ld in k.loads]
+                writes = [x.slot for x in k.stores]
+            elif isinstance(st, LibraryStep):
+                label, reads, writes = st.op, list(st.inputs), [st.output]
+            else:
+                lines.append(f'  s{st.source} -> s{st.output} [style=dashed, label="view"];')
+                continue
+            lines.append(f'  k{launch} [shape=box, label="{label}"];')
+            lines += [f"  s{r} -> k{launch};" for r in dict.fromkeys(reads)]
+            lines += [f"  k{launch} -> s{w};" for w in writes]
+            launch += 1
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def explain(fn: Any, *args: Any, **kwargs: Any) -> Report:
+    """Trace ``fn(*args, **kwargs)`` and report the optimized schedule (nothing runs).
+
+    Works on plain functions and on ``bz.compile``d ones.
+
+    >>> import numpy as np, braze as bz
+    >>> a = bz.asarray(np.ones(8, np.float32))
+    >>> bz.explain(lambda a, b: bz.exp(a) * b + 1.0, a, a).num_kernels
+    1
+    """
+    if isinstance(fn, CompiledFunction):
+        fn = fn.fn
+    out = fn(*args, **kwargs)
+    leaves, _ = flatten(out)
+    targets = [x._node for x in leaves if isinstance(x, Array) and x._node.data is None]
+    schedule, _ = compile_graph(targets) if targets else compile_graph([])
+    reports: list[KernelReport] = []
+    for st in schedule.steps:
+        if isinstance(st, KernelStep):
+            k = st.kernel
+            ins = [(schedule.slots[ld.slot].shape, schedule.slots[ld.slot].dtype.name)
+                   for ld in k.loads]
+            outs = [(schedule.slots[x.slot].shape, schedule.slots[x.slot].dtype.name)
+                    for x in k.stores]
+            reports.append(KernelReport(k.name, "kernel", list(k.ops), ins, outs, k.shape, k))
+        elif isinstance(st, LibraryStep):
+            ins = [(schedule.slots[i].shape, schedule.slots[i].dtype.name) for i in st.inputs]
+            o = schedule.slots[st.output]
+            reports.append(KernelReport(st.op, "library", [st.op], ins,
+                                        [(o.shape, o.dtype.name)], o.shape))
+    return Report(schedule, reports)
