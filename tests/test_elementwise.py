@@ -189,7 +189,7 @@ def check(op: OpDef, got: Any, *xs: Any, common: np.dtype | None = None) -> None
 # ----------------------------------------------------------------------------- inputs
 _FLOAT_EDGES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -2.5, 3.0,
                 1e-3, 100.0, -100.0]
-_COMPLEX_PARTS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5]
+_COMPLEX_PARTS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-40]  # 1e-40: subnormal in float32
 
 
 def _finfo(d: np.dtype) -> Any:

@@ -7,12 +7,13 @@ Data-flow analysis in four steps:
    Elementwise ops and views are otherwise *inlined* into whatever consumes them;
    views become index maps on the loads (:mod:`braze.graph.view`), never copies.
 2. **Cost rule for shared producers.** A non-realized node inlined into several
-   kernels is recomputed in each when its expression (down to buffers) costs at
-   most ``RECOMPUTE_LIMIT`` = 16 (transcendental 8, divide/sqrt 4, other ops 1,
-   views 0): a few flops per element are cheaper than writing and re-reading a
-   buffer (two extra memory passes). Costlier shared producers are realized. A
-   reshape that strides cannot express (flattening a transpose) realizes the value
-   it reads, as a contiguous copy.
+   *kernels* (after grouping, step 3) is recomputed in each when its expression
+   (down to buffers) costs at most ``RECOMPUTE_LIMIT`` = 16 (transcendental 8,
+   divide/sqrt 4, other ops 1, views 0): a few flops per element are cheaper than
+   writing and re-reading a buffer (two extra memory passes). Costlier ones are
+   realized and grouping is redone. Sharing inside one kernel costs nothing extra
+   (a row kernel's stages re-read the row they work on). A reshape that strides
+   cannot express (flattening a transpose) realizes the value it reads, as a copy.
 3. **Group.** Row fusion: a reduction merges with the kernels that read its result
    broadcast back along the reduced dims (``x - max(x)``, ``e / sum(e)``) over the
    same iteration space — softmax, layer norm, RMS norm and logsumexp become one
@@ -224,16 +225,21 @@ class Fuser:
                 if self.kinds[e.node] == "view":
                     self.copies.add(e.node)
                 continue
-            # Realize shared producers over the limit, deepest first: once one is a
-            # buffer, the costs of those above it drop (and may fall under the limit).
-            changed = False
-            for i in sorted(i for i, rs in members.items() if len(rs) > 1):
-                if self.subtree_cost(i) > RECOMPUTE_LIMIT:
-                    self.realized.add(i)
-                    changed = True
-            if not changed:
-                self.loads = loads
-                return loads
+            self.loads, self.members = loads, members
+            return loads
+
+    def realize_costly_shared(self, group_of: dict[int, int]) -> bool:
+        """Cost rule: realize producers inlined into several *kernels* (groups) whose
+        expression costs more than RECOMPUTE_LIMIT, deepest first (once one is a buffer
+        the costs above it drop). Sharing within one kernel is free: its stages read
+        the value again from the row they are working on. Returns whether any changed."""
+        changed = False
+        for i in sorted(self.members):
+            groups = {group_of[r] for r in self.members[i] if r in group_of}
+            if len(groups) > 1 and self.subtree_cost(i) > RECOMPUTE_LIMIT:
+                self.realized.add(i)
+                changed = True
+        return changed
 
     def subtree_cost(self, i: int) -> int:
         total, stack, seen = 0, [i], set()
@@ -389,9 +395,13 @@ class _Groups:
 def fuse(g: Graph) -> Schedule:
     """Lower ``g`` to a schedule (see the module docstring)."""
     f = Fuser(g)
-    f.analyze()
-    roots = f.roots()
-    groups = _Groups(f, roots).build()
+    while True:
+        f.analyze()
+        roots = f.roots()
+        groups = _Groups(f, roots).build()
+        group_of = {r: gi for gi, grp in enumerate(groups) for r in grp}
+        if not f.realize_costly_shared(group_of):
+            break
 
     slots: list[Slot] = []
     slot_of: dict[int, int] = {}
