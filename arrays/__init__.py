@@ -27,7 +27,6 @@ from ..graph.dtypes import (
 from . import linalg, random
 from .array import Array, Device, astype, eval
 from .compile import compile
-from .explain import explain
 from .creation import (
     arange,
     array,
@@ -49,6 +48,7 @@ from .creation import (
 )
 from .elementwise import *
 from .elementwise import __all__ as _elementwise_all
+from .explain import explain
 from .linalg import matmul
 from .manipulation import *
 from .manipulation import __all__ as _manipulation_all

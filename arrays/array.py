@@ -142,7 +142,10 @@ class Array:
 
     def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
                    dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
-        data = self._value()
+        data = self._value().view()
+        data.flags.writeable = False  # consumers must not write into braze's buffer
+        if max_version is None or tuple(max_version) < (1, 0):
+            data = data.copy()  # legacy DLPack cannot say read-only: hand out a copy
         kw: dict[str, Any] = {}
         if max_version is not None:
             kw["max_version"] = max_version

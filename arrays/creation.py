@@ -78,27 +78,38 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
     if isinstance(obj, Array):
         if want is not None and want != obj.dtype and copy is False:
             raise ValueError("asarray: a dtype change needs a copy, but copy=False")
-        # Graph values are immutable (setitem rebinds), so a new handle is a real copy.
         node = obj._node if want is None else _cast(obj._node, want)
-        return Array(node) if copy or node is not obj._node else obj
+        if copy:  # a snapshot: later writes to a numpy buffer it reads must not show
+            return Array(constant(np.array(Array(node)._value(), copy=True)))
+        return Array(node) if node is not obj._node else obj
     if isinstance(obj, (np.ndarray, np.generic)):
         data = _from_numpy(np.asarray(obj), "asarray")
     elif isinstance(obj, _SCALARS):
-        data = np.asarray(obj, dtype=want or _dtype_of_scalar(obj))
+        if copy is False:
+            raise ValueError("asarray: building an array from a Python scalar copies, but "
+                             "copy=False")
+        with np.errstate(all="ignore"):
+            data = np.asarray(obj, dtype=want or _dtype_of_scalar(obj))
     elif hasattr(obj, "__array__") or hasattr(obj, "__array_interface__"):
         data = _from_numpy(np.asarray(obj), "asarray")
     elif hasattr(obj, "__dlpack__"):
         data = _from_numpy(np.from_dlpack(obj), "asarray")
     elif isinstance(obj, (list, tuple)):
+        if copy is False:
+            raise ValueError("asarray: building an array from a Python sequence copies, but "
+                             "copy=False")
         try:
-            data = np.asarray(obj)
+            with np.errstate(all="ignore"):
+                data = np.asarray(obj) if want is None else np.asarray(obj, dtype=want)
         except ValueError as e:
             raise ValueError(f"asarray: cannot build an array from ragged or mixed data: {e}") \
                 from None
-        if data.dtype == np.float64:
-            data = data.astype(dt.DEFAULT_FLOAT)
-        elif data.dtype == np.complex128:
-            data = data.astype(dt.DEFAULT_COMPLEX)
+        if data.dtype == np.float64 and want is None:
+            with np.errstate(all="ignore"):
+                data = data.astype(dt.DEFAULT_FLOAT)
+        elif data.dtype == np.complex128 and want is None:
+            with np.errstate(all="ignore"):
+                data = data.astype(dt.DEFAULT_COMPLEX)
         elif data.dtype.kind in "iu" and data.dtype != dt.DEFAULT_INT and data.size == 0:
             data = data.astype(dt.DEFAULT_INT)
         elif data.dtype.kind == "O" or data.dtype.kind in "SUV" and data.dtype not in dt.ALL:
@@ -145,14 +156,15 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: builtins.bool | None = N
     return asarray(np.from_dlpack(x), copy=copy)
 
 
-def full(shape: ShapeLike, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Array:
+def full(shape: ShapeLike, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         _op: str = "full") -> Array:
     """An array of ``shape`` filled with ``fill_value`` (lazy: one broadcast scalar).
 
     >>> import braze as bz
     >>> bz.full(2, 1.5).tolist()
     [1.5, 1.5]
     """
-    shape = normalize_shape(shape, "full")
+    shape = normalize_shape(shape, _op)
     if isinstance(fill_value, Array):
         if fill_value.ndim != 0:
             raise ValueError(f"full: fill_value must be a scalar, got shape {fill_value.shape}")
@@ -189,7 +201,7 @@ def zeros(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
     >>> bz.zeros((1, 2)).tolist()
     [[0.0, 0.0]]
     """
-    return full(shape, 0, dtype=_float_or(dtype, "zeros"))
+    return full(shape, 0, dtype=_float_or(dtype, "zeros"), _op="zeros")
 
 
 def ones(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
@@ -199,7 +211,7 @@ def ones(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:
     >>> bz.ones(2, dtype=bz.int8).tolist()
     [1, 1]
     """
-    return full(shape, 1, dtype=_float_or(dtype, "ones"))
+    return full(shape, 1, dtype=_float_or(dtype, "ones"), _op="ones")
 
 
 def empty(shape: ShapeLike, *, dtype: Any = None, device: Any = None) -> Array:

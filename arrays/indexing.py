@@ -53,6 +53,8 @@ def _normalize(x: Array, key: Any, op: str) -> tuple[Slices, tuple[int, ...], tu
             except (TypeError, ValueError) as e:
                 raise IndexError(f"{op}: invalid slice {k} for axis {axis}: {e}") from None
             length = len(range(start, stop, step))
+            if length == 0:  # canonical empty slice (a start of -1 would mean "last")
+                start, stop, step = 0, 0, 1
             slices.append((start, stop, step))
             sliced.append(length)
             final.append(length)

@@ -119,7 +119,10 @@ def expand_dims(x: Array, /, axis: int | tuple[int, ...] = 0) -> Array:
     x = as_array(x, "expand_dims")
     axes = axis if isinstance(axis, tuple) else (axis,)
     out_ndim = x.ndim + len(axes)
-    pos = normalize_axes(axes, out_ndim, "expand_dims")
+    try:
+        pos = normalize_axes(axes, out_ndim, "expand_dims")
+    except ValueError as e:  # the standard asks for IndexError here
+        raise IndexError(str(e)) from None
     it = iter(x.shape)
     shape = tuple(1 if i in pos else next(it) for i in range(out_ndim))
     return reshape(x, shape)
@@ -275,5 +278,6 @@ def moveaxis(x: Array, source: int | Sequence[int], destination: int | Sequence[
 
 
 __all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
-           "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concat", "stack", "flip", "moveaxis"]
+           "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concat", "stack", "flip",
+           "moveaxis"]
 

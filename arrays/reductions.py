@@ -183,18 +183,18 @@ def mean(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:
 
 
 def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
-        keepdims: bool = False) -> Array:
+        keepdims: bool = False, _op: str = "var") -> Array:
     """Variance over ``axis`` with ``correction`` degrees of freedom (1 = sample variance).
 
     >>> import braze as bz
     >>> round(bz.var(bz.asarray([1.0, 2.0, 3.0, 4.0]), correction=1).item(), 4)
     1.6667
     """
-    x = _float_input(x, "var")
+    x = _float_input(x, _op)
     if isinstance(correction, builtins.bool) or not isinstance(
             correction, (builtins.int, builtins.float)) or correction < 0:
-        raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
-    axes = normalize_axes(axis, x.ndim, "var")
+        raise ValueError(f"{_op}: correction must be a non-negative number, got {correction!r}")
+    axes = normalize_axes(axis, x.ndim, _op)
     m = mean(x, axis=axes, keepdims=True)
     d = x - m
     sq = (d * elementwise(OPS["conj"], d)).__abs__() if dt.is_complex(x.dtype) else d * d
@@ -204,7 +204,7 @@ def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     n = _count(x, axes)
     dof = builtins.max(n - correction, 0)
     # n / (n - correction) depends on the shape: tagged so shapeless compile retraces
-    factor = constant(np.asarray(n / dof if dof else np.inf, dtype=out.dtype))
+    factor = constant(np.asarray(n / dof if dof > 0 else np.nan, dtype=out.dtype))
     factor.attrs = {"size_dependent": True}
     return out * Array(factor)
 
@@ -217,7 +217,8 @@ def std(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     >>> bz.std(bz.asarray([1.0, 3.0])).item()
     1.0
     """
-    return elementwise(OPS["sqrt"], var(x, axis=axis, correction=correction, keepdims=keepdims))
+    return elementwise(OPS["sqrt"], var(x, axis=axis, correction=correction, keepdims=keepdims,
+                                        _op="std"))
 
 
 def logsumexp(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Array:

@@ -90,7 +90,7 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Execute a schedule on input arrays; returns the output arrays."""
     bufs: list[Any] = [None] * len(s.slots)
     for slot, arr in zip(s.input_slots, inputs):
-        bufs[slot] = np.ascontiguousarray(arr)  # loads index row-major buffers
+        bufs[slot] = _c_order(arr)  # loads index row-major buffers
     for slot, value in s.const_slots.items():
         bufs[slot] = np.asarray(value, dtype=s.slots[slot].dtype)
     storages: dict[int, np.ndarray] = {}
@@ -103,7 +103,7 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
             slot = s.slots[step.output]
-            bufs[step.output] = np.ascontiguousarray(
+            bufs[step.output] = _c_order(
                 reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
         else:
             bufs[step.output] = strided(bufs[step.source], step.view)
@@ -113,6 +113,11 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
                 if slot not in s.output_slots:
                     bufs[slot] = None
     return [bufs[o] for o in s.output_slots]
+
+
+def _c_order(a: np.ndarray) -> np.ndarray:
+    """``a`` as a row-major array (np.ascontiguousarray would turn 0-d into 1-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 def _slot_array(s: Schedule, slot: int, storages: dict[int, np.ndarray],
@@ -241,7 +246,10 @@ def _run_block(k: Kernel, plan: list[Any], bufs: list[Any], rows: slice | None) 
 def _reduce(name: str, x: np.ndarray, axes: tuple[int, ...], n_outer: int,
             dtype: np.dtype) -> np.ndarray:
     if name in ("argmax", "argmin"):
-        flat = x.reshape(x.shape[:n_outer] + (-1,))
+        inner = 1
+        for d in x.shape[n_outer:]:
+            inner *= d
+        flat = x.reshape(x.shape[:n_outer] + (inner,))
         f = np.argmax if name == "argmax" else np.argmin
         r = f(flat, axis=-1)
         return r.reshape(r.shape + (1,) * len(axes)).astype(dtype)

@@ -45,8 +45,9 @@ def _np_values(dtype: np.dtype, shape: tuple[int, ...], finite: bool):
             min_value=-1e4 if finite else None, max_value=1e4 if finite else None))
     if dtype.kind == "c":
         w = dtype.itemsize * 4
-        return hnp.arrays(dtype, shape, elements=st.complex_numbers(
-            max_magnitude=1e4, allow_nan=not finite, allow_infinity=not finite, width=w * 2))
+        elems = st.complex_numbers(max_magnitude=1e4, allow_nan=False, allow_infinity=False,
+                                   width=w * 2) if finite else st.complex_numbers(width=w * 2)
+        return hnp.arrays(dtype, shape, elements=elems)
     return hnp.arrays(dtype, shape)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import braze as bz
+
 compile_module = importlib.import_module("braze.arrays.compile")
 
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 
-import braze as bz
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from braze.graph import dtypes as dt
 from hypothesis import given
 from hypothesis import strategies as st
+
+import braze as bz
+from braze.graph import dtypes as dt
 
 from .helpers import ALL_DTYPES, INT_DTYPES, REAL_FLOAT_DTYPES, shapes, upcast
 from .helpers import arrays as _arrays

@@ -19,15 +19,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import braze as bz
 import hypothesis.extra.numpy as hnp
 import ml_dtypes
 import numpy as np
 import pytest
-from braze.graph import dtypes as dt
-from braze.graph.ops import DOMAINS, OPS, OpDef
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
+import braze as bz
+from braze.graph import dtypes as dt
+from braze.graph.ops import DOMAINS, OPS, OpDef
 
 from .helpers import arrays, assert_matches, shapes, upcast
 
@@ -189,7 +190,8 @@ def check(op: OpDef, got: Any, *xs: Any, common: np.dtype | None = None) -> None
 # ----------------------------------------------------------------------------- inputs
 _FLOAT_EDGES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -2.5, 3.0,
                 1e-3, 100.0, -100.0]
-_COMPLEX_PARTS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-40]  # 1e-40: subnormal in float32
+# 1e-40: subnormal in float32
+_COMPLEX_PARTS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-40]
 
 
 def _finfo(d: np.dtype) -> Any:

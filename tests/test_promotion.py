@@ -12,9 +12,10 @@ import itertools
 import re
 from typing import Any
 
-import braze as bz
 import numpy as np
 import pytest
+
+import braze as bz
 from braze.graph import dtypes as dt
 from braze.graph.ops import DOMAINS, OPS, OpDef
 
@@ -313,7 +314,8 @@ def test_numpy_scalars_are_strong_like_0d_numpy_arrays() -> None:
             want = (x + np.asarray(s)).dtype
             assert (x + s).dtype == want, (type(s).__name__, x.dtype, (x + s).dtype, want)
             assert (s + x).dtype == want, (type(s).__name__, x.dtype, (s + x).dtype, want)
-        assert bz.exp(np.asarray(s)).dtype == bz.exp(s).dtype, type(s).__name__
+        if not isinstance(s, np.bool_):
+            assert bz.exp(np.asarray(s)).dtype == bz.exp(s).dtype, type(s).__name__
 
 
 # ----------------------------------------------------------------------------- domains
