@@ -83,6 +83,18 @@ def apply_chain(view: View, chain: Chain) -> View | None:
     return view
 
 
+_ROW_VIEWS: dict[tuple[tuple[int, ...], int], View] = {}
+
+
+def _row_view_cached(shape: tuple[int, ...], n_red: int) -> View:
+    v = _ROW_VIEWS.get((shape, n_red))
+    if v is None:
+        if len(_ROW_VIEWS) > 1024:
+            _ROW_VIEWS.clear()
+        v = _ROW_VIEWS[(shape, n_red)] = row_view(shape, n_red)
+    return v
+
+
 def row_view(shape: tuple[int, ...], n_red: int) -> View:
     """How a row value (one per outer index) is read from its buffer in a kernel over shape."""
     outer = View.contiguous(shape[:len(shape) - n_red])
@@ -294,6 +306,14 @@ class _Groups:
         self.parent = {r: r for r in roots}
         self.members_of: dict[int, list[int]] = {r: [r] for r in roots}
         self.reads = {r: {b for b, _ in f.loads.get(r, [])} for r in roots}
+        self.readers: dict[int, list[tuple[int, View]]] = {}
+        for r in roots:
+            for buf, v in f.loads.get(r, []):
+                self.readers.setdefault(buf, []).append((r, v))
+        self.layouts = {r: f.space(r) for r in roots}
+        self.has_reduce = {r: f.kinds[r] == "reduce" for r in roots}
+        self.dep_cache: dict[int, set[int]] = {}
+        self.group_reads: dict[int, set[int]] = {r: set(self.reads[r]) for r in roots}
 
     def find(self, r: int) -> int:
         while self.parent[r] != r:
@@ -305,13 +325,17 @@ class _Groups:
         return self.members_of[gid]
 
     def deps(self, gid: int) -> set[int]:
+        """Groups whose outputs group ``gid`` reads."""
+        cached = self.dep_cache.get(gid)
+        if cached is not None:
+            return cached
         out = set()
-        for r in self.members_of[gid]:
-            for buf in self.reads[r]:
-                if buf in self.parent:
-                    gb = self.find(buf)
-                    if gb != gid:
-                        out.add(gb)
+        for buf in self.group_reads[gid]:
+            if buf in self.parent:
+                gb = self.find(buf)
+                if gb != gid:
+                    out.add(gb)
+        self.dep_cache[gid] = out
         return out
 
     def reaches(self, a: int, b: int, skip_direct: bool = False) -> bool:
@@ -335,30 +359,53 @@ class _Groups:
             return None
         if reduces:
             shape, n_red, perm = next(iter(reduces))
-            natural = tuple(shape[perm.index(a)] for a in range(len(perm)))
             for r in members:
-                rs = f.g.nodes[r].shape
-                if f.kinds[r] != "reduce" and rs != natural and \
-                        not is_row_shape(rs, shape, n_red):
+                if f.kinds[r] != "reduce" and not self._fits(r, shape, n_red, perm):
                     return None
             return shape, n_red, perm
         spaces = {f.space(r) for r in members}
         return next(iter(spaces)) if len(spaces) == 1 else None
 
-    def valid(self, members: list[int]) -> bool:
-        lay = self.layout(members)
-        if lay is None:
-            return False
+    def _fits(self, r: int, shape: tuple[int, ...], n_red: int, perm: tuple[int, ...]) -> bool:
+        rs = self.f.g.nodes[r].shape
+        natural = tuple(shape[perm.index(a)] for a in range(len(perm)))
+        return rs == natural or is_row_shape(rs, shape, n_red)
+
+    def _merged_layout(self, ga: int, gb: int
+                       ) -> tuple[tuple[int, ...], int, tuple[int, ...]] | None:
+        la, lb = self.layouts.get(ga), self.layouts.get(gb)
+        if la is None or lb is None:
+            return None
+        ra, rb = self.has_reduce[ga], self.has_reduce[gb]
+        if ra and rb:
+            return la if la == lb else None
+        if not ra and not rb:
+            return la if la == lb else None
+        lay, other = (la, gb) if ra else (lb, ga)
         shape, n_red, perm = lay
-        mset = set(members)
-        for r in members:  # reads between members: only row values of reductions
-            for buf, v in self.f.loads.get(r, []):
-                if buf in mset:
-                    if self.f.kinds[buf] != "reduce":
-                        return False
-                    in_group = apply_chain(v, member_chain(self.f, r, shape, n_red, perm))
-                    if in_group is None or in_group.canonical() != row_view(shape, n_red):
-                        return False
+        if all(self._fits(r, shape, n_red, perm) for r in self.members_of[other]):
+            return lay
+        return None
+
+    def _cross_reads_ok(self, ga: int, gb: int, lay: Any) -> bool:
+        """Reads between the two groups: only row values of reductions, as row views."""
+        shape, n_red, perm = lay
+        want = _row_view_cached(shape, n_red)
+        small, big = (ga, gb) if len(self.members_of[ga]) <= len(self.members_of[gb]) else (gb, ga)
+        pairs = []
+        for m in self.members_of[small]:
+            for buf, v in self.f.loads.get(m, []):  # small reads big
+                if buf in self.parent and self.find(buf) == big:
+                    pairs.append((m, buf, v))
+            for reader, v in self.readers.get(m, []):  # big reads small
+                if self.find(reader) == big:
+                    pairs.append((reader, m, v))
+        for reader, buf, v in pairs:
+            if self.f.kinds[buf] != "reduce":
+                return False
+            in_group = apply_chain(v, member_chain(self.f, reader, shape, n_red, perm))
+            if in_group is None or in_group.canonical() != want:
+                return False
         return True
 
     def try_merge(self, a: int, b: int, sibling: bool) -> None:
@@ -370,9 +417,15 @@ class _Groups:
                 return
         elif self.reaches(ga, gb, skip_direct=True) or self.reaches(gb, ga, skip_direct=True):
             return
-        if self.valid(self.members_of[ga] + self.members_of[gb]):
-            self.parent[gb] = ga
-            self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
+        lay = self._merged_layout(ga, gb)
+        if lay is None or not self._cross_reads_ok(ga, gb, lay):
+            return
+        self.parent[gb] = ga
+        self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
+        self.layouts[ga] = lay
+        self.has_reduce[ga] = self.has_reduce[ga] or self.has_reduce.pop(gb)
+        self.group_reads[ga] |= self.group_reads.pop(gb)
+        self.dep_cache.clear()
 
     def build(self) -> list[list[int]]:
         f = self.f
