@@ -24,14 +24,17 @@ from typing import Any
 import numpy as np
 
 from ..graph.compiler import compile_graph
-from ..graph.evaluate import evaluate
+from ..graph.evaluate import evaluate, topo_order
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
-from ..graph.ops import OPS, mean_ref, reference_eval
+from ..graph.ops import OPS, PARAMETER, mean_ref, reference_eval
 from ..graph.view import View
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 BLOCK_ELEMENTS = 1 << 16  # elements per block when a kernel runs in pieces
+TINY_NODES = 8  # graphs this small on arrays this small skip the compiler (eval overhead)
+TINY_ELEMENTS = 256
+SMALL_BYTES = 1 << 16  # buffers below this are allocated directly (no planned storage)
 
 
 class NumpyBackend:
@@ -48,6 +51,13 @@ class NumpyBackend:
         with np.errstate(all="ignore"):  # IEEE semantics: inf/nan results, no warnings
             if not self.optimize:
                 return evaluate(targets, run_node)
+            order = topo_order(targets)
+            if len(order) <= TINY_NODES and all(n.size <= TINY_ELEMENTS for n in order):
+                # A tiny graph on tiny arrays: compiling costs more than fusion saves.
+                for n in order:
+                    if n.op is PARAMETER:
+                        n.op.reference()
+                return evaluate(targets, run_node, order)
             targets = list(targets)
             schedule, leaves = compile_graph(targets)
             for leaf in leaves:
@@ -124,7 +134,7 @@ def _slot_array(s: Schedule, slot: int, storages: dict[int, np.ndarray],
                 owners: dict[int, list[int]]) -> np.ndarray:
     info = s.slots[slot]
     sid = s.storage.get(slot)
-    if sid is None:
+    if sid is None or info.nbytes < SMALL_BYTES:
         return np.empty(info.shape, info.dtype)
     mem = storages.get(sid)
     if mem is None:

@@ -50,9 +50,10 @@ def topo_order(targets: Sequence[Node]) -> list[Node]:
     return order
 
 
-def evaluate(targets: Sequence[Node], run: Run) -> list[Any]:
+def evaluate(targets: Sequence[Node], run: Run, order: list[Node] | None = None) -> list[Any]:
     """Compute the value of every node in ``targets``; return them in order."""
-    order = topo_order(targets)
+    if order is None:
+        order = topo_order(targets)
     if order:
         _execute(order, run)  # type: ignore[arg-type]
     return [t.data for t in targets]
