@@ -2,7 +2,9 @@
 
 By default a pending graph goes through the compiler (simplify, fuse, memory plan)
 and each fused kernel of the schedule runs *op by op inside the kernel* with numpy,
-over blocks of rows so its temporaries stay small. ``BRAZE_OPTIMIZE=0`` (or
+over blocks of rows so its temporaries stay small. Tiny graphs on tiny arrays
+(at most ``TINY_NODES`` nodes of at most ``TINY_ELEMENTS`` elements) skip the
+compiler: there, its fixed cost exceeds anything fusion could save. ``BRAZE_OPTIMIZE=0`` (or
 ``NumpyBackend(optimize=False)``) runs the unoptimized graph op by op instead —
 the ground truth every pass and every other backend is tested against.
 
@@ -42,17 +44,19 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def __init__(self, optimize: bool | None = None) -> None:
+    def __init__(self, optimize: bool | None = None, skip_tiny: bool = True) -> None:
         if optimize is None:
             optimize = os.environ.get("BRAZE_OPTIMIZE", "1") != "0"
         self.optimize = optimize
+        self.skip_tiny = skip_tiny
 
     def evaluate(self, targets: Sequence[Node]) -> list[Any]:
         with np.errstate(all="ignore"):  # IEEE semantics: inf/nan results, no warnings
             if not self.optimize:
                 return evaluate(targets, run_node)
             order = topo_order(targets)
-            if len(order) <= TINY_NODES and all(n.size <= TINY_ELEMENTS for n in order):
+            if self.skip_tiny and len(order) <= TINY_NODES and all(
+                    n.size <= TINY_ELEMENTS for n in order):
                 # A tiny graph on tiny arrays: compiling costs more than fusion saves.
                 for n in order:
                     if n.op is PARAMETER:

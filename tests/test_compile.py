@@ -173,7 +173,7 @@ def test_explain_reports_kernels_ops_peak_and_dot() -> None:
 
 def test_braze_log_fusion_prints_schedules() -> None:
     code = ("import braze as bz, numpy as np\n"
-            "x = bz.asarray(np.ones((4, 4), np.float32))\n"
+            "x = bz.asarray(np.ones((64, 64), np.float32))\n"
             "bz.eval(bz.softmax(x, axis=-1))\n")
     env = dict(os.environ, BRAZE_LOG="fusion")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
