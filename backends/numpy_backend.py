@@ -117,8 +117,14 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
             slot = s.slots[step.output]
-            bufs[step.output] = _c_order(
+            out = bufs[step.output] = _c_order(
                 reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
+            sid = s.storage.get(step.output)
+            if sid is not None and out.nbytes >= SMALL_BYTES:
+                # the library allocated the result: it becomes the planned storage, so
+                # the kernels planned to run in place over it do
+                storages[sid] = out.reshape(-1).view(np.uint8)
+                owners.setdefault(sid, []).append(step.output)
         else:
             bufs[step.output] = strided(bufs[step.source], step.view)
         for sid in s.frees[t]:  # storage whose last reader has run
