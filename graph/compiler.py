@@ -61,8 +61,6 @@ class ScheduleCache:
         self._entries[key] = s
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
-        if _LOG_FUSION:
-            print(describe(s), file=sys.stderr)
         return s
 
     def stats(self) -> CacheStats:
@@ -80,7 +78,10 @@ _LOG_FUSION = "fusion" in os.environ.get("BRAZE_LOG", "").split(",")
 def compile_graph(targets: list[Node]) -> tuple[Schedule, list[Node]]:
     """The (cached) schedule computing ``targets`` and the leaf nodes bound to its inputs."""
     t = trace(targets)
-    return CACHE.get_or_build(t.key, t.build), t.leaves
+    s = CACHE.get_or_build(t.key, t.build)
+    if _LOG_FUSION:  # BRAZE_LOG=fusion: the schedule of every compiled eval
+        print(describe(s), file=sys.stderr)
+    return s, t.leaves
 
 
 def describe(s: Schedule) -> str:
