@@ -22,7 +22,7 @@ import numpy as np
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes
+from ..graph.ops import CAST, EXACT_DTYPE_OPS, OPS, OpDef, broadcast_shapes, elementwise_dtypes
 
 Scalar = builtins.bool | builtins.int | builtins.float | builtins.complex
 _SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
@@ -135,7 +135,7 @@ class Array:
         return view
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kw: Any) -> Any:
-        fn = _UFUNCS.get(ufunc.__name__)
+        fn = _linalg.matmul if ufunc.__name__ == "matmul" else _UFUNCS.get(ufunc.__name__)
         if method != "__call__" or kw or fn is None:
             return NotImplemented
         return fn(*inputs)
@@ -360,7 +360,7 @@ for _name, _sym in [("add", "+"), ("subtract", "-"), ("multiply", "*"), ("divide
 # ---------------------------------------------------------------- recording helpers
 def _operand(x: Any, op: str) -> Array | Scalar:
     """An op argument: an Array, a Python scalar (kept weak), or array-like (converted)."""
-    if isinstance(x, Array) or isinstance(x, _SCALARS):
+    if isinstance(x, Array) or type(x) in _SCALARS:  # numpy scalars are typed: converted
         return x
     if isinstance(x, (np.ndarray, np.generic)):
         return _c.asarray(x)
@@ -373,7 +373,7 @@ def as_array(x: Any, op: str) -> Array:
     """Require an array argument (array-likes are converted; Python scalars are not arrays)."""
     if isinstance(x, Array):
         return x
-    if isinstance(x, _SCALARS) or x is None:
+    if type(x) in _SCALARS or x is None:
         raise TypeError(f"{op}: expected an array, got {type(x).__name__} "
                         "(wrap Python scalars with bz.asarray)")
     return _operand(x, op)  # type: ignore[return-value]
@@ -383,7 +383,7 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
     """``node`` converted to ``dtype`` (no node when it already has it)."""
     if node.dtype == dtype:
         return node
-    if dt.is_complex(node.dtype) and not dt.is_complex(dtype):
+    if dt.is_complex(node.dtype) and not dt.is_complex(dtype) and dtype != dt.bool_:
         raise TypeError(f"astype: cannot cast complex {dt.name(node.dtype)} to "
                         f"{dt.name(dtype)}; take real() or abs() first")
     return Node(CAST, (node,), {"dtype": dtype}, node.shape, dtype)
@@ -418,8 +418,8 @@ def promote_operands(name: str, args: tuple[Any, ...]
     for a in args:
         if isinstance(a, Array):
             arrays.append(a)
-        elif not isinstance(a, _SCALARS):
-            args = tuple(b if isinstance(b, (Array, *_SCALARS)) else _operand(b, name)
+        elif type(a) not in _SCALARS:  # np.float64 subclasses float, yet is typed
+            args = tuple(b if isinstance(b, Array) or type(b) in _SCALARS else _operand(b, name)
                          for b in args)
             arrays = [b for b in args if isinstance(b, Array)]
             break
@@ -449,15 +449,18 @@ def promote_operands(name: str, args: tuple[Any, ...]
     return args, common, False
 
 
-def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype
-                  ) -> tuple[list[Node], tuple[int, ...]]:
-    """Nodes of ``args`` cast to ``dtype`` and their broadcast shape."""
+def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype,
+                  common: np.dtype | None = None) -> tuple[list[Node], tuple[int, ...]]:
+    """Nodes of ``args`` cast to ``dtype`` and their broadcast shape. Python scalars first
+    take the ``common`` (promoted) dtype, as if they were arrays of it, then the cast."""
     nodes: list[Node] = []
     shapes: list[tuple[int, ...]] = []
     for a in args:
         if isinstance(a, Array):
             nodes.append(cast_node(a._node, dtype))
             shapes.append(a._node.shape)
+        elif common is not None and common != dtype:
+            nodes.append(cast_node(_scalar_node(a, common), dtype))
         else:
             nodes.append(_scalar_node(a, dtype))
     shape = shapes[0] if shapes else ()
@@ -479,8 +482,9 @@ def elementwise(op: OpDef, *args: Any) -> Array:
         raise TypeError(f"{op.name}: takes {op.arity} arguments, got {len(args)}")
     args, common, weak = promote_operands(op.name, args)
     compute, out = elementwise_dtypes(op, common)
-    nodes, shape = operand_nodes(op.name, args, compute)
-    return Array(Node(op, tuple(nodes), {}, shape, out, None, weak))
+    nodes, shape = operand_nodes(op.name, args, compute, common)
+    attrs = {"dtype": compute} if op.name in EXACT_DTYPE_OPS else {}
+    return Array(Node(op, tuple(nodes), attrs, shape, out, None, weak))
 
 
 def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Array:

@@ -84,7 +84,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
         return Array(node) if node is not obj._node else obj
     if isinstance(obj, (np.ndarray, np.generic)):
         data = _from_numpy(np.asarray(obj), "asarray")
-    elif isinstance(obj, _SCALARS):
+    elif type(obj) in _SCALARS:
         if copy is False:
             raise ValueError("asarray: building an array from a Python scalar copies, but "
                              "copy=False")

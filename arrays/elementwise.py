@@ -110,8 +110,9 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 
     [-1, 0, 3]
     """
     x = as_array(x, "clip")
-    if dt.is_complex(x.dtype):
-        raise TypeError(f"clip: unsupported dtype {dt.name(x.dtype)}; expected a real dtype")
+    if dt.is_complex(x.dtype) or x.dtype == dt.bool_:
+        raise TypeError(f"clip: unsupported dtype {dt.name(x.dtype)}; expected a real numeric "
+                        "dtype")
     out = x
     for bound, op in ((min, OPS["maximum"]), (max, OPS["minimum"])):
         if bound is None:
@@ -119,7 +120,19 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 
         if isinstance(bound, Array):
             if dt.is_complex(bound.dtype):
                 raise TypeError("clip: complex bounds are not supported")
-            bound = astype(bound, x.dtype)
+            if dt.is_integer(x.dtype) and bound.dtype != x.dtype:
+                # saturate a wider bound to x's range before the cast (no wraparound)
+                info = np.iinfo(x.dtype)
+                wide = dt.promote(bound.dtype, x.dtype, "clip") if not dt.is_floating(
+                    bound.dtype) else bound.dtype
+                b = astype(bound, wide)
+                b = elementwise(OPS["minimum"], elementwise(OPS["maximum"], b, int(info.min)
+                                                            if dt.is_integer(wide) else
+                                                            float(info.min)),
+                                int(info.max) if dt.is_integer(wide) else float(info.max))
+                bound = astype(b, x.dtype)
+            else:
+                bound = astype(bound, x.dtype)
         elif isinstance(bound, float) and dt.is_integer(x.dtype):
             raise TypeError(f"clip: float bound {bound} for integer array ({dt.name(x.dtype)})")
         elif isinstance(bound, int) and dt.is_integer(x.dtype):

@@ -192,6 +192,10 @@ def scalar_dtype(value: object, other: np.dtype, op: str = "op") -> np.dtype:
         return other
     if isinstance(value, builtins.int):
         if other == bool_:
+            info = np.iinfo(DEFAULT_INT)
+            if not info.min <= value <= info.max:
+                raise OverflowError(f"{op}: Python int {value} is out of bounds for "
+                                    f"{name(DEFAULT_INT)}")
             return DEFAULT_INT
         if is_integer(other):
             info = np.iinfo(other)

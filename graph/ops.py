@@ -160,7 +160,9 @@ def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _sign(x: np.ndarray) -> np.ndarray:
     if dt.is_complex(x.dtype):
         mag = np.abs(x)
-        return np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)
+        safe = np.where(mag == 0, 1, mag)  # parts divided separately: subnormals stay finite
+        unit = (x.real / safe) + 1j * (x.imag / safe)
+        return np.where(mag == 0, 0, unit).astype(x.dtype)
     return np.sign(x)
 
 
@@ -231,7 +233,12 @@ _ew("minimum", 2, np.minimum, "real")
 _ew("atan2", 2, np.arctan2, "real_floating", cast="float")
 _ew("hypot", 2, np.hypot, "real_floating", cast="float")
 _ew("copysign", 2, np.copysign, "real_floating", cast="float")
-_ew("nextafter", 2, np.nextafter, "real_floating", cast="float")
+_ew("nextafter", 2, lambda x, y, *, dtype: np.nextafter(x.astype(dtype), y.astype(dtype)),
+    "real_floating", cast="float")
+
+# Ops whose result depends on the exact compute dtype (not float32 for float16/bfloat16):
+# they carry it as attrs["dtype"].
+EXACT_DTYPE_OPS = frozenset({"nextafter"})
 _ew("logaddexp", 2, np.logaddexp, "real_floating", cast="float")
 _ew("bitwise_and", 2, np.bitwise_and, "integer_or_bool")
 _ew("bitwise_or", 2, np.bitwise_or, "integer_or_bool")
