@@ -24,7 +24,7 @@ from ..graph.dtypes import (
     uint32,
     uint64,
 )
-from . import linalg, random
+from . import fft, linalg, random
 from .array import Array, Device, astype, eval
 from .compile import compile
 from .creation import (
@@ -49,11 +49,17 @@ from .creation import (
 from .elementwise import *
 from .elementwise import __all__ as _elementwise_all
 from .explain import explain
-from .linalg import matmul
+from .indexing import take, take_along_axis
+from .info import *
+from .info import __all__ as _info_all
+from .info import __array_api_version__, __array_namespace_info__  # noqa: F401
+from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *
 from .manipulation import __all__ as _manipulation_all
 from .reductions import *
 from .reductions import __all__ as _reductions_all
+from .searching import *
+from .searching import __all__ as _searching_all
 
 bool = bool_  # noqa: A001 - the standard's name for the boolean dtype
 e = 2.718281828459045
@@ -69,6 +75,6 @@ __all__ = [
     "e", "pi", "inf", "nan", "newaxis",
     "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
-    "zeros_like", "matmul",
-    *_elementwise_all, *_manipulation_all, *_reductions_all,
+    "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
+    *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
 ]

@@ -242,8 +242,9 @@ class Array:
         _ix.setitem(self, key, value)
 
     # ------------------------------------------------------------ methods (lazy)
-    def astype(self, dtype: Any, /, *, copy: builtins.bool = True) -> Array:
-        return astype(self, dtype, copy=copy)
+    def astype(self, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None
+               ) -> Array:
+        return astype(self, dtype, copy=copy, device=device)
 
     def reshape(self, *shape: Any) -> Array:
         if len(shape) == 1 and not isinstance(shape[0], builtins.int):
@@ -496,6 +497,11 @@ def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any =
     """
     x = as_array(x, "astype")
     to = dt.to_dtype(dtype, "astype")
+    if device is not None and device not in (CPU, "cpu"):
+        raise ValueError(f"astype: unknown device {device!r}; available: [{CPU!r}]")
+    if to == x.dtype:
+        # arrays are values (setitem rebinds), so a "copy" is a new handle on the node
+        return x if not copy else Array(x._node)
     return Array(cast_node(x._node, to))
 
 

@@ -1,8 +1,15 @@
-"""Basic indexing: ints, slices (any step, negative), ``...`` and ``None``.
+"""Indexing: basic (ints, slices, ``...``, ``None``) and advanced (integer arrays,
+boolean masks), ``take`` and ``take_along_axis``.
 
-``x[key]`` records one strided ``slice`` view (plus a reshape that drops integer-
-indexed axes and inserts ``None`` axes). ``x[key] = v`` is functional: it rebinds
-``x`` to a new ``slice_update`` node, so views taken earlier keep the old value.
+``x[key]`` with a basic key records one strided ``slice`` view (plus a reshape that
+drops integer-indexed axes and inserts ``None`` axes). Integer-array keys record a
+lazy ``gather`` library op (NumPy's advanced-indexing semantics; negative indices
+count from the end; out-of-range indices raise at eval). A boolean mask has a
+data-dependent result shape: the mask (only the mask) is evaluated at the call and
+turned into integer indices.
+
+``x[key] = v`` is functional for every key: it rebinds ``x`` to a new node
+(``slice_update`` or ``scatter``), so views taken earlier keep the old value.
 
 >>> import braze as bz
 >>> x = bz.arange(12).reshape((3, 4))
@@ -15,9 +22,11 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
+
 from ..graph import dtypes as dt
-from ..graph.node import Node
-from ..graph.ops import SLICE, SLICE_UPDATE
+from ..graph.node import Node, constant
+from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, _index_shape
 from .array import _SCALARS, Array, as_array, cast_node
 
 Slices = tuple[tuple[int, int, int], ...]
@@ -81,7 +90,11 @@ def _normalize(x: Array, key: Any, op: str) -> tuple[Slices, tuple[int, ...], tu
 
 
 def getitem(x: Array, key: Any) -> Array:
-    """``x[key]`` for basic indices (see the module docstring)."""
+    """``x[key]`` (see the module docstring)."""
+    if _is_advanced(key):
+        x2, spec, idx = _advanced(x, key, "getitem")
+        return Array(Node(GATHER, (x2._node, *(i._node for i in idx)), {"spec": spec},
+                          _shape(x2, spec, idx, "getitem"), x.dtype))
     slices, sliced, final = _normalize(x, key, "getitem")
     node = x._node
     if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
@@ -94,6 +107,8 @@ def getitem(x: Array, key: Any) -> Array:
 
 def setitem(x: Array, key: Any, value: Any) -> None:
     """``x[key] = value``: value broadcasts to the region and is cast to ``x.dtype``."""
+    if _is_advanced(key):
+        return _advanced_setitem(x, key, value)
     slices, sliced, final = _normalize(x, key, "setitem")
     if isinstance(value, _SCALARS):
         from .creation import full
@@ -114,3 +129,175 @@ def setitem(x: Array, key: Any, value: Any) -> None:
     v = v.reshape(sliced)
     node = cast_node(v._node, x.dtype)
     x._node = Node(SLICE_UPDATE, (x._node, node), {"slices": slices}, x.shape, x.dtype)
+
+
+def _is_advanced(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    for k in items:
+        if isinstance(k, Array):
+            if k.ndim != 0 or k.dtype == dt.bool_:
+                return True
+        elif isinstance(k, (list, np.ndarray, bool, np.bool_)):
+            return True
+    return False
+
+
+def _advanced(x: Array, key: Any, op: str) -> tuple[Array, tuple[Any, ...], list[Array]]:
+    """(x, possibly with new axes for 0-d masks; index spec; index arrays)."""
+    from .creation import asarray
+
+    items = list(key) if isinstance(key, tuple) else [key]
+    for i, k in enumerate(items):
+        if isinstance(k, (list, np.ndarray, bool, np.bool_)):
+            items[i] = asarray(k)
+            if items[i].size == 0 and isinstance(k, list):
+                items[i] = items[i].astype(dt.DEFAULT_INDEX)
+    # masks cover mask.ndim axes; 0-d masks add one
+    n_axes = 0
+    for k in items:
+        if isinstance(k, Array) and k.dtype == dt.bool_:
+            n_axes += k.ndim
+        elif k is not None and k is not Ellipsis:
+            n_axes += 1
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    if n_axes > x.ndim:
+        raise IndexError(f"{op}: too many indices for an array of shape {x.shape}: "
+                         f"{n_axes} were indexed")
+    if Ellipsis in [k for k in items if not isinstance(k, Array)]:
+        j = next(i for i, k in enumerate(items) if not isinstance(k, Array) and k is Ellipsis)
+        items[j:j + 1] = [slice(None)] * (x.ndim - n_axes)
+    else:
+        items += [slice(None)] * (x.ndim - n_axes)
+    spec: list[Any] = []
+    idx: list[Array] = []
+    axis = 0
+    for k in items:
+        if k is None:
+            spec.append(None)
+            continue
+        if isinstance(k, Array) and k.dtype == dt.bool_:
+            if k.ndim == 0:  # a 0-d mask adds an axis of length 1 (True) or 0 (False)
+                x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
+                spec.append(len(idx))
+                idx.append(asarray(np.arange(int(bool(k.item())), dtype=np.int64)))
+                axis += 1
+                continue
+            if k.shape != x.shape[axis:axis + k.ndim]:
+                raise IndexError(f"{op}: boolean mask of shape {k.shape} does not match the "
+                                 f"indexed axes {x.shape[axis:axis + k.ndim]} of shape {x.shape}")
+            for nz in np.nonzero(k._value()):  # data-dependent: evaluates the mask only
+                spec.append(len(idx))
+                idx.append(Array(constant(nz.astype(np.int64))))
+            axis += k.ndim
+            continue
+        n = x.shape[axis]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if len(range(start, stop, step)) == 0:
+                start, stop, step = 0, 0, 1
+            spec.append((start, stop, step))
+        elif isinstance(k, Array):
+            if not dt.is_integer(k.dtype):
+                raise IndexError(f"{op}: index arrays must be integer or bool, got "
+                                 f"{dt.name(k.dtype)}")
+            spec.append(len(idx))
+            idx.append(k)
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise IndexError(f"{op}: only integers, slices, '...', None, integer arrays "
+                                 f"and boolean masks are valid indices, got "
+                                 f"{type(k).__name__}") from None
+            if not -n <= i < n:
+                raise IndexError(f"{op}: index {i} is out of bounds for axis {axis} with "
+                                 f"size {n}")
+            spec.append(len(idx))
+            idx.append(asarray(np.asarray(i % n, dtype=np.int64)))
+        axis += 1
+    return x, tuple(spec), idx
+
+
+def _shape(x: Array, spec: tuple[Any, ...], idx: list[Array], op: str) -> tuple[int, ...]:
+    try:
+        return _index_shape(x.shape, tuple(i.shape for i in idx), spec)
+    except IndexError as e:
+        raise IndexError(f"{op}: cannot index an array of shape {x.shape} with index arrays "
+                         f"of shapes {[i.shape for i in idx]}: {e}") from None
+
+
+def _advanced_setitem(x: Array, key: Any, value: Any) -> None:
+    x2, spec, idx = _advanced(x, key, "setitem")
+    if x2.shape != x.shape:
+        raise IndexError("setitem: 0-d boolean masks are not supported in assignments")
+    region = _shape(x, spec, idx, "setitem")
+    if isinstance(value, _SCALARS):
+        from .creation import full
+
+        v = full((), value, dtype=x.dtype) if not isinstance(value, bool) or \
+            x.dtype == dt.bool_ else full((), value).astype(x.dtype)
+    else:
+        v = as_array(value, "setitem")
+        if dt.is_complex(v.dtype) and not dt.is_complex(x.dtype):
+            raise TypeError(f"setitem: cannot store complex values in a {dt.name(x.dtype)} array")
+    from .manipulation import broadcast_to
+
+    try:
+        v = broadcast_to(v, region)
+    except ValueError:
+        raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the "
+                         f"indexed region of shape {region}") from None
+    node = cast_node(v._node, x.dtype)
+    x._node = Node(SCATTER, (x._node, node, *(i._node for i in idx)), {"spec": spec},
+                   x.shape, x.dtype)
+
+
+def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
+    """Elements of ``x`` at integer ``indices`` along ``axis`` (optional for 1-d ``x``).
+    Lazy; negative indices count from the end.
+
+    >>> import braze as bz
+    >>> bz.take(bz.asarray([[1, 2], [3, 4]]), bz.asarray([1, 1]), axis=1).tolist()
+    [[2, 2], [4, 4]]
+    """
+    from .reductions import normalize_axes
+
+    x = as_array(x, "take")
+    ind = as_array(indices, "take")
+    if not dt.is_integer(ind.dtype) or ind.ndim > 1:
+        raise TypeError(f"take: indices must be a 0-d or 1-d integer array, got "
+                        f"{dt.name(ind.dtype)} of shape {ind.shape}")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"take: axis is required for {x.ndim}-d input (shape {x.shape})")
+        axis = 0
+    (ax,) = normalize_axes(axis, x.ndim, "take")
+    spec = tuple(0 if i == ax else (0, n, 1) for i, n in enumerate(x.shape))
+    return Array(Node(GATHER, (x._node, ind._node), {"spec": spec},
+                      _shape(x, spec, [ind], "take"), x.dtype))
+
+
+def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
+    """Elements of ``x`` at ``indices`` along ``axis``; other axes broadcast (as
+    ``np.take_along_axis``). Lazy.
+
+    >>> import braze as bz
+    >>> x = bz.asarray([[10, 30, 20]])
+    >>> bz.take_along_axis(x, bz.argsort(x), axis=1).tolist()
+    [[10, 20, 30]]
+    """
+    from .reductions import normalize_axes
+
+    x = as_array(x, "take_along_axis")
+    ind = as_array(indices, "take_along_axis")
+    if not dt.is_integer(ind.dtype):
+        raise TypeError(f"take_along_axis: indices must be integer, got {dt.name(ind.dtype)}")
+    if ind.ndim != x.ndim:
+        raise ValueError(f"take_along_axis: x {x.shape} and indices {ind.shape} need the same "
+                         "number of dimensions")
+    (ax,) = normalize_axes(axis, x.ndim, "take_along_axis")
+    op = OPS["take_along_axis"]
+    attrs = {"axis": ax}
+    shape, dtype = op.infer((x.shape, ind.shape), (x.dtype, ind.dtype), attrs)  # type: ignore[misc]
+    return Array(Node(op, (x._node, ind._node), attrs, shape, dtype))

@@ -11,11 +11,14 @@ kernels that read them), except ``concat``, which moves data.
 
 from __future__ import annotations
 
+import builtins
 import operator
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..graph import dtypes as dt
-from ..graph.node import Node
+from ..graph.node import Node, constant
 from ..graph.ops import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE
 from ..graph.ops import broadcast_shapes as _broadcast_shapes
 from .array import Array, as_array, cast_node
@@ -277,7 +280,153 @@ def moveaxis(x: Array, source: int | Sequence[int], destination: int | Sequence[
     return permute_dims(x, tuple(order))
 
 
+def _slice_axis(x: Array, axis: int, start: int, stop: int) -> Array:
+    slices = tuple((start, stop, 1) if i == axis else (0, n, 1) for i, n in enumerate(x.shape))
+    shape = tuple(stop - start if i == axis else n for i, n in enumerate(x.shape))
+    return Array(Node(SLICE, (x._node,), {"slices": slices}, shape, x.dtype))
+
+
+def roll(x: Array, /, shift: int | tuple[int, ...], *,
+         axis: int | tuple[int, ...] | None = None) -> Array:
+    """Shift elements along ``axis`` cyclically (``axis=None``: over the flattened array).
+
+    Lazy: two slices and a concat per axis.
+
+    >>> import braze as bz
+    >>> bz.roll(bz.arange(5), 2).tolist()
+    [3, 4, 0, 1, 2]
+    """
+    x = as_array(x, "roll")
+    if axis is None:
+        if not isinstance(shift, int):
+            raise TypeError(f"roll: shift must be an int when axis is None, got {shift!r}")
+        return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if len(shifts) != len(axes):
+        if len(shifts) == 1:
+            shifts = tuple(shifts) * len(axes)
+        else:
+            raise ValueError(f"roll: shift {shift} and axis {axis} differ in length")
+    total: dict[int, int] = {}
+    for s, a in zip(shifts, axes):
+        (ax,) = normalize_axes(a, x.ndim, "roll")
+        total[ax] = total.get(ax, 0) + operator.index(s)
+    out = x
+    for ax, s in total.items():
+        n = x.shape[ax]
+        if n == 0 or s % n == 0:
+            continue
+        k = s % n
+        out = concat([_slice_axis(out, ax, n - k, n), _slice_axis(out, ax, 0, n - k)], axis=ax)
+    return out
+
+
+def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
+    """``x`` repeated ``repetitions[i]`` times along each axis (lazy: broadcast + reshape).
+
+    >>> import braze as bz
+    >>> bz.tile(bz.asarray([1, 2]), (2, 2)).tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
+    x = as_array(x, "tile")
+    reps = normalize_shape(repetitions, "tile")
+    nd = builtins.max(x.ndim, len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (nd - x.ndim) + x.shape
+    inter = tuple(v for r, d in zip(reps, shape) for v in (1, d))
+    big = tuple(v for r, d in zip(reps, shape) for v in (r, d))
+    return reshape(broadcast_to(reshape(x, inter), big), tuple(r * d for r, d in zip(reps, shape)))
+
+
+def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Array:
+    """Repeat each element ``repeats`` times along ``axis`` (``None``: flattened).
+
+    An int ``repeats`` is lazy (broadcast + reshape). An array ``repeats`` gives a
+    data-dependent shape: it (only it) is evaluated at the call.
+
+    >>> import braze as bz
+    >>> bz.repeat(bz.asarray([1, 2]), 2).tolist()
+    [1, 1, 2, 2]
+    >>> bz.repeat(bz.asarray([1, 2]), bz.asarray([0, 3])).tolist()
+    [2, 2, 2]
+    """
+    x = as_array(x, "repeat")
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    (ax,) = normalize_axes(axis, x.ndim, "repeat")
+    n = x.shape[ax]
+    if isinstance(repeats, Array):
+        if not dt.is_integer(repeats.dtype) or repeats.ndim > 1:
+            raise TypeError(f"repeat: repeats must be an int or a 1-d integer array, got "
+                            f"{dt.name(repeats.dtype)} of shape {repeats.shape}")
+        r = np.asarray(repeats).astype(np.int64)
+        if r.size == 1:
+            r = np.broadcast_to(r.reshape(()), (n,))
+        if r.shape != (n,):
+            raise ValueError(f"repeat: repeats of shape {repeats.shape} do not match axis {ax} "
+                             f"of size {n}")
+        if (r < 0).any():
+            raise ValueError("repeat: repeats must be non-negative")
+        from .indexing import take
+
+        return take(x, Array(constant(np.repeat(np.arange(n, dtype=np.int64), r))), axis=ax)
+    k = operator.index(repeats)
+    if k < 0:
+        raise ValueError(f"repeat: repeats must be non-negative, got {k}")
+    expanded = reshape(x, x.shape[:ax + 1] + (1,) + x.shape[ax + 1:])
+    big = broadcast_to(expanded, x.shape[:ax + 1] + (k,) + x.shape[ax + 1:])
+    return reshape(big, x.shape[:ax] + (n * k,) + x.shape[ax + 1:])
+
+
+def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
+    """Split ``x`` into views along ``axis``.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.unstack(bz.asarray([[1, 2], [3, 4]]), axis=1)]
+    [[1, 3], [2, 4]]
+    """
+    x = as_array(x, "unstack")
+    if x.ndim == 0:
+        raise ValueError("unstack: needs at least 1 dimension, got a 0-d array")
+    (ax,) = normalize_axes(axis, x.ndim, "unstack")
+    rest = x.shape[:ax] + x.shape[ax + 1:]
+    return tuple(reshape(_slice_axis(x, ax, i, i + 1), rest) for i in range(x.shape[ax]))
+
+
+def diff(x: Array, /, *, axis: int = -1, n: int = 1, prepend: Array | None = None,
+         append: Array | None = None) -> Array:
+    """n-th forward difference along ``axis`` (bool: ``!=``), with optional ``prepend`` /
+    ``append`` arrays joined first. Lazy.
+
+    >>> import braze as bz
+    >>> bz.diff(bz.asarray([1, 4, 9, 16]), n=2).tolist()
+    [2, 2]
+    """
+    x = as_array(x, "diff")
+    if x.ndim == 0:
+        raise ValueError("diff: needs at least 1 dimension, got a 0-d array")
+    if isinstance(n, builtins.bool) or operator.index(n) < 0:
+        raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
+    (ax,) = normalize_axes(axis, x.ndim, "diff")
+    parts = [as_array(p, "diff") for p in (prepend,) if p is not None] + [x] + \
+        [as_array(p, "diff") for p in (append,) if p is not None]
+    if len(parts) > 1:
+        x = concat(parts, axis=ax)
+    from ..graph.ops import OPS
+    from .array import elementwise
+
+    op = OPS["not_equal" if x.dtype == dt.bool_ else "subtract"]
+    for _ in range(operator.index(n)):
+        m = x.shape[ax]
+        if m == 0:
+            break
+        x = elementwise(op, _slice_axis(x, ax, 1, m), _slice_axis(x, ax, 0, m - 1))
+    return x
+
+
 __all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
            "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concat", "stack", "flip",
-           "moveaxis"]
+           "moveaxis", "roll", "tile", "repeat", "unstack", "diff"]
 

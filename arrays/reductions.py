@@ -269,17 +269,33 @@ def cumulative_sum(x: Array, /, *, axis: int | None = None, dtype: Any = None,
     >>> bz.cumulative_sum(bz.asarray([1, 2, 3]), include_initial=True).tolist()
     [0, 1, 3, 6]
     """
-    x = as_array(x, "cumulative_sum")
+    return _scan("cumulative_sum", x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x: Array, /, *, axis: int | None = None, dtype: Any = None,
+                    include_initial: bool = False) -> Array:
+    """Running product along ``axis`` (optional for 1-d input); ``include_initial``
+    prepends 1. Integers accumulate in 64 bits, like ``prod``.
+
+    >>> import braze as bz
+    >>> bz.cumulative_prod(bz.asarray([1, 2, 3]), include_initial=True).tolist()
+    [1, 1, 2, 6]
+    """
+    return _scan("cumulative_prod", x, axis, dtype, include_initial)
+
+
+def _scan(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool) -> Array:
+    x = as_array(x, name)
     if x.ndim == 0:
-        raise ValueError("cumulative_sum: requires at least 1 dimension, got a 0-d array")
+        raise ValueError(f"{name}: requires at least 1 dimension, got a 0-d array")
     if axis is None:
         if x.ndim != 1:
-            raise ValueError(f"cumulative_sum: axis is required for {x.ndim}-d input")
+            raise ValueError(f"{name}: axis is required for {x.ndim}-d input")
         axis = 0
-    (ax,) = normalize_axes(axis, x.ndim, "cumulative_sum")
+    (ax,) = normalize_axes(axis, x.ndim, name)
     if dtype is not None:
-        x = astype(x, dt.to_dtype(dtype, "cumulative_sum"))
-    op = OPS["cumulative_sum"]
+        x = astype(x, dt.to_dtype(dtype, name))
+    op = OPS[name]
     attrs = {"axis": ax, "include_initial": bool(include_initial)}
     shape, out_dtype = op.infer((x.shape,), (x.dtype,), attrs)  # type: ignore[misc]
     out = Array(Node(op, (x._node,), attrs, shape, out_dtype))
@@ -287,5 +303,5 @@ def cumulative_sum(x: Array, /, *, axis: int | None = None, dtype: Any = None,
 
 
 __all__ = ["sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "var", "std",
-           "logsumexp", "softmax", "cumulative_sum"]
+           "logsumexp", "softmax", "cumulative_sum", "cumulative_prod"]
 

@@ -524,3 +524,308 @@ def broadcast_shapes(*shapes: Shape, op: str = "broadcast_shapes") -> Shape:
                     "cannot be broadcast together"
                 )
     return tuple(out)
+
+
+# ---------------------------------------------------------------- Array API library ops (issue 3)
+# Library ops: every backend runs them through ``reference_eval`` unless it has its own.
+def _library(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "any",
+             doc: str = "") -> OpDef:
+    return declare(OpDef(name, "library", -1, ref, domain, infer=infer, doc=doc))
+
+
+def _same_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return shapes[0], dtypes[0]
+
+
+def _sort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+    if not descending:
+        return np.sort(x, axis=axis, kind="stable")
+    return np.flip(np.sort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
+def argsort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+    """Stable argsort; descending keeps equal elements in their original order."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    a = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return (n - 1 - a).astype(np.int64)
+
+
+_library("sort", _sort_ref, _same_infer, "real", doc="Stable sort along attrs['axis'].")
+_library("argsort", argsort_ref, lambda s, d, a: (s[0], dt.DEFAULT_INDEX), "real",
+         doc="Indices of a stable sort along attrs['axis'].")
+
+
+def _searchsorted_ref(x1, x2, *sorter, side):  # type: ignore[no-untyped-def]
+    return np.searchsorted(x1, x2, side=side, sorter=sorter[0] if sorter else None)
+
+
+_library("searchsorted", _searchsorted_ref, lambda s, d, a: (s[1], dt.DEFAULT_INDEX), "real",
+         doc="Insertion indices of x2 into sorted 1-d x1 (optional sorter input).")
+
+
+def index_key(spec: tuple[Any, ...], arrays: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
+    """The numpy index described by ``spec`` (slices as (start, stop, step), ``None`` for a
+    new axis, an int ``i`` for the i-th index array)."""
+    out: list[Any] = []
+    for s in spec:
+        if s is None:
+            out.append(None)
+        elif isinstance(s, tuple):
+            a, b, c = s
+            out.append(slice(a, b if b >= 0 else None, c))
+        else:
+            out.append(arrays[s])
+    return tuple(out)
+
+
+def _gather_ref(x, *idx, spec):  # type: ignore[no-untyped-def]
+    return x[index_key(spec, idx)]
+
+
+def _index_shape(shape: Shape, idx_shapes: tuple[Shape, ...], spec: tuple[Any, ...]) -> Shape:
+    """Result shape of numpy advanced indexing, from shapes only (zero-stride dummies)."""
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape))
+    idx = tuple(np.lib.stride_tricks.as_strided(np.zeros(1, np.intp), s, (0,) * len(s))
+                for s in idx_shapes)
+    return dummy[index_key(spec, idx)].shape
+
+
+def _gather_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return _index_shape(shapes[0], tuple(shapes[1:]), attrs["spec"]), dtypes[0]
+
+
+def _scatter_ref(x, v, *idx, spec):  # type: ignore[no-untyped-def]
+    out = np.array(x, copy=True)
+    out[index_key(spec, idx)] = v
+    return out
+
+
+GATHER = _library("gather", _gather_ref, _gather_infer,
+                  doc="x[key] with integer index arrays (numpy advanced indexing).")
+SCATTER = _library("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]),
+                   doc="x with x[key] = v (integer index arrays; last write wins).")
+
+
+def _take_along_ref(x, idx, *, axis):  # type: ignore[no-untyped-def]
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+_library("take_along_axis", _take_along_ref,
+         lambda s, d, a: (broadcast_shapes(s[0][:a["axis"]] + (s[1][a["axis"]],)
+                                           + s[0][a["axis"] + 1:], s[1],
+                                           op="take_along_axis"), d[0]),
+         doc="Elements of x at idx along attrs['axis'].")
+
+
+def _cumprod_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
+    out = np.cumprod(x, axis=axis, dtype=sum_dtype(x.dtype))
+    if include_initial:
+        shape = list(out.shape)
+        shape[axis] = 1
+        out = np.concatenate([np.ones(shape, out.dtype), out], axis=axis)
+    return out
+
+
+declare(OpDef("cumulative_prod", "scan", 1, _cumprod_ref, "any", infer=_cumsum_infer))
+
+
+# linalg (float inputs; the recording layer casts ints to the default float)
+def _mat(shape: Shape, name: str, square: bool = False) -> None:
+    if len(shape) < 2:
+        raise ValueError(f"{name}: needs an array of at least 2 dimensions, got shape {shape}")
+    if square and shape[-1] != shape[-2]:
+        raise ValueError(f"{name}: needs square matrices, got shape {shape}")
+
+
+def _linalg(name: str, ref: Callable[..., Any], shape_rule: Callable[..., Shape],
+            dtype_rule: Callable[[np.dtype], np.dtype] = lambda d: d) -> OpDef:
+    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+        d = dtypes[0]
+        part_real = (name, attrs.get("part")) in (("eigh", 0), ("slogdet", 1), ("svd", 1))
+        return shape_rule(*shapes, **attrs), dt.real_dtype(d) if part_real else dtype_rule(d)
+
+    return _library("linalg." + name, ref, infer, "numeric")
+
+
+def _sq(s, **a):  # type: ignore[no-untyped-def]
+    return s
+
+
+def _batch(s, **a):  # type: ignore[no-untyped-def]
+    return s[:-2]
+
+
+def _eigvals_shape(s, **a):  # type: ignore[no-untyped-def]
+    return s[:-1]
+
+
+def _qr_ref(x, *, mode, part):  # type: ignore[no-untyped-def]
+    return np.linalg.qr(x, mode=mode)[part]
+
+
+def _qr_shape(s, *, mode, part):  # type: ignore[no-untyped-def]
+    m, n = s[-2:]
+    k = min(m, n)
+    if part == 0:
+        return s[:-2] + ((m, k) if mode == "reduced" else (m, m))
+    return s[:-2] + ((k, n) if mode == "reduced" else (m, n))
+
+
+def _svd_ref(x, *, full_matrices, part):  # type: ignore[no-untyped-def]
+    return np.linalg.svd(x, full_matrices=full_matrices)[part]
+
+
+def _svd_shape(s, *, full_matrices, part):  # type: ignore[no-untyped-def]
+    m, n = s[-2:]
+    k = min(m, n)
+    if part == 1:
+        return s[:-2] + (k,)
+    if part == 0:
+        return s[:-2] + ((m, m) if full_matrices else (m, k))
+    return s[:-2] + ((n, n) if full_matrices else (k, n))
+
+
+def _cholesky_ref(x, *, upper):  # type: ignore[no-untyped-def]
+    out = np.linalg.cholesky(x)
+    return np.conj(np.swapaxes(out, -1, -2)) if upper else out
+
+
+def _solve_ref(a, b, *, vector):  # type: ignore[no-untyped-def]
+    if vector:
+        return np.linalg.solve(a, b[..., None])[..., 0]
+    return np.linalg.solve(a, b)
+
+
+def _solve_shape(a, b, *, vector):  # type: ignore[no-untyped-def]
+    if vector:
+        return broadcast_shapes(a[:-2], b[:-1], op="linalg.solve") + a[-1:]
+    return broadcast_shapes(a[:-2], b[:-2], op="linalg.solve") + b[-2:]
+
+
+def _pinv_ref(x, *, rtol):  # type: ignore[no-untyped-def]
+    if x.size == 0:
+        return np.zeros(x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype)
+    if rtol is None:
+        rtol = max(x.shape[-2:]) * np.finfo(x.dtype).eps
+    return np.linalg.pinv(x, rtol=rtol)
+
+
+def _rank_ref(x, *, rtol):  # type: ignore[no-untyped-def]
+    s = np.linalg.svd(x, compute_uv=False) if x.size else np.zeros(x.shape[:-2] + (0,))
+    if rtol is None:
+        rtol = max(x.shape[-2:]) * np.finfo(s.dtype).eps
+    tol = (s.max(axis=-1, keepdims=True, initial=0.0) * rtol)
+    return np.count_nonzero(s > tol, axis=-1).astype(np.int64)
+
+
+def _matrix_norm_ref(x, *, ord, keepdims):  # type: ignore[no-untyped-def]
+    return np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def _matrix_norm_shape(s, *, ord, keepdims):  # type: ignore[no-untyped-def]
+    return s[:-2] + ((1, 1) if keepdims else ())
+
+
+def _vector_norm_ref(x, *, axes, keepdims, ord):  # type: ignore[no-untyped-def]
+    a = np.abs(x)
+    if ord == float("inf"):
+        r = np.max(a, axis=axes, keepdims=keepdims, initial=0)
+    elif ord == float("-inf"):
+        r = np.min(a, axis=axes, keepdims=keepdims, initial=np.inf)
+    elif ord == 0:
+        r = np.sum(a != 0, axis=axes, keepdims=keepdims).astype(a.dtype)
+    elif ord == 2:
+        scale = np.max(a, axis=axes, keepdims=True, initial=0)  # no overflow for big values
+        safe = np.where((scale == 0) | ~np.isfinite(scale), 1, scale)
+        r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+        r = np.where(np.isinf(scale), np.inf, r)
+        r = np.where(np.isnan(a).any(axis=axes, keepdims=True), np.nan, r)
+        if not keepdims:
+            r = np.squeeze(r, axis=axes)
+    else:
+        r = np.sum(a ** ord, axis=axes, keepdims=keepdims) ** (1.0 / ord)
+    return r
+
+
+def _slogdet_ref(x, *, part):  # type: ignore[no-untyped-def]
+    return np.linalg.slogdet(x)[part]
+
+
+def _eigh_ref(x, *, part):  # type: ignore[no-untyped-def]
+    return np.linalg.eigh(x)[part]
+
+
+_linalg("cholesky", _cholesky_ref, _sq)
+_linalg("det", np.linalg.det, _batch)
+_linalg("eigh", _eigh_ref, lambda s, *, part: s[:-1] if part == 0 else s,
+        lambda d: d)
+_linalg("eigvalsh", np.linalg.eigvalsh, _eigvals_shape, dt.real_dtype)
+_linalg("inv", np.linalg.inv, _sq)
+_linalg("matrix_power", lambda x, *, n: np.linalg.matrix_power(x, n), _sq)
+_linalg("matrix_rank", _rank_ref, lambda s, *, rtol: s[:-2], lambda d: dt.DEFAULT_INDEX)
+_linalg("pinv", _pinv_ref, lambda s, *, rtol: s[:-2] + (s[-1], s[-2]))
+_linalg("qr", _qr_ref, _qr_shape)
+_linalg("slogdet", _slogdet_ref, lambda s, *, part: s[:-2])
+_linalg("solve", _solve_ref, _solve_shape)
+_linalg("svd", _svd_ref, _svd_shape)
+_linalg("svdvals", lambda x: np.linalg.svd(x, compute_uv=False), lambda s: s[:-2] + (min(s[-2:]),),
+        dt.real_dtype)
+_linalg("matrix_norm", _matrix_norm_ref, _matrix_norm_shape, dt.real_dtype)
+_linalg("vector_norm", _vector_norm_ref,
+        lambda s, *, axes, keepdims, ord: _reduced_shape(s, axes, keepdims), dt.real_dtype)
+
+
+# fft (complex or real floating inputs, float32 stays single precision)
+def _fft_ref(fn: str) -> Callable[..., Any]:
+    f = getattr(np.fft, fn)
+
+    def ref(x, *, s, axes, norm):  # type: ignore[no-untyped-def]
+        return f(x, s=s, axes=axes, norm=norm)
+
+    return ref
+
+
+def _fft_infer(kind: str) -> Infer:
+    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+        shape, d = list(shapes[0]), dtypes[0]
+        s, axes = attrs["s"], attrs["axes"]
+        for n, a in zip(s, axes):
+            shape[a] = n
+        if kind == "r2c":
+            shape[axes[-1]] = s[-1] // 2 + 1
+            return tuple(shape), dt.complex_dtype(d)
+        if kind == "c2r":
+            return tuple(shape), dt.real_dtype(d)
+        return tuple(shape), d
+
+    return infer
+
+
+for _fn, _kind in [("fftn", "c2c"), ("ifftn", "c2c"), ("rfftn", "r2c"), ("irfftn", "c2r")]:
+    _library("fft." + _fn, _fft_ref(_fn), _fft_infer(_kind), "numeric")
+
+
+def _hfft_ref(x, *, n, axis, norm):  # type: ignore[no-untyped-def]
+    return np.fft.hfft(x, n=n, axis=axis, norm=norm)
+
+
+def _ihfft_ref(x, *, n, axis, norm):  # type: ignore[no-untyped-def]
+    return np.fft.ihfft(x, n=n, axis=axis, norm=norm)
+
+
+def _hfft_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    shape = list(shapes[0])
+    shape[attrs["axis"]] = attrs["n"]
+    return tuple(shape), dt.real_dtype(dtypes[0])
+
+
+def _ihfft_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    shape = list(shapes[0])
+    shape[attrs["axis"]] = attrs["n"] // 2 + 1
+    return tuple(shape), dt.complex_dtype(dtypes[0])
+
+
+_library("fft.hfft", _hfft_ref, _hfft_infer, "numeric")
+_library("fft.ihfft", _ihfft_ref, _ihfft_infer, "numeric")
