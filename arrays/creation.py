@@ -153,6 +153,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: builtins.bool | None = N
     >>> bz.from_dlpack(np.arange(2)).tolist()
     [0, 1]
     """
+    if device not in (None, "cpu") and getattr(device, "name", None) != "cpu":
+        raise ValueError(f"from_dlpack: unknown device {device!r}; braze arrays live on 'cpu'")
+    if isinstance(x, Array):
+        return asarray(x, copy=copy)
     return asarray(np.from_dlpack(x), copy=copy)
 
 

@@ -50,8 +50,9 @@ def _norm(norm: str, name: str) -> str:
     return norm
 
 
-def _nd(name: str, x: Any, s: Any, axes: Any, norm: str, want: str, inverse_real: bool = False
-        ) -> Array:
+def _nd(op_name: str, x: Any, s: Any, axes: Any, norm: str, want: str,
+        inverse_real: bool = False, name: str | None = None) -> Array:
+    name = name or op_name
     x = _prep(x, name, want)
     if axes is None:
         axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
@@ -67,7 +68,7 @@ def _nd(name: str, x: Any, s: Any, axes: Any, norm: str, want: str, inverse_real
         raise ValueError(f"fft.{name}: s {s} and axes {ax} differ in length")
     if any(n < 1 for n in s):
         raise ValueError(f"fft.{name}: invalid number of points {s}")
-    op = OPS["fft." + name]
+    op = OPS["fft." + op_name]
     attrs = {"s": s, "axes": ax, "norm": _norm(norm, name)}
     shape, dtype = op.infer((x.shape,), (x.dtype,), attrs)  # type: ignore[misc]
     return Array(Node(op, (x._node,), attrs, shape, dtype))
@@ -75,7 +76,8 @@ def _nd(name: str, x: Any, s: Any, axes: Any, norm: str, want: str, inverse_real
 
 def _one(name: str, x: Any, n: int | None, axis: int, norm: str, want: str,
          inverse_real: bool = False) -> Array:
-    return _nd(name + "n", x, None if n is None else (n,), (axis,), norm, want, inverse_real)
+    return _nd(name + "n", x, None if n is None else (n,), (axis,), norm, want, inverse_real,
+               name)
 
 
 def fft(x: Array, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Array:

@@ -105,7 +105,7 @@ _KINDS = {
 }
 
 
-def isdtype(dtype: Any, kind: Any, /) -> builtins.bool:
+def isdtype(dtype: Any, kind: Any) -> builtins.bool:
     """Whether ``dtype`` is of ``kind``: a dtype, a kind name ('integral', 'real floating',
     ...) or a tuple of them.
 

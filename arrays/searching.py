@@ -20,7 +20,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
-from .array import Array, as_array, astype
+from .array import Array, as_array, astype, elementwise, promote_operands
 from .reductions import normalize_axes
 
 
@@ -155,7 +155,7 @@ def _unique(x: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
 
 
 def _wrap(*xs: np.ndarray) -> list[Array]:
-    return [Array(constant(np.ascontiguousarray(v))) for v in xs]
+    return [Array(constant(np.array(v, copy=True))) for v in xs]
 
 
 def unique_all(x: Array, /) -> UniqueAllResult:
@@ -205,5 +205,26 @@ def unique_values(x: Array, /) -> Array:
 
 
 
-__all__ = ["sort", "argsort", "searchsorted", "nonzero", "count_nonzero", "unique_all",
+def isin(x1: Array, x2: Array, /, *, invert: bool = False) -> Array:
+    """Whether each element of ``x1`` occurs in ``x2`` (lazy: a broadcast compare and an
+    ``any`` over ``x2``'s elements).
+
+    >>> import braze as bz
+    >>> bz.isin(bz.asarray([1, 2, 3]), bz.asarray([3, 1])).tolist()
+    [True, False, True]
+    """
+    from .reductions import any as _any
+
+    (a, b), _, _ = promote_operands("isin", (x1, x2))
+    a = as_array(a, "isin") if not isinstance(a, Array) else a
+    if not isinstance(b, Array):
+        from .creation import asarray
+
+        b = asarray(b)
+    flat = b.reshape((1,) * a.ndim + (b.size,))
+    hit = _any(elementwise(OPS["equal"], a.reshape(a.shape + (1,)), flat), axis=-1)
+    return elementwise(OPS["logical_not"], hit) if invert else hit
+
+
+__all__ = ["isin", "sort", "argsort", "searchsorted", "nonzero", "count_nonzero", "unique_all",
            "unique_counts", "unique_inverse", "unique_values"]
