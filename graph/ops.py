@@ -225,7 +225,19 @@ _ew("add", 2, np.add, "any")
 _ew("subtract", 2, np.subtract)
 _ew("multiply", 2, np.multiply, "any")
 _ew("divide", 2, np.true_divide, cast="float")
-_ew("floor_divide", 2, np.floor_divide, "real_numeric")
+def _floor_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """numpy's floor_divide with the standard's infinity cases: inf // finite is a signed
+    inf (numpy: NaN) and finite // inf is a signed zero (numpy: -1 for opposite signs)."""
+    out = np.floor_divide(x, y)
+    if x.dtype.kind != "f":
+        return out
+    special = np.isinf(x) != np.isinf(y)
+    if special.any():
+        out = np.where(special, np.where(np.isnan(x) | np.isnan(y), np.nan, x / y), out)
+    return out.astype(x.dtype)
+
+
+_ew("floor_divide", 2, _floor_divide, "real_numeric")
 _ew("remainder", 2, np.remainder, "real_numeric")
 _ew("pow", 2, _int_power)
 _ew("maximum", 2, np.maximum, "real")

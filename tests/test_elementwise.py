@@ -152,8 +152,22 @@ def _pow_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def _floor_divide_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # The standard's special cases where numpy differs: +-inf // finite is a signed inf
+    # (numpy: NaN), finite // +-inf a signed zero (numpy: -1 when the signs differ).
+    out = np.floor_divide(x, y)
+    if out.dtype.kind != "f":
+        return out
+    x, y = np.broadcast_arrays(x, y)
+    sign = np.copysign(1.0, x) * np.copysign(1.0, y)
+    out = np.where(np.isinf(x) & np.isfinite(y), np.inf * sign, out)
+    out = np.where(np.isfinite(x) & np.isinf(y), 0.0 * sign, out)
+    return out.astype(x.dtype)
+
+
 SPECIAL_REFS: dict[str, Callable[..., Any]] = {
     "sigmoid": _sigmoid_ref, "sign": _sign_ref, "pow": _pow_ref,
+    "floor_divide": _floor_divide_ref,
 }
 # The next representable value is a property of the dtype itself: no float32 detour.
 NATIVE_PRECISION = {"nextafter"}
