@@ -358,6 +358,19 @@ def tensordot(x1: Array, x2: Array, /, *,
     return reshape(out, tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b))
 
 
+def _from_end(axis: int, a: Array, b: Array, op: str) -> int:
+    """``axis`` counted from the end (the standard's convention); a non-negative axis is
+    taken relative to the broadcast shape of ``a`` and ``b``."""
+    axis = operator.index(axis)
+    if axis >= 0:
+        nd = builtins.max(a.ndim, b.ndim)
+        if axis >= nd:
+            raise ValueError(f"{op}: axis {axis} is out of bounds for shapes {a.shape} and "
+                             f"{b.shape}")
+        axis -= nd
+    return axis
+
+
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     """Dot product along ``axis`` (``conj(x1) * x2`` summed); other axes broadcast.
 
@@ -370,9 +383,7 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     a, b = as_array(x1, "vecdot"), as_array(x2, "vecdot")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"vecdot: needs at least 1-d arrays, got shapes {a.shape}, {b.shape}")
-    if axis >= 0:
-        raise ValueError("vecdot: axis must be negative (counted from the end, per the "
-                         f"standard), got {axis}")
+    axis = _from_end(axis, a, b, "vecdot")
     (ax_a,) = normalize_axes(axis, a.ndim, "vecdot")
     (ax_b,) = normalize_axes(axis, b.ndim, "vecdot")
     if a.shape[ax_a] != b.shape[ax_b]:
@@ -409,8 +420,7 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     a, b = as_array(x1, "linalg.cross"), as_array(x2, "linalg.cross")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("linalg.cross: needs at least 1-d arrays")
-    if axis >= 0:
-        raise ValueError(f"linalg.cross: axis must be negative, got {axis}")
+    axis = _from_end(axis, a, b, "linalg.cross")
     (ax_a,) = normalize_axes(axis, a.ndim, "linalg.cross")
     (ax_b,) = normalize_axes(axis, b.ndim, "linalg.cross")
     if a.shape[ax_a] != 3 or b.shape[ax_b] != 3:

@@ -60,15 +60,21 @@ def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bo
     return _sort_op("argsort", x, axis, descending, stable)
 
 
-def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Array | None = None
-                 ) -> Array:
+def searchsorted(x1: Array, x2: Array | int | float, /, *, side: str = "left",
+                 sorter: Array | None = None) -> Array:
     """Indices where ``x2``'s elements would be inserted in sorted 1-d ``x1``; int64.
 
     >>> import braze as bz
     >>> bz.searchsorted(bz.asarray([1, 3, 5]), bz.asarray([3, 6]), side="right").tolist()
     [2, 3]
     """
-    a, b = as_array(x1, "searchsorted"), as_array(x2, "searchsorted")
+    a = as_array(x1, "searchsorted")
+    if isinstance(x2, (bool, int, float)):
+        from .creation import asarray
+
+        x2 = asarray(x2, dtype=dt.promote(a.dtype, dt.scalar_dtype(x2, a.dtype, "searchsorted"),
+                                          "searchsorted"))
+    b = as_array(x2, "searchsorted")
     if a.ndim != 1:
         raise ValueError(f"searchsorted: x1 must be 1-d, got shape {a.shape}")
     if side not in ("left", "right"):
