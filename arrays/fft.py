@@ -66,6 +66,11 @@ def _nd(op_name: str, x: Any, s: Any, axes: Any, norm: str, want: str,
     s = tuple(operator.index(n) for n in s)
     if len(s) != len(ax):
         raise ValueError(f"fft.{name}: s {s} and axes {ax} differ in length")
+    # -1 keeps the input's length along that axis (the standard's convention)
+    s = tuple((2 * (x.shape[a] - 1) if inverse_real and i == len(ax) - 1 else x.shape[a])
+              if n == -1 else n for i, (n, a) in enumerate(zip(s, ax)))
+    if len(s) != len(ax):
+        raise ValueError(f"fft.{name}: s {s} and axes {ax} differ in length")
     if any(n < 1 for n in s):
         raise ValueError(f"fft.{name}: invalid number of points {s}")
     op = OPS["fft." + op_name]

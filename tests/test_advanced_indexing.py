@@ -48,8 +48,8 @@ def fancy_keys(draw, shape):
         else:
             items.append(None)
             items.append(slice(None))
-    if not any(isinstance(k, np.ndarray) for k in items):
-        items.append(np.zeros((), np.int64)) if len(items) < len(shape) else None
+    if not any(isinstance(k, np.ndarray) for k in items) and shape[0]:
+        items[0] = np.zeros(idx_shape, np.int64)  # always at least one index array
     return tuple(items)
 
 

@@ -107,5 +107,10 @@ def test_errors_and_laziness():
         bz.fft.fftn(bz.ones((2, 2)), s=(2,), axes=(0, 1))
     with pytest.raises(TypeError, match="fft.fftfreq"):
         bz.fft.fftfreq(4, dtype=bz.int32)
+    x = np.arange(12.0).reshape(3, 4)
+    close(bz.fft.fftn(bz.asarray(x), s=(-1, 6)), np.fft.fftn(x, s=(3, 6), axes=(0, 1)),
+          dt.complex128)
+    close(bz.fft.irfftn(bz.asarray(x), s=(2, -1)), np.fft.irfftn(x, s=(2, 6), axes=(0, 1)),
+          dt.float64, scale=100)
     y = bz.fft.fft(bz.ones(8) * 2)
     assert y._node.data is None and y.shape == (8,)
