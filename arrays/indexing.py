@@ -180,13 +180,18 @@ def _advanced(x: Array, key: Any, op: str) -> tuple[Array, tuple[Any, ...], list
             if k.ndim == 0:  # a 0-d mask adds an axis of length 1 (True) or 0 (False)
                 x = x.reshape(x.shape[:axis] + (1,) + x.shape[axis:])
                 spec.append(len(idx))
-                idx.append(asarray(np.arange(int(bool(k.item())), dtype=np.int64)))
+                from .searching import data_dependent
+
+                n = int(bool(data_dependent(k, f"{op} (boolean mask)")))
+                idx.append(asarray(np.arange(n, dtype=np.int64)))
                 axis += 1
                 continue
             if k.shape != x.shape[axis:axis + k.ndim]:
                 raise IndexError(f"{op}: boolean mask of shape {k.shape} does not match the "
                                  f"indexed axes {x.shape[axis:axis + k.ndim]} of shape {x.shape}")
-            for nz in np.nonzero(k._value()):  # data-dependent: evaluates the mask only
+            from .searching import data_dependent
+
+            for nz in np.nonzero(data_dependent(k, f"{op} (boolean mask)")):  # the mask only
                 spec.append(len(idx))
                 idx.append(Array(constant(nz.astype(np.int64))))
             axis += k.ndim

@@ -361,7 +361,9 @@ def repeat(x: Array, repeats: int | Array, /, *, axis: int | None = None) -> Arr
         if not dt.is_integer(repeats.dtype) or repeats.ndim > 1:
             raise TypeError(f"repeat: repeats must be an int or a 1-d integer array, got "
                             f"{dt.name(repeats.dtype)} of shape {repeats.shape}")
-        r = np.asarray(repeats).astype(np.int64)
+        from .searching import data_dependent
+
+        r = data_dependent(repeats, "repeat").astype(np.int64)
         if r.size == 1:
             r = np.broadcast_to(r.reshape(()), (n,))
         if r.shape != (n,):

@@ -94,9 +94,17 @@ def searchsorted(x1: Array, x2: Array | int | float, /, *, side: str = "left",
     return Array(Node(op, tuple(nodes), attrs, shape, dtype))
 
 
-def _data(x: Array) -> np.ndarray:
-    data = x._value()
-    return data
+def data_dependent(x: Array, op: str) -> np.ndarray:
+    """The value of ``x``, which ``op`` needs now because its result shape depends on it."""
+    try:
+        return x._value()
+    except TypeError as e:
+        if "traced by bz.compile" not in str(e):
+            raise
+        raise TypeError(f"{op}: the result shape depends on the values of an array of shape "
+                        f"{x.shape} ({dt.name(x.dtype)}), which are not known while "
+                        "bz.compile traces; do this step outside the compiled function") \
+            from None
 
 
 def nonzero(x: Array, /) -> tuple[Array, ...]:
@@ -110,8 +118,9 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
     """
     x = as_array(x, "nonzero")
     if x.ndim == 0:
-        raise ValueError("nonzero: 0-d arrays are not supported; use atleast 1 dimension")
-    return tuple(Array(constant(i.astype(np.int64))) for i in np.nonzero(_data(x)))
+        raise ValueError("nonzero: 0-d arrays are not supported; use at least 1 dimension")
+    data = data_dependent(x, "nonzero")
+    return tuple(Array(constant(i.astype(np.int64))) for i in np.nonzero(data))
 
 
 def count_nonzero(x: Array, /, *, axis: int | tuple[int, ...] | None = None,
@@ -148,7 +157,7 @@ class UniqueInverseResult(NamedTuple):
 
 def _unique(x: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     x = as_array(x, name)
-    data = _data(x)
+    data = data_dependent(x, name)
     if dt.is_low_precision(data.dtype):
         up = data.astype(np.float32)
     else:

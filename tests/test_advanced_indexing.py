@@ -8,6 +8,8 @@ Indexing moves data without arithmetic: comparisons are exact.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -147,3 +149,13 @@ def test_take_errors_and_laziness():
     assert m._node.data is not None  # the mask was evaluated (data-dependent shape) ...
     assert r._node.data is None and pending._node.data is None  # ... nothing else
     assert r.tolist() == [4, 5, 6]
+
+
+def test_data_dependent_shapes_inside_compile_fail_clearly():
+    x = bz.asarray([1.0, -1.0])
+    for fn, op in ((lambda v: v[v > 0], "getitem (boolean mask)"), (bz.nonzero, "nonzero"),
+                   (bz.unique_values, "unique_values"),
+                   (lambda v: bz.repeat(v, bz.astype(v > 0, bz.int64)), "repeat")):
+        with pytest.raises(TypeError, match=re.escape(op) + ".*bz.compile"):
+            bz.compile(fn)(x)
+    assert bz.compile(lambda v: bz.repeat(v, bz.asarray([1, 2])))(x).tolist() == [1.0, -1.0, -1.0]
