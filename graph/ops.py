@@ -542,7 +542,15 @@ def broadcast_shapes(*shapes: Shape, op: str = "broadcast_shapes") -> Shape:
 # Library ops: every backend runs them through ``reference_eval`` unless it has its own.
 def _library(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "any",
              doc: str = "") -> OpDef:
-    return declare(OpDef(name, "library", -1, ref, domain, infer=infer, doc=doc))
+    def fresh(*xs: Any, **attrs: Any) -> Any:
+        # A library result must own its memory: backends plan in-place reuse of it, which
+        # must never write through into an input (np.linalg.matrix_power(a, 1) returns a).
+        out = ref(*xs, **attrs)
+        if any(isinstance(x, np.ndarray) and np.may_share_memory(out, x) for x in xs):
+            out = np.array(out, copy=True)
+        return out
+
+    return declare(OpDef(name, "library", -1, fresh, domain, infer=infer, doc=doc))
 
 
 def _same_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
