@@ -161,9 +161,7 @@ def matrix_rank(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     >>> bz.linalg.matrix_rank(bz.asarray([[1.0, 2.0], [2.0, 4.0]])).item()
     1
     """
-    if isinstance(rtol, Array):
-        rtol = float(rtol)
-    return _op("matrix_rank", [_float(x, "matrix_rank")], rtol=rtol)
+    return _with_rtol("matrix_rank", _float(x, "matrix_rank"), rtol)
 
 
 def outer(x1: Array, x2: Array, /) -> Array:
@@ -186,9 +184,19 @@ def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
     >>> bz.linalg.pinv(bz.asarray([[2.0, 0.0], [0.0, 0.0]])).tolist()
     [[0.5, 0.0], [0.0, 0.0]]
     """
+    return _with_rtol("pinv", _float(x, "pinv"), rtol)
+
+
+def _with_rtol(name: str, x: Array, rtol: Any) -> Array:
+    """An array ``rtol`` (one tolerance per matrix, broadcast over the batch) is an input."""
     if isinstance(rtol, Array):
-        rtol = float(rtol)
-    return _op("pinv", [_float(x, "pinv")], rtol=rtol)
+        if dt.is_complex(rtol.dtype):
+            raise TypeError(f"linalg.{name}: rtol must be real, got {dt.name(rtol.dtype)}")
+        return _op(name, [x, astype(rtol, dt.real_dtype(x.dtype))], rtol=None)
+    if rtol is not None and not isinstance(rtol, (int, float)):
+        raise TypeError(f"linalg.{name}: rtol must be a number, an array or None, got "
+                        f"{type(rtol).__name__}")
+    return _op(name, [x], rtol=None if rtol is None else float(rtol))
 
 
 class QRResult(NamedTuple):

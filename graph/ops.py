@@ -724,17 +724,21 @@ def _solve_shape(a, b, *, vector):  # type: ignore[no-untyped-def]
     return broadcast_shapes(a[:-2], b[:-2], op="linalg.solve") + b[-2:]
 
 
-def _pinv_ref(x, *, rtol):  # type: ignore[no-untyped-def]
+def _pinv_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
     if x.size == 0:
         return np.zeros(x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype)
-    if rtol is None:
+    if rt:  # an array of tolerances, one per matrix (broadcast over the batch)
+        rtol = rt[0]
+    elif rtol is None:
         rtol = max(x.shape[-2:]) * np.finfo(x.dtype).eps
     return np.linalg.pinv(x, rtol=rtol)
 
 
-def _rank_ref(x, *, rtol):  # type: ignore[no-untyped-def]
+def _rank_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
     s = np.linalg.svd(x, compute_uv=False) if x.size else np.zeros(x.shape[:-2] + (0,))
-    if rtol is None:
+    if rt:
+        rtol = np.asarray(rt[0])[..., None]
+    elif rtol is None:
         rtol = max(x.shape[-2:]) * np.finfo(s.dtype).eps
     tol = (s.max(axis=-1, keepdims=True, initial=0.0) * rtol)
     return np.count_nonzero(s > tol, axis=-1).astype(np.int64)
@@ -784,8 +788,12 @@ _linalg("eigh", _eigh_ref, lambda s, *, part: s[:-1] if part == 0 else s,
 _linalg("eigvalsh", np.linalg.eigvalsh, _eigvals_shape, dt.real_dtype)
 _linalg("inv", np.linalg.inv, _sq)
 _linalg("matrix_power", lambda x, *, n: np.linalg.matrix_power(x, n), _sq)
-_linalg("matrix_rank", _rank_ref, lambda s, *, rtol: s[:-2], lambda d: dt.DEFAULT_INDEX)
-_linalg("pinv", _pinv_ref, lambda s, *, rtol: s[:-2] + (s[-1], s[-2]))
+_linalg("matrix_rank", _rank_ref,
+        lambda s, *rt, rtol: broadcast_shapes(s[:-2], *rt, op="linalg.matrix_rank"),
+        lambda d: dt.DEFAULT_INDEX)
+_linalg("pinv", _pinv_ref, lambda s, *rt, rtol: broadcast_shapes(s[:-2], *rt,
+                                                                  op="linalg.pinv")
+        + (s[-1], s[-2]))
 _linalg("qr", _qr_ref, _qr_shape)
 _linalg("slogdet", _slogdet_ref, lambda s, *, part: s[:-2])
 _linalg("solve", _solve_ref, _solve_shape)

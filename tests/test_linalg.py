@@ -189,3 +189,15 @@ def test_library_results_never_alias_their_inputs():
     x = np.eye(64)
     y = bz.linalg.matrix_power(bz.asarray(x), 1) + 1  # may run in place over the result
     assert float(y.sum()) == 64 * 64 + 64 and x.sum() == 64
+
+
+@given(matrices(square=False), st.floats(1e-6, 0.9))
+def test_rtol_scalars_and_arrays(a, r):
+    x = bz.asarray(a)
+    batch = a.shape[:-2]
+    rt = np.full(batch, r, dtype=a.dtype)
+    want = np.linalg.matrix_rank(a, rtol=rt) if a.size else np.zeros(batch, np.int64)
+    np.testing.assert_array_equal(np.asarray(bz.linalg.matrix_rank(x, rtol=bz.asarray(rt))), want)
+    np.testing.assert_array_equal(np.asarray(bz.linalg.matrix_rank(x, rtol=r)), want)
+    if a.dtype == dt.float64:
+        close(bz.linalg.pinv(x, rtol=bz.asarray(rt)), np.linalg.pinv(a, rtol=rt), dt.float64)
