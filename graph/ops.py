@@ -600,8 +600,18 @@ def index_key(spec: tuple[Any, ...], arrays: tuple[np.ndarray, ...]) -> tuple[An
     return tuple(out)
 
 
+def _checked(op: str, f: Callable[[], Any]) -> Any:
+    """Run ``f``; an out-of-range index array (only detectable once its values exist)
+    raises an IndexError naming the op."""
+    try:
+        return f()
+    except IndexError as e:
+        raise IndexError(f"{op}: {e} (integer index arrays are bounds-checked when they are "
+                         "evaluated)") from None
+
+
 def _gather_ref(x, *idx, spec):  # type: ignore[no-untyped-def]
-    return x[index_key(spec, idx)]
+    return _checked("getitem/take", lambda: x[index_key(spec, idx)])
 
 
 def _index_shape(shape: Shape, idx_shapes: tuple[Shape, ...], spec: tuple[Any, ...]) -> Shape:
@@ -618,7 +628,7 @@ def _gather_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
 
 def _scatter_ref(x, v, *idx, spec):  # type: ignore[no-untyped-def]
     out = np.array(x, copy=True)
-    out[index_key(spec, idx)] = v
+    _checked("setitem", lambda: out.__setitem__(index_key(spec, idx), v))
     return out
 
 
@@ -629,7 +639,7 @@ SCATTER = _library("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]),
 
 
 def _take_along_ref(x, idx, *, axis):  # type: ignore[no-untyped-def]
-    return np.take_along_axis(x, idx, axis=axis)
+    return _checked("take_along_axis", lambda: np.take_along_axis(x, idx, axis=axis))
 
 
 _library("take_along_axis", _take_along_ref,

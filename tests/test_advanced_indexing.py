@@ -159,3 +159,17 @@ def test_data_dependent_shapes_inside_compile_fail_clearly():
         with pytest.raises(TypeError, match=re.escape(op) + ".*bz.compile"):
             bz.compile(fn)(x)
     assert bz.compile(lambda v: bz.repeat(v, bz.asarray([1, 2])))(x).tolist() == [1.0, -1.0, -1.0]
+
+
+def test_out_of_range_index_arrays_raise_at_eval_naming_the_op():
+    x = bz.arange(3)
+    y = x[bz.asarray([0, 5])]  # values are unknown until evaluated: recorded
+    with pytest.raises(IndexError, match="getitem/take: index 5 is out of bounds"):
+        y.tolist()
+    with pytest.raises(IndexError, match="take_along_axis"):
+        bz.take_along_axis(x, bz.asarray([7]), axis=0).tolist()
+    x[bz.asarray([9])] = 1
+    with pytest.raises(IndexError, match="setitem"):
+        x.tolist()
+    with pytest.raises(IndexError, match="getitem: index 3 is out of bounds"):
+        bz.ones((2, 3))[bz.asarray([0]), 3]  # Python ints are checked at the call
