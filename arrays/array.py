@@ -236,9 +236,27 @@ class Array:
             yield self[i]
 
     def __getitem__(self, key: Any) -> Array:
+        """Basic indices (ints, slices, ``...``, None) record a view; integer index arrays a
+        lazy gather. A boolean mask makes the result shape data-dependent: the mask, and
+        only the mask, is evaluated at the call.
+
+        >>> import braze as bz
+        >>> x = bz.arange(5) * 10
+        >>> x[1:3].tolist(), x[bz.asarray([4, 0])].tolist(), x[x > 25].tolist()
+        ([10, 20], [40, 0], [30, 40])
+        """
         return _ix.getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        """Functional update: rebinds this array to a new node; views taken earlier keep the
+        old value. Same keys as ``__getitem__`` (a boolean mask is evaluated at the call).
+
+        >>> import braze as bz
+        >>> x = bz.zeros(4, dtype=bz.int32); old = x[:]
+        >>> x[bz.asarray([0, 2])] = 7
+        >>> x.tolist(), old.tolist()
+        ([7, 0, 7, 0], [0, 0, 0, 0])
+        """
         _ix.setitem(self, key, value)
 
     # ------------------------------------------------------------ methods (lazy)
