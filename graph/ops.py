@@ -245,8 +245,14 @@ _ew("minimum", 2, np.minimum, "real")
 _ew("atan2", 2, np.arctan2, "real_floating", cast="float")
 _ew("hypot", 2, np.hypot, "real_floating", cast="float")
 _ew("copysign", 2, np.copysign, "real_floating", cast="float")
-_ew("nextafter", 2, lambda x, y, *, dtype: np.nextafter(x.astype(dtype), y.astype(dtype)),
-    "real_floating", cast="float")
+def _nextafter(x: np.ndarray, y: np.ndarray, *, dtype: np.dtype) -> np.ndarray:
+    """C's nextafter in the exact dtype: y when x == y (numpy's float16 returns x, which
+    gets nextafter(-0.0, +0.0) wrong)."""
+    x, y = x.astype(dtype), y.astype(dtype)
+    return np.where(x == y, y, np.nextafter(x, y))
+
+
+_ew("nextafter", 2, _nextafter, "real_floating", cast="float")
 
 # Ops whose result depends on the exact compute dtype (not float32 for float16/bfloat16):
 # they carry it as attrs["dtype"].
