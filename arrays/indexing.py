@@ -233,6 +233,14 @@ def _shape(x: Array, spec: tuple[Any, ...], idx: list[Array], op: str) -> tuple[
 
 
 def _advanced_setitem(x: Array, key: Any, value: Any) -> None:
+    if isinstance(key, (bool, np.bool_)) or (isinstance(key, Array) and key.ndim == 0):
+        # a 0-d mask: x[True] = v writes everywhere, x[False] = v nowhere
+        from .searching import data_dependent
+
+        on = bool(key) if not isinstance(key, Array) else bool(data_dependent(key, "setitem"))
+        if on:
+            setitem(x, Ellipsis, value)
+        return
     x2, spec, idx = _advanced(x, key, "setitem")
     if x2.shape != x.shape:
         raise IndexError("setitem: 0-d boolean masks are not supported in assignments")

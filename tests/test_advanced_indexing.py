@@ -173,3 +173,12 @@ def test_out_of_range_index_arrays_raise_at_eval_naming_the_op():
         x.tolist()
     with pytest.raises(IndexError, match="getitem: index 3 is out of bounds"):
         bz.ones((2, 3))[bz.asarray([0]), 3]  # Python ints are checked at the call
+
+
+def test_zero_d_mask_setitem():
+    for key in (True, False, bz.asarray(True), bz.asarray(False)):
+        x = bz.zeros((2, 2), dtype=bz.int8)
+        ref = np.zeros((2, 2), np.int8)
+        x[key] = 3
+        ref[np.asarray(bool(key))] = 3
+        same(x, ref)
