@@ -668,13 +668,6 @@ declare(OpDef("cumulative_prod", "scan", 1, _cumprod_ref, "any", infer=_cumsum_i
 
 
 # linalg (float inputs; the recording layer casts ints to the default float)
-def _mat(shape: Shape, name: str, square: bool = False) -> None:
-    if len(shape) < 2:
-        raise ValueError(f"{name}: needs an array of at least 2 dimensions, got shape {shape}")
-    if square and shape[-1] != shape[-2]:
-        raise ValueError(f"{name}: needs square matrices, got shape {shape}")
-
-
 def _linalg(name: str, ref: Callable[..., Any], shape_rule: Callable[..., Shape],
             dtype_rule: Callable[[np.dtype], np.dtype] = lambda d: d) -> OpDef:
     def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
