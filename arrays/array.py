@@ -235,7 +235,7 @@ class Array:
         for i in range(self.shape[0]):
             yield self[i]
 
-    def __getitem__(self, key: Any) -> Array:
+    def __getitem__(self, key: Any, /) -> Array:
         """Basic indices (ints, slices, ``...``, None) record a view; integer index arrays a
         lazy gather. A boolean mask makes the result shape data-dependent: the mask, and
         only the mask, is evaluated at the call.
@@ -247,7 +247,7 @@ class Array:
         """
         return _ix.getitem(self, key)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: Any, value: Any, /) -> None:
         """Functional update: rebinds this array to a new node; views taken earlier keep the
         old value. Same keys as ``__getitem__`` (a boolean mask is evaluated at the call).
 
@@ -323,13 +323,13 @@ class Array:
     def __invert__(self) -> Array:
         return elementwise(OPS["bitwise_invert"], self)
 
-    def __matmul__(self, other: Any) -> Array:
+    def __matmul__(self, other: Any, /) -> Array:
         return _linalg.matmul(self, _operand(other, "matmul"))
 
-    def __rmatmul__(self, other: Any) -> Array:
+    def __rmatmul__(self, other: Any, /) -> Array:
         return _linalg.matmul(_operand(other, "matmul"), self)
 
-    def __imatmul__(self, other: Any) -> Array:
+    def __imatmul__(self, other: Any, /) -> Array:
         return self._inplace(self.__matmul__(other), "@=")
 
     def _inplace(self, result: Array, sym: str) -> Array:
@@ -346,13 +346,13 @@ class Array:
 def _binary_dunders(name: str, sym: str) -> None:
     op = OPS[name]
 
-    def fwd(self: Array, other: Any) -> Array:
+    def fwd(self: Array, other: Any, /) -> Array:
         return elementwise(op, self, other)
 
-    def rev(self: Array, other: Any) -> Array:
+    def rev(self: Array, other: Any, /) -> Array:
         return elementwise(op, other, self)
 
-    def inplace(self: Array, other: Any) -> Array:
+    def inplace(self: Array, other: Any, /) -> Array:
         return self._inplace(elementwise(op, self, other), sym + "=")
 
     base = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "truediv",
