@@ -25,8 +25,10 @@ def test_docstring_examples(name: str) -> None:
 
 def test_every_public_function_has_a_docstring_with_an_example() -> None:
     missing = []
-    for name in braze.__all__:
-        obj = getattr(braze, name)
+    names = [(braze, n) for n in braze.__all__] + [
+        (mod, n) for mod in (braze.linalg, braze.fft) for n in mod.__all__]
+    for mod, name in names:
+        obj = getattr(mod, name)
         if callable(obj) and not isinstance(obj, type) and getattr(obj, "__doc__", None):
             if ">>>" not in obj.__doc__:
                 missing.append(name)
