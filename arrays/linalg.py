@@ -341,8 +341,12 @@ def tensordot(x1: Array, x2: Array, /, *,
         ax_a = tuple(range(a.ndim - axes, a.ndim))
         ax_b = tuple(range(axes))
     else:
-        ax_a = tuple(normalize_axes(i, a.ndim, "tensordot")[0] for i in axes[0])
-        ax_b = tuple(normalize_axes(i, b.ndim, "tensordot")[0] for i in axes[1])
+        if len(axes) != 2:
+            raise ValueError(f"tensordot: axes must be an int or a pair of axis sequences, "
+                             f"got {axes!r}")
+        first, second = (v if isinstance(v, (list, tuple)) else (v,) for v in axes)
+        ax_a = tuple(normalize_axes(i, a.ndim, "tensordot")[0] for i in first)
+        ax_b = tuple(normalize_axes(i, b.ndim, "tensordot")[0] for i in second)
         if len(ax_a) != len(ax_b):
             raise ValueError(f"tensordot: axes {axes} differ in length")
     for i, j in zip(ax_a, ax_b):

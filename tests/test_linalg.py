@@ -137,6 +137,8 @@ def test_products(data):
     b = data.draw(arrays(dt.float64, (4, 3, 5), finite=True, views=False))
     close(bz.tensordot(bz.asarray(a), bz.asarray(b), axes=([1, 2], [1, 0])),
           np.tensordot(a, b, axes=([1, 2], [1, 0])), dt.float64)
+    close(bz.tensordot(bz.asarray(a), bz.asarray(b), axes=(2, 0)),
+          np.tensordot(a, b, axes=(2, 0)), dt.float64)
     close(bz.linalg.tensordot(bz.asarray(a), bz.asarray(a), axes=0),
           np.tensordot(a, a, axes=0), dt.float64)
     v = data.draw(arrays(dt.float64, (4,), finite=True))
