@@ -202,4 +202,6 @@ def test_rtol_scalars_and_arrays(a, r):
     np.testing.assert_array_equal(np.asarray(bz.linalg.matrix_rank(x, rtol=bz.asarray(rt))), want)
     np.testing.assert_array_equal(np.asarray(bz.linalg.matrix_rank(x, rtol=r)), want)
     if a.dtype == dt.float64:
-        close(bz.linalg.pinv(x, rtol=bz.asarray(rt)), np.linalg.pinv(a, rtol=rt), dt.float64)
+        with np.errstate(all="ignore"):  # tiny singular values: the reference overflows too
+            want = np.linalg.pinv(a, rtol=rt)
+        close(bz.linalg.pinv(x, rtol=bz.asarray(rt)), want, dt.float64)
