@@ -1,8 +1,9 @@
 """braze.backends: where pending graphs run.
 
 A backend turns a list of target nodes into values. ``numpy`` (the reference)
-executes the graph op by op through each op's numpy reference; the generated-
-kernel backends (cpu, cuda, mlx) register here as they land.
+executes fused schedules (or the graph op by op) with numpy; ``cpu`` runs the fused
+kernels as generated C++ and is the default wherever a C++ compiler exists; the
+other generated-kernel backends (cuda, mlx) register here as they land.
 
 The active backend: ``set_backend(name)``, ``with backend(name): ...``, or the
 ``BRAZE_BACKEND`` environment variable (read at import).
@@ -75,7 +76,7 @@ def _default_name() -> str:
     if env:
         get(env)  # fail at import with the list of valid names, not at the first eval
         return env
-    return "numpy"
+    return "cpu" if "cpu" in available() else "numpy"
 
 
 def _numpy_factory() -> Backend:
@@ -84,7 +85,26 @@ def _numpy_factory() -> Backend:
     return NumpyBackend()
 
 
+def _cpu_factory() -> Backend:
+    from .cpu import CpuBackend
+
+    return CpuBackend()
+
+
+_cpu_ok: list[bool] = []
+
+
+def _cpu_available() -> bool:
+    """A C++ compiler is there (checked once per process)."""
+    if not _cpu_ok:
+        from .cpu.build import compiler
+
+        _cpu_ok.append(compiler() is not None)
+    return _cpu_ok[0]
+
+
 register("numpy", _numpy_factory, lambda: True)
+register("cpu", _cpu_factory, _cpu_available)
 
 _DEFAULT = _default_name()
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("braze_backend", default=_DEFAULT)

@@ -8,8 +8,8 @@ compiler: there, its fixed cost exceeds anything fusion could save. ``BRAZE_OPTI
 ``NumpyBackend(optimize=False)``) runs the unoptimized graph op by op instead —
 the ground truth every pass and every other backend is tested against.
 
-float16/bfloat16 are computed in float32: op by op, each op rounds its result;
-inside a fused kernel, values stay in float32 until they are stored (or cast).
+float16/bfloat16 are computed in float32 and each op's result is rounded to its dtype,
+both op by op and inside fused kernels (so fusion does not change low-precision results).
 
 >>> import numpy as np
 >>> from braze.graph.node import constant
@@ -20,7 +20,7 @@ inside a fused kernel, values stay in float32 until they are stored (or cast).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,7 @@ class NumpyBackend:
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
                     leaf.op.reference()
-            values = run_schedule(schedule, [leaf.data for leaf in leaves])
+            values = self._run(schedule, [leaf.data for leaf in leaves])
             for t, v in zip(targets, values):
                 t.data = v
                 t.inputs = ()
@@ -77,7 +77,11 @@ class NumpyBackend:
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Run a compiled schedule on input arrays (``bz.compile`` replays through this)."""
         with np.errstate(all="ignore"):
-            return run_schedule(schedule, inputs)
+            return self._run(schedule, inputs)
+
+    def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Execute ``schedule``; subclasses plug in their own kernel executor here."""
+        return run_schedule(schedule, inputs)
 
 
 def run_node(node: Node, *xs: np.ndarray) -> np.ndarray:
@@ -100,8 +104,18 @@ def strided(buf: np.ndarray, view: View) -> np.ndarray:
                                            tuple(s * item for s in view.strides))
 
 
-def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Execute a schedule on input arrays; returns the output arrays."""
+def run_schedule(s: Schedule, inputs: list[np.ndarray],
+                 run_kernel: Callable[[Kernel, list[Any]], None] | None = None,
+                 alloc: Callable[[int], np.ndarray] | None = None) -> list[np.ndarray]:
+    """Execute a schedule on input arrays; returns the output arrays.
+
+    ``run_kernel(kernel, bufs)`` executes one fused kernel over the slot buffers
+    (default: the numpy executor below); ``alloc(nbytes)`` returns a uint8 array for
+    a planned storage (default: ``np.empty``); library and view steps always run here."""
+    if run_kernel is None:
+        run_kernel = _numpy_run_kernel
+    if alloc is None:
+        alloc = _empty_bytes
     bufs: list[Any] = [None] * len(s.slots)
     for slot, arr in zip(s.input_slots, inputs):
         bufs[slot] = _c_order(arr)  # loads index row-major buffers
@@ -112,13 +126,15 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for t, step in enumerate(s.steps):
         if isinstance(step, KernelStep):
             for st in step.kernel.stores:
-                bufs[st.slot] = _slot_array(s, st.slot, storages, owners)
+                bufs[st.slot] = _slot_array(s, st.slot, storages, owners, alloc)
             run_kernel(step.kernel, bufs)
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
             slot = s.slots[step.output]
-            out = bufs[step.output] = _c_order(
-                reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
+            out = _c_order(reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
+            if any(np.may_share_memory(out, x) for x in ins):
+                out = out.copy()  # a kernel may later run in place over this buffer
+            bufs[step.output] = out
             sid = s.storage.get(step.output)
             if sid is not None and out.nbytes >= SMALL_BYTES:
                 # the library allocated the result: it becomes the planned storage, so
@@ -140,15 +156,20 @@ def _c_order(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
+def _empty_bytes(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8)
+
+
 def _slot_array(s: Schedule, slot: int, storages: dict[int, np.ndarray],
-                owners: dict[int, list[int]]) -> np.ndarray:
+                owners: dict[int, list[int]],
+                alloc: Callable[[int], np.ndarray] = _empty_bytes) -> np.ndarray:
     info = s.slots[slot]
     sid = s.storage.get(slot)
     if sid is None or info.nbytes < SMALL_BYTES:
         return np.empty(info.shape, info.dtype)
     mem = storages.get(sid)
     if mem is None:
-        mem = storages[sid] = np.empty(s.storage_bytes[sid], np.uint8)
+        mem = storages[sid] = alloc(s.storage_bytes[sid])
     owners.setdefault(sid, []).append(slot)
     return mem[:info.nbytes].view(info.dtype).reshape(info.shape)
 
@@ -174,6 +195,7 @@ def run_kernel(k: Kernel, bufs: list[Any]) -> None:
         _run_block(k, steps, bufs, slice(lo, min(lo + rows, k.shape[0])))
 
 
+_numpy_run_kernel = run_kernel  # the default of run_schedule(run_kernel=...)
 _plans: dict[int, tuple[Kernel, list[Any]]] = {}
 
 

@@ -81,9 +81,18 @@ class Kernel:
         return f"{kind}_{tag}_{hashlib.sha1(body.encode()).hexdigest()[:8]}"
 
     def source(self, target: str) -> str:
-        """Generated source for ``target`` ('cpu', 'cuda', 'metal') once its generator lands."""
-        raise NotImplementedError(f"no {target!r} code generator is registered yet: the generated "
-                                  "backends land with the cpu/cuda/metal issues")
+        """Generated source for ``target`` ('cpu', 'cuda', 'metal'), from the code generator
+        a backend registered in ``SOURCE_GENERATORS``."""
+        gen = SOURCE_GENERATORS.get(target)
+        if gen is None:
+            raise NotImplementedError(f"no {target!r} code generator is registered "
+                                      f"(registered: {sorted(SOURCE_GENERATORS)})")
+        return gen(self)
+
+
+# target name -> function from Kernel to source text; backends register theirs (the graph
+# package never imports a backend).
+SOURCE_GENERATORS: dict[str, Any] = {}
 
 
 @dataclass

@@ -169,6 +169,8 @@ def test_explain_reports_kernels_ops_peak_and_dot() -> None:
         assert "kernel" in str(r) and r.to_dot().startswith("digraph")
         with pytest.raises(NotImplementedError, match="generator"):
             r.kernels[1].source("cuda")
+        if "cpu" in bz.backends.available():
+            assert "extern \"C\"" in r.kernels[1].source("cpu")
 
 
 def test_braze_log_fusion_prints_schedules() -> None:

@@ -1,0 +1,219 @@
+"""The ``cpu`` backend: fused kernels as generated C++, built at run time, cached on disk.
+
+Pending graphs go through the same compiler as the ``numpy`` backend and the same
+schedule executor (:func:`braze.backends.numpy_backend.run_schedule`); only the
+fused kernels run differently: each is turned into C++ by :mod:`.codegen`, built
+and cached by :mod:`.build`, loaded and launched (GIL released) by ``braze._core``.
+Library steps (matmul...) stay numpy/BLAS. A kernel the generator does not support
+(complex dtypes) silently runs with the numpy executor; a kernel whose build fails
+does too, after **one** warning naming it. Tiny graphs on tiny arrays skip the
+compiler, as on the numpy backend.
+
+Large planned buffers come from a :class:`~.pool.BufferPool` (reused across
+evaluations once nothing refers to them: fresh pages cost a page fault each).
+
+Threads: OpenMP inside the kernels, only for large work; ``BRAZE_NUM_THREADS`` (or
+``CpuBackend(num_threads=...)``) sets the count (default: the CPUs this process may
+run on).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ... import _core
+from ...graph import dtypes as dt
+from ...graph.kernel import SOURCE_GENERATORS, Kernel, Schedule
+from ..numpy_backend import NumpyBackend, run_schedule
+from ..numpy_backend import run_kernel as numpy_run_kernel
+from . import build as _build
+from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
+from .pool import BufferPool
+
+SOURCE_GENERATORS["cpu"] = lambda kernel: generate(kernel).source  # Kernel.source("cpu")
+
+__all__ = ["CpuBackend", "available", "default_num_threads"]
+
+
+def available() -> bool:
+    """Is a C++ compiler there (the condition for registering ``cpu``)?"""
+    return _build.compiler() is not None
+
+
+def default_num_threads() -> int:
+    env = os.environ.get("BRAZE_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"BRAZE_NUM_THREADS must be a positive integer, got {env!r}") \
+                from None
+        if n < 1:
+            raise ValueError(f"BRAZE_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class _Native:
+    handle: int
+    slots: tuple[int, ...]
+    args: np.ndarray
+    u16: tuple[int, ...]  # bufs[] positions holding bfloat16 (passed as their uint16 bits)
+    dtypes: tuple[np.dtype, ...]  # expected dtype of each buffer
+    empty: bool
+    checked: bool = False
+
+
+class CpuBackend(NumpyBackend):
+    """Generated-C++ execution of fused kernels (see the module docstring)."""
+
+    name = "cpu"
+
+    def __init__(self, optimize: bool | None = None, skip_tiny: bool = True,
+                 num_threads: int | None = None) -> None:
+        super().__init__(optimize, skip_tiny)
+        self.num_threads = num_threads or default_num_threads()
+        self._kernels: dict[int, tuple[Kernel, _Native | None]] = {}
+        self._schedules: dict[int, Schedule] = {}
+        self._failed: dict[str, _build.BuildError] = {}  # symbol -> error (warned once)
+        self._lock = threading.RLock()
+        self.stats = {"native": 0, "numpy": 0}
+        self.pool = BufferPool()
+        _INSTANCES.add(self)
+
+    # ------------------------------------------------------------ execution
+    def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if self._schedules.get(id(schedule)) is not schedule:
+            self.prepare(schedule)
+        return run_schedule(schedule, inputs, run_kernel=self._run_kernel, alloc=self.pool.alloc)
+
+    def _run_kernel(self, k: Kernel, bufs: list[Any]) -> None:
+        entry = self._kernels.get(id(k))
+        if entry is None or entry[0] is not k:
+            self._prepare_kernels([k])
+            entry = self._kernels[id(k)]
+        native = entry[1]
+        if native is None:
+            self.stats["numpy"] += 1
+            numpy_run_kernel(k, bufs)
+            return
+        if native.empty:
+            return
+        arrays = [bufs[s] for s in native.slots]
+        if not native.checked:
+            if not self._check(k, native, arrays):
+                self._kernels[id(k)] = (k, None)
+                numpy_run_kernel(k, bufs)
+                return
+        for b in native.u16:
+            arrays[b] = arrays[b].view(np.uint16)
+        self.stats["native"] += 1
+        _core.launch(native.handle, arrays, native.args)
+
+    def _check(self, k: Kernel, native: _Native, arrays: list[Any]) -> bool:
+        """First launch of a kernel object: buffers of the expected dtypes, views in bounds."""
+        for a, want in zip(arrays, native.dtypes):
+            if not isinstance(a, np.ndarray) or a.dtype != want or not a.flags.c_contiguous:
+                warnings.warn(f"braze cpu backend: kernel {k.name} got a buffer of "
+                              f"{getattr(a, 'dtype', type(a))} (expected {want}); running it "
+                              "with the numpy executor", RuntimeWarning, stacklevel=2)
+                return False
+        kernel_args(k, arrays)  # raises on an out-of-bounds view: a compiler bug
+        native.checked = True
+        return True
+
+    # ------------------------------------------------------------ preparation
+    def prepare(self, schedule: Schedule) -> None:
+        """Generate, build (in parallel) and load every kernel of ``schedule``."""
+        with self._lock:
+            self._prepare_kernels(schedule.kernels)
+            self._schedules[id(schedule)] = schedule
+            if len(self._schedules) > 4096:
+                self._schedules.clear()
+
+    def _prepare_kernels(self, kernels: list[Kernel]) -> None:
+        with self._lock:
+            todo: list[tuple[Kernel, GeneratedKernel]] = []
+            for k in kernels:
+                e = self._kernels.get(id(k))
+                if e is not None and e[0] is k:
+                    continue
+                try:
+                    g = generate(k)
+                except Unsupported:
+                    self._kernels[id(k)] = (k, None)
+                    continue
+                if g.symbol in self._failed:
+                    self._kernels[id(k)] = (k, None)
+                    continue
+                todo.append((k, g))
+            if not todo:
+                return
+            unique = list({g.symbol: (g.source, g.symbol) for _, g in todo}.values())
+            results = dict(zip([sym for _, sym in unique], _build.load_many(unique)))
+            if len(self._kernels) > 8192:
+                self._kernels.clear()
+            for k, g in todo:
+                r = results[g.symbol]
+                if isinstance(r, _build.BuildError):
+                    if g.symbol not in self._failed:
+                        self._failed[g.symbol] = r
+                        warnings.warn(
+                            f"braze cpu backend: kernel {k.name} ({g.symbol}) failed to build; "
+                            f"it runs with the numpy executor instead.\n{r}",
+                            RuntimeWarning, stacklevel=4)
+                    self._kernels[id(k)] = (k, None)
+                    continue
+                self._kernels[id(k)] = (k, _native(k, g, r, self.num_threads))
+
+    def generated(self, k: Kernel) -> GeneratedKernel:
+        """The generated source of ``k`` (raises Unsupported)."""
+        return generate(k)
+
+    def _single_threaded(self) -> None:
+        """In a forked child: libgomp's thread pool did not survive the fork, and a
+        parallel region would wait for it forever; run every kernel on one thread."""
+        self.num_threads = 1
+        for _, native in list(self._kernels.values()):
+            if native is not None:
+                native.args = native.args.copy()
+                native.args[0] = 1
+
+
+_INSTANCES: weakref.WeakSet[CpuBackend] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for b in list(_INSTANCES):
+        b._single_threaded()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _native(k: Kernel, g: GeneratedKernel, handle: int, threads: int) -> _Native:
+    slots = kernel_slots(k)
+    dtypes: list[np.dtype | None] = [None] * len(slots)
+    for ld in k.loads:
+        li = k.loads.index(ld)
+        for ins in k.instrs:
+            if ins.op == "load" and ins.attr("load") == li:
+                dtypes[slots.index(ld.slot)] = ins.dtype
+    for st in k.stores:
+        dtypes[slots.index(st.slot)] = k.instrs[st.instr].dtype
+    u16 = tuple(i for i, d in enumerate(dtypes) if d == dt.bfloat16)
+    return _Native(handle, slots, kernel_args(k, num_threads=threads), u16,
+                   tuple(dtypes), g.empty)  # type: ignore[arg-type]
+
+

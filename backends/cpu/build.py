@@ -1,0 +1,248 @@
+"""Build generated C++ kernels with the system compiler, cache them on disk, load them.
+
+* The cache lives in ``BRAZE_CACHE_DIR`` (default ``~/.cache/braze/kernels``). An
+  entry is ``<symbol>-<key>.so`` plus a sidecar ``.sha256`` holding the library's
+  checksum (and the source as ``.cpp``, for reading). The key hashes the source, the
+  flags, the compiler's version, the host CPU's ISA features
+  (``braze._core.cpu_features()``), the glibc version and the machine: a cache shared
+  between hosts never hands out a kernel built for another CPU.
+* Writes are atomic: the compiler writes a temporary file in the cache directory,
+  which is then ``os.replace``d into place, so concurrent processes building the same
+  kernel both succeed and nobody ever sees half a library.
+* An entry whose checksum does not match its sidecar (corrupt, truncated, foreign),
+  or that fails to load, is rebuilt, never loaded.
+* Loaded kernels are kept in an in-process dict: a second request costs a lookup.
+
+Flags: ``-O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
+-fwrapv -fopenmp`` (+ ``-lmvec`` where glibc has libmvec). Never ``-ffast-math``: it
+changes IEEE semantics and, through ``crtfastmath.o``, flushes denormals process-wide.
+``-ffp-contract=off`` keeps arithmetic bit-identical to numpy's (no FMA contraction);
+``-fwrapv`` gives numpy's wrapping integer overflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from .codegen import glibc_version, libmvec_functions
+
+__all__ = ["BuildError", "FLAGS", "build", "build_many", "cache_dir", "cache_key", "compiler",
+           "load", "load_many"]
+
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off",
+         "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-fvisibility=hidden", "-w"]
+BUILD_TIMEOUT = 300
+
+
+class BuildError(RuntimeError):
+    """A kernel could not be built (no compiler, or the compiler failed)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message + (f"\n{output}" if output else ""))
+        self.output = output
+
+
+def compiler() -> list[str] | None:
+    """The C++ compiler command: ``BRAZE_CXX`` or ``CXX`` if set, else c++ / g++ / clang++."""
+    env = os.environ.get("BRAZE_CXX") or os.environ.get("CXX")
+    if env:
+        cmd = shlex.split(env)
+        return cmd if cmd and shutil.which(cmd[0]) else None
+    for name in ("c++", "g++", "clang++"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_version(cmd: tuple[str, ...]) -> str:
+    try:
+        r = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"cannot run the C++ compiler {' '.join(cmd)!r}: {e}") from None
+    if r.returncode != 0:
+        raise BuildError(f"{' '.join(cmd)} --version failed", r.stdout + r.stderr)
+    return (r.stdout.strip().splitlines() or [""])[0]
+
+
+def link_flags() -> list[str]:
+    return ["-lmvec"] if libmvec_functions() else []
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    from ... import _core
+
+    return "|".join([os.uname().machine, str(glibc_version()), ",".join(_core.cpu_features())])
+
+
+def cache_dir() -> Path:
+    """``BRAZE_CACHE_DIR``, or ``$XDG_CACHE_HOME/braze/kernels`` (``~/.cache/braze/kernels``)."""
+    d = os.environ.get("BRAZE_CACHE_DIR")
+    if d:
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "braze" / "kernels"
+
+
+def cache_key(source: str, cmd: Sequence[str] | None = None) -> str:
+    cmd = list(cmd) if cmd is not None else compiler()
+    if cmd is None:
+        raise BuildError("no C++ compiler found (looked for $BRAZE_CXX, $CXX, c++, g++, clang++)")
+    h = hashlib.sha256()
+    for part in (source, " ".join(FLAGS + link_flags()), compiler_version(tuple(cmd)), _host()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _checksum(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _entry_ok(lib: Path, sidecar: Path) -> bool:
+    try:
+        return sidecar.read_text().split()[0] == _checksum(lib)
+    except (OSError, IndexError):
+        return False
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _paths(symbol: str, key: str) -> tuple[Path, Path]:
+    d = cache_dir()
+    return d / f"{symbol}-{key}.so", d / f"{symbol}-{key}.sha256"
+
+
+def build(source: str, symbol: str, force: bool = False) -> Path:
+    """Path of the built library of ``source`` (compiled now unless a valid entry exists)."""
+    cmd = compiler()
+    if cmd is None:
+        raise BuildError("no C++ compiler found (looked for $BRAZE_CXX, $CXX, c++, g++, clang++)")
+    key = cache_key(source, cmd)
+    lib, sidecar = _paths(symbol, key)
+    if not force and lib.exists() and _entry_ok(lib, sidecar):
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    try:
+        argv = [*cmd, *FLAGS, "-x", "c++", "-", "-o", tmp, *link_flags()]
+        try:
+            r = subprocess.run(argv, input=source, capture_output=True, text=True,
+                               timeout=BUILD_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise BuildError(f"cannot run the C++ compiler for kernel {symbol}: {e}") from None
+        if r.returncode != 0:
+            raise BuildError(f"building kernel {symbol} failed ({shlex.join(argv)})",
+                             (r.stdout + r.stderr).strip())
+        digest = _checksum(Path(tmp))
+        with contextlib.suppress(OSError):
+            _atomic_write(lib.with_suffix(".cpp"), source.encode())
+        _atomic_write(sidecar, f"{digest} {symbol}\n".encode())
+        os.replace(tmp, lib)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return lib
+
+
+_loaded: dict[str, int] = {}  # cache key -> kernel handle
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(key: str) -> threading.Lock:
+    with _locks_guard:
+        lk = _locks.get(key)
+        if lk is None:
+            lk = _locks[key] = threading.Lock()
+        return lk
+
+
+def load(source: str, symbol: str) -> int:
+    """A launchable handle for ``source`` (built and cached as needed); raises BuildError."""
+    from ... import _core
+
+    cmd = compiler()
+    if cmd is None:
+        raise BuildError("no C++ compiler found (looked for $BRAZE_CXX, $CXX, c++, g++, clang++)")
+    key = cache_key(source, cmd) + str(cache_dir())
+    h = _loaded.get(key)
+    if h is not None:
+        return h
+    with _lock(key):
+        h = _loaded.get(key)
+        if h is not None:
+            return h
+        path = build(source, symbol)
+        try:
+            h = _core.load_kernel(str(path), symbol)
+        except RuntimeError:
+            path = build(source, symbol, force=True)  # a bad entry: rebuild, never trust it
+            try:
+                h = _core.load_kernel(str(path), symbol)
+            except RuntimeError as e:
+                raise BuildError(f"kernel {symbol} was built but does not load: {e}") from None
+        _loaded[key] = h
+        return h
+
+
+def load_many(items: Sequence[tuple[str, str]]) -> list[int | BuildError]:
+    """Load several (source, symbol) kernels, building the missing ones in parallel."""
+    if len(items) <= 1:
+        out: list[int | BuildError] = []
+        for src, sym in items:
+            try:
+                out.append(load(src, sym))
+            except BuildError as e:
+                out.append(e)
+        return out
+
+    def one(item: tuple[str, str]) -> int | BuildError:
+        try:
+            return load(*item)
+        except BuildError as e:
+            return e
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(len(items), max(1, len(os.sched_getaffinity(0)) if hasattr(
+        os, "sched_getaffinity") else (os.cpu_count() or 1)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, items))
+
+
+def build_many(items: Sequence[tuple[str, str]]) -> list[Path | BuildError]:
+    """Build several (source, symbol) kernels in parallel (no loading)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item: tuple[str, str]) -> Path | BuildError:
+        try:
+            return build(*item)
+        except BuildError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, items))

@@ -1,0 +1,741 @@
+"""The ``cpu`` backend: generated C++ kernels against the numpy executor.
+
+Every result of ``CpuBackend`` is compared with the unoptimized op-by-op numpy
+execution of the same graph (``NumpyBackend(optimize=False)``), the ground truth.
+
+Tolerances (measured on 400k-800k inputs per function, wide and narrow ranges; the
+stated bounds leave headroom):
+
+* arithmetic, comparisons, casts, bitcasts, integer ops, sqrt, reciprocal, divide,
+  hypot, logaddexp, min/max, rounding: **exact** (bit-identical incl. NaN and signed
+  zeros: kernels are built with ``-ffp-contract=off``, no ``-ffast-math``);
+* transcendentals (glibc libmvec vs numpy's own SIMD code), max ulp measured
+  float32 / float64: exp 2/1, expm1 2/1, log 3/1, log1p 2/1, log2 2/1, log10 3/2,
+  sin 1/0, cos 1/0, tan 3/1, asin 3/1, acos 2/1, atan 2/1, sinh 2/2, cosh 2/1,
+  tanh 3/3, asinh 2/2, acosh 2/2, atanh 2/2, sigmoid 3/2, atan2 3/1, pow 1/1 ->
+  tested at **4 ulp**; float16/bfloat16 results of them at **1 ulp** of the low dtype;
+* reductions (sums in a different order: blocked SIMD partial sums vs numpy's pairwise
+  summation): float64 1e-12, float32 1e-5, float16/bfloat16 2e-2 relative; integer
+  and bool reductions, max/min, argmax/argmin exact;
+* fused graphs mixing transcendentals and reductions: float32 1e-5 relative (plus 1e-6
+  absolute where values cancel), float64 1e-12 unless float32 is involved.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import braze as bz
+from braze.backends import cpu as cpu_mod
+from braze.backends.cpu import CpuBackend, build, codegen
+from braze.backends.numpy_backend import NumpyBackend
+from braze.graph import dtypes as dt
+from braze.graph.compiler import compile_graph
+from braze.graph.node import Node, constant
+from braze.graph.ops import OPS, PERMUTE, SLICE, elementwise_dtypes
+
+from .test_compiler import RANDOM_GRAPH_EXAMPLES, build_program, programs
+
+pytestmark = pytest.mark.skipif(not cpu_mod.available(), reason="no C++ compiler")
+
+REFERENCE = NumpyBackend(optimize=False)
+TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
+                  "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid",
+                  "atan2", "pow"}
+ULP = 4
+LOW = (dt.float16, dt.bfloat16)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def backend_name():
+    """This module tests the cpu backend itself: run it once, under cpu."""
+    with bz.backend("cpu"):
+        yield "cpu"
+
+
+@pytest.fixture(scope="module")
+def cpu() -> CpuBackend:
+    return CpuBackend(skip_tiny=False)
+
+
+# ---------------------------------------------------------------- comparison helpers
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """Float bits mapped to integers that are consecutive in value order (ulp distance)."""
+    if x.dtype in LOW:
+        i = x.view(np.uint16).astype(np.int64)
+        return np.where(i >= 0x8000, 0x8000 - i, i)
+    it = np.int64 if x.dtype == np.float64 else np.int32
+    i = x.view(it).astype(np.int64)
+    return np.where(i < 0, np.int64(np.iinfo(it).min) - i, i)
+
+
+def assert_same(got: np.ndarray, want: np.ndarray, what: str, ulp: int = 0) -> None:
+    """Same dtype and shape; floats within ``ulp`` (NaN-ness and signed zeros exact when 0)."""
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if got.dtype.kind == "f" or got.dtype == dt.bfloat16:
+        with np.errstate(invalid="ignore"):
+            gn = np.isnan(got.astype(np.float64))
+            wn = np.isnan(want.astype(np.float64))
+        assert (gn == wn).all(), f"{what}: NaN at {np.where(gn != wn)[0][:5]}"
+        ok = ~gn
+        dist = np.abs(_ordered(got) - _ordered(want))[ok]
+        if dist.size:
+            worst = int(np.argmax(dist))
+            assert dist.max() <= ulp, (f"{what}: {dist.max()} ulp at "
+                                       f"{got[ok][worst]!r} vs {want[ok][worst]!r}")
+    else:
+        bad = got != want
+        assert not bad.any(), f"{what}: {got[bad][:5]} != {want[bad][:5]}"
+
+
+def run_both(make, backend: CpuBackend):
+    """Evaluate the nodes ``make()`` builds on the cpu backend and on the reference."""
+    a, b = make(), make()
+    backend.evaluate(a)
+    REFERENCE.evaluate(b)
+    return [n.data for n in a], [n.data for n in b]
+
+
+# ---------------------------------------------------------------- values
+def edge_values(d: np.dtype) -> np.ndarray:
+    if d == dt.bool_:
+        return np.array([False, True])
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        bits = d.itemsize * 8
+        v = {0, 1, 2, 3, 5, 7, bits - 1, bits, bits + 1, 100, info.max, info.max - 1, info.min,
+             info.min + 1, -1, -2, -3, -7, -bits, -100}
+        return np.array(sorted(x for x in v if info.min <= x <= info.max), dtype=d)
+    f = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, -3.0, 7.0, -7.0, 0.1, 0.9, 100.0,
+         -100.0, 1e-3, 20.0, -20.0, 88.0, -90.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-40,
+         65504.0, 70000.0]
+    with np.errstate(all="ignore"):
+        return np.array(f, np.float64).astype(d)
+
+
+def random_values(d: np.dtype, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if d == dt.bool_:
+        return rng.integers(0, 2, n).astype(bool)
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return rng.integers(info.min, info.max, n, dtype=d, endpoint=True)
+    r = rng.standard_normal(n) * np.exp(rng.uniform(-5, 5, n))
+    with np.errstate(all="ignore"):
+        return r.astype(np.float32).astype(d)
+
+
+REAL_DTYPES = [d for d in dt.ALL if d.kind != "c"]
+
+
+def _ops(arity: int, d: np.dtype) -> list[tuple[str, np.dtype]]:
+    out = []
+    for name, op in OPS.items():
+        if op.kind != "elementwise" or op.arity != arity or name in ("cast", "bitcast"):
+            continue
+        try:
+            compute, result = elementwise_dtypes(op, d)
+        except TypeError:
+            continue
+        if compute == d:
+            out.append((name, result))
+    return out
+
+
+def _attrs(name: str, d: np.dtype) -> dict:
+    return {"dtype": d} if name == "nextafter" else {}
+
+
+# ---------------------------------------------------------------- (b) every elementwise op
+@pytest.mark.parametrize("d", REAL_DTYPES, ids=str)
+def test_every_elementwise_op_matches_numpy(cpu, d) -> None:
+    """Each op of the table over every dtype of its domain, with edge values (NaN, inf,
+    -0.0, denormals, INT_MIN/MAX, shifts past the width, division by zero, INT_MIN // -1)
+    and random values; all unary ops are one multi-output kernel, all binary ops another
+    (over every pair of edge values)."""
+    ev = edge_values(d)
+    xs = np.concatenate([ev, random_values(d, 600)])
+    unary = _ops(1, d)
+    a, b = run_both(lambda: _unary_nodes(xs, unary), cpu)
+    for (name, _), g, w in zip(unary, a, b):
+        assert_same(g, w, f"{name}[{d}]", _ulp(name, d))
+    A, B = np.meshgrid(ev, ev, indexing="ij")
+    r = random_values(d, 600, seed=1)
+    xa, xb = np.concatenate([A.ravel(), r]), np.concatenate([B.ravel(), r[::-1]])
+    binary = _ops(2, d)
+
+    def nodes():
+        x, y = constant(xa), constant(xb)
+        return [Node(OPS[n], (x, y), _attrs(n, d), x.shape, res) for n, res in binary]
+
+    a, b = run_both(nodes, cpu)
+    for (name, _), g, w in zip(binary, a, b):
+        assert_same(g, w, f"{name}[{d}]", _ulp(name, d))
+
+
+def _unary_nodes(xs: np.ndarray, ops: list[tuple[str, np.dtype]]) -> list[Node]:
+    x = constant(xs)
+    return [Node(OPS[n], (x,), {}, xs.shape, r) for n, r in ops]
+
+
+def _ulp(name: str, d: np.dtype) -> int:
+    if name not in TRANSCENDENTAL:
+        return 0
+    return 1 if d in LOW else ULP
+
+
+@pytest.mark.parametrize("d", [dt.float32, dt.int32, dt.float16, dt.uint8], ids=str)
+def test_elementwise_ops_through_strided_views(cpu, d) -> None:
+    """The nested (strided) loop shape: transposed and sliced operands."""
+    vals = random_values(d, 24 * 41, seed=3).reshape(24, 41)
+    vals[:2, :] = np.resize(edge_values(d), (2, 41))
+    xt = vals.T[:40:2]  # non-contiguous
+    yt = vals[::-1].T[1::2]
+    ops = _ops(2, d)
+
+    def nodes():
+        x, y = constant(np.asarray(vals)), constant(np.asarray(vals[::-1].copy()))
+        xv = Node(PERMUTE, (x,), {"axes": (1, 0)}, (41, 24), d)
+        xv = Node(SLICE, (xv,), {"slices": ((0, 40, 2), (0, 24, 1))}, xt.shape, d)
+        yv = Node(PERMUTE, (y,), {"axes": (1, 0)}, (41, 24), d)
+        yv = Node(SLICE, (yv,), {"slices": ((1, 41, 2), (0, 24, 1))}, yt.shape, d)
+        return [Node(OPS[n], (xv, yv), _attrs(n, d), xt.shape, r) for n, r in ops]
+
+    a, b = run_both(nodes, cpu)
+    for (name, _), g, w in zip(ops, a, b):
+        assert_same(g, w, f"{name}[{d}] strided", _ulp(name, d))
+
+
+def test_integer_edge_cases_are_numpys() -> None:
+    imin = np.iinfo(np.int32).min
+    a = bz.asarray(np.array([7, -7, imin, imin, 5, 0], np.int32))
+    b = bz.asarray(np.array([0, 2, -1, 1, -2, 0], np.int32))
+
+    @bz.compile
+    def f(a, b):
+        return (a // b, a % b, bz.bitwise_left_shift(a, b + 31),
+                bz.bitwise_right_shift(a, b + 31))
+
+    q, r, shl, shr = (np.asarray(v) for v in f(a, b))
+    np.testing.assert_array_equal(q, [0, -4, imin, imin, -3, 0])  # x // 0 = 0, MIN // -1 = MIN
+    np.testing.assert_array_equal(r, [0, 1, 0, 0, -1, 0])  # x % 0 = 0, sign of the divisor
+    np.testing.assert_array_equal(shl, [imin, 0, 0, 0, -1610612736, 0])  # >= 32 bits: 0
+    np.testing.assert_array_equal(shr, [0, -1, -2, -1, 0, 0])  # >= 32 bits: sign fill
+
+    @bz.compile
+    def g(p, e):
+        return p ** e
+
+    p = bz.asarray(np.array([2, -1, -1, 1, 0, 3, 0], np.int64))
+    e = bz.asarray(np.array([-1, -3, -2, -5, -1, 40, 0], np.int64))
+    wrapped = (3 ** 40) % 2 ** 64 - 2 ** 64  # int64 wraparound
+    np.testing.assert_array_equal(np.asarray(g(p, e)), [0, -1, 1, 1, 0, wrapped, 1])
+
+
+def test_casts_and_bitcasts_between_every_pair_of_dtypes(cpu) -> None:
+    """Casts are exact, including float -> float16 (one rounding, also from float64) and
+    -> bfloat16; float -> int only on values inside the target range (outside it, C and
+    numpy are both implementation-defined)."""
+    for src in REAL_DTYPES:
+        xs = np.concatenate([edge_values(src), random_values(src, 500, seed=2)])
+        if src.kind == "f" or src == dt.bfloat16:
+            wide = np.random.default_rng(5).standard_normal(500) * 10.0 ** np.random.default_rng(
+                6).uniform(-12, 12, 500)
+            with np.errstate(all="ignore"):
+                xs = np.concatenate([xs, wide.astype(src)])
+        dsts = list(REAL_DTYPES)
+        bits = [d for d in REAL_DTYPES if d.itemsize == src.itemsize and d != src]
+
+        def nodes(xs=xs, dsts=dsts, bits=bits):
+            x = constant(xs)
+            return ([Node(OPS["cast"], (x,), {"dtype": d}, xs.shape, d) for d in dsts]
+                    + [Node(OPS["bitcast"], (x,), {"dtype": d}, xs.shape, d) for d in bits])
+
+        a, b = run_both(nodes, cpu)
+        kinds = ["cast"] * len(dsts) + ["bitcast"] * len(bits)
+        for kind, d, g, w in zip(kinds, dsts + bits, a, b):
+            if kind == "cast" and d.kind in "iu" and (src.kind == "f" or src == dt.bfloat16):
+                info = np.iinfo(d)
+                f = xs.astype(np.float64)
+                ok = np.isfinite(f) & (f > info.min - 1) & (f < info.max + 1)
+                g, w = g[ok], w[ok]
+            assert_same(g, w, f"{kind} {src} -> {d}")
+
+
+# ---------------------------------------------------------------- (a) random graphs
+@settings(max_examples=RANDOM_GRAPH_EXAMPLES, deadline=None, derandomize=True)
+@given(programs())
+def test_random_graphs_match_op_by_op_numpy(spec) -> None:
+    cpu = CpuBackend(skip_tiny=False)
+    outs = build_program(spec)
+    cpu.evaluate([o._node for o in outs])
+    ref = build_program(spec)
+    REFERENCE.evaluate([o._node for o in ref])
+    float32_inside = spec[0][0].dtype == np.float32 or any(s[0] == "softmax" for s in spec[1])
+    for got, want in zip(outs, ref):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        if got.dtype.kind == "f":
+            tol = 1e-12 if got.dtype == np.float64 and not float32_inside else 1e-5
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(got, want)
+    assert cpu.stats["numpy"] == 0  # every kernel ran as generated C++
+
+
+# ---------------------------------------------------------------- (c) rows
+def _softmax(x, axis):
+    return bz.softmax(x, axis=axis)
+
+
+def _layer_norm(x, axis):
+    m = bz.mean(x, axis=axis, keepdims=True)
+    v = bz.var(x, axis=axis, keepdims=True)
+    return (x - m) / bz.sqrt(v + 1e-5) * 1.5 + 0.25
+
+
+def _rms_norm(x, axis):
+    return x / bz.sqrt(bz.mean(x * x, axis=axis, keepdims=True) + 1e-5)
+
+
+def _logsumexp(x, axis):
+    return bz.logsumexp(x, axis=axis)
+
+
+def _argmax(x, axis):
+    return bz.argmax(x, axis=axis)
+
+
+def _argmin(x, axis):
+    return bz.argmin(x, axis=axis)
+
+
+ROW_FUNCS = [_softmax, _layer_norm, _rms_norm, _logsumexp, _argmax, _argmin]
+ROW_TOL = {dt.float64: 1e-12, dt.float32: 1e-5, dt.float16: 2e-2, dt.bfloat16: 2e-2}
+
+
+def _compare_rows(fn, data: np.ndarray, axis, dtype=None, min_native: int = 1) -> None:
+    def make():
+        x = bz.asarray(data)
+        if dtype is not None:
+            x = x.astype(dtype)
+        return fn(x, axis)
+
+    cpu = CpuBackend(skip_tiny=False)
+    got = make()
+    cpu.evaluate([got._node])
+    want = make()
+    REFERENCE.evaluate([want._node])
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+    if g.dtype.kind in "iu":
+        np.testing.assert_array_equal(g, w)
+    else:
+        tol = ROW_TOL[g.dtype]
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol,
+                                   atol=tol * 0.1, equal_nan=True)
+    assert cpu.stats["native"] >= min_native and cpu.stats["numpy"] == 0
+
+
+@pytest.mark.parametrize("fn", ROW_FUNCS, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "axis0"])
+def test_row_kernels_match_numpy(fn, layout) -> None:
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((37, 53)).astype(np.float32) * 3
+    base[3, 5] = base[3, 9]  # ties for argmax/argmin: the first index wins
+    axis = -1
+    if layout == "transposed":
+        base = base.T
+    elif layout == "strided":
+        base = base[::2, 1::3]
+    elif layout == "axis0":
+        axis = 0
+    _compare_rows(fn, base, axis)
+
+
+@pytest.mark.parametrize("fn", ROW_FUNCS, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("dtype", [bz.float64, bz.float16, bz.bfloat16], ids=str)
+def test_row_kernels_in_other_float_dtypes(fn, dtype) -> None:
+    data = np.random.default_rng(8).standard_normal((9, 130)).astype(np.float32)
+    _compare_rows(fn, data, -1, dtype=dtype)
+
+
+@pytest.mark.parametrize("fn", [_softmax, _logsumexp, _argmax], ids=lambda f: f.__name__)
+def test_rows_with_nan_and_inf(fn) -> None:
+    data = np.random.default_rng(9).standard_normal((6, 40)).astype(np.float32)
+    data[1, 7] = np.nan
+    data[2, 3] = np.inf
+    data[3, :] = -np.inf
+    data[4, 10] = np.nan
+    data[4, 2] = np.nan
+    _compare_rows(fn, data, -1)
+
+
+def test_reductions_over_empty_and_0d_and_multiple_axes() -> None:
+    cpu = CpuBackend(skip_tiny=False)
+    rng = np.random.default_rng(10)
+    cases = [
+        (lambda x: bz.sum(x, axis=1), np.zeros((4, 0), np.float32)),  # 0 -> sum 0
+        (lambda x: bz.mean(x, axis=1), np.zeros((4, 0), np.float32)),  # NaN
+        (lambda x: bz.prod(x, axis=1), np.zeros((3, 0), np.int32)),  # 1
+        (lambda x: bz.any(x, axis=1), np.zeros((3, 0), bool)),
+        (lambda x: bz.all(x, axis=1), np.zeros((3, 0), bool)),
+        (lambda x: bz.softmax(x, axis=1), np.zeros((0, 5), np.float32)),  # no rows
+        (lambda x: bz.sum(x), np.float32(2.5).reshape(())),  # 0-d
+        (lambda x: bz.max(x), np.float32(-1.5).reshape(())),
+        (lambda x: bz.argmax(x), np.float32(3.0).reshape(())),
+        (lambda x: bz.exp(x) + 1.0, np.float32(0.5).reshape(())),
+        (lambda x: bz.sum(x, axis=(0, 2)), rng.standard_normal((5, 6, 7))),  # 2 reduced dims
+        (lambda x: bz.max(x, axis=(0, 2), keepdims=True), rng.standard_normal((5, 6, 7))),
+        (lambda x: bz.argmin(x), rng.standard_normal((5, 6, 7)).transpose(2, 0, 1)),
+        (lambda x: bz.sum(x.astype(bz.int8), axis=0), rng.integers(-100, 100, (70, 3))),
+        (lambda x: bz.prod(x, axis=-1), rng.integers(-3, 4, (4, 40)).astype(np.int64)),
+        (lambda x: bz.max(x, axis=-1), rng.integers(0, 2, (4, 9)).astype(bool)),
+        (lambda x: bz.min(x, axis=-1), rng.integers(0, 2, (4, 9)).astype(bool)),
+        (lambda x: bz.max(x, axis=0), rng.integers(0, 255, (33, 5)).astype(np.uint8)),
+        (lambda x: bz.sum(x, axis=-1), rng.integers(0, 2, (4, 9)).astype(bool)),
+        (lambda x: bz.any(x > 0.5, axis=-1), rng.standard_normal((8, 16))),
+        (lambda x: bz.logsumexp(x, axis=()), rng.standard_normal((3, 4))),  # over no axes
+        (lambda x: bz.sum(x, axis=()) * 2.0, rng.integers(-5, 5, (3, 4)).astype(np.int16)),
+        (lambda x: bz.max(x, axis=()) + bz.mean(x, axis=()), rng.standard_normal(7)),
+    ]
+    for i, (fn, data) in enumerate(cases):
+        got = fn(bz.asarray(data))
+        want = fn(bz.asarray(data))
+        cpu.evaluate([got._node])
+        REFERENCE.evaluate([want._node])
+        g, w = np.asarray(got), np.asarray(want)
+        assert g.dtype == w.dtype and g.shape == w.shape, i
+        np.testing.assert_allclose(g, w, rtol=1e-12 if g.dtype == np.float64 else 1e-5,
+                                   equal_nan=True, err_msg=f"case {i}")
+    assert cpu.stats["numpy"] == 0
+
+
+@pytest.mark.parametrize("shape,axes", [((5, 6, 7), (0, 2)), ((300, 2, 300), (0, 2)),
+                                        ((700, 600), None)], ids=str)
+def test_rows_over_several_unmergeable_reduced_dims(shape, axes) -> None:
+    """Reduced dims that strides cannot merge: nested reduce and element loops, with
+    threads across rows or (a full reduction) inside the single row."""
+    data = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+
+    def view(x):
+        return x[:, 1:301] if axes is None else x  # a slice: the two dims cannot merge
+
+    def centered(x, _):
+        return view(x) - bz.mean(view(x), axis=axes, keepdims=True)
+
+    def total(x, _):
+        return bz.sum(view(x), axis=axes)
+
+    def extreme(x, _):
+        return bz.argmax(view(x)) if axes is None else bz.max(view(x), axis=axes)
+
+    for fn in (centered, total, extreme):
+        _compare_rows(fn, data, None)
+    x = bz.asarray(data)
+    for k in compile_graph([centered(x, None)._node])[0].kernels:
+        assert len(codegen._normalize(k).red) == 2
+
+
+def test_big_single_row_and_many_rows_use_threads_and_agree() -> None:
+    """One big row (threads inside the row) and many rows (threads across rows)."""
+    rng = np.random.default_rng(11)
+    big = rng.standard_normal(1 << 20).astype(np.float32)
+    _compare_rows(lambda x, a: bz.sum(x, axis=a), big, 0)
+    _compare_rows(_softmax, big.reshape(1, -1), -1)
+    _compare_rows(_argmax, big, 0)
+    _compare_rows(lambda x, a: bz.max(x, axis=a), big, 0)
+    _compare_rows(_layer_norm, big.reshape(1024, 1024), -1)
+    _compare_rows(_softmax, big[:100_000].reshape(1, -1), -1)  # one row, threads, row cache
+    _compare_rows(_softmax, big[:5000].reshape(1, -1), -1)  # one small row, row cache
+    for threads in (1, 3):
+        cpu = CpuBackend(skip_tiny=False, num_threads=threads)
+        x = bz.asarray(big.reshape(512, 2048))
+        got = bz.softmax(x * 2.0, axis=-1)
+        cpu.evaluate([got._node])
+        want = np.exp(big.reshape(512, 2048) * 2.0 - (big.reshape(512, 2048) * 2.0).max(
+            -1, keepdims=True))
+        np.testing.assert_allclose(np.asarray(got), want / want.sum(-1, keepdims=True),
+                                   rtol=1e-5, atol=1e-7)
+
+
+def test_large_outputs_use_streaming_stores_correctly() -> None:
+    """Outputs above STREAM_BYTES take the non-temporal store path (unaligned heads/tails)."""
+    n = codegen.STREAM_BYTES // 4 + 37
+    x = np.linspace(-3, 3, n + 1, dtype=np.float32)[1:]  # a misaligned input view
+    cpu = CpuBackend(skip_tiny=False)
+    out = bz.tanh(bz.asarray(x)) * 0.5 + 1.0
+    cpu.evaluate([out._node])
+    np.testing.assert_allclose(np.asarray(out), np.tanh(x) * 0.5 + 1.0, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- (d) structural names
+def test_same_structure_at_two_shapes_is_one_symbol_and_one_build(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    builds = []
+    real = build.build
+
+    def counting(source, symbol, force=False):
+        builds.append(symbol)
+        return real(source, symbol, force)
+
+    monkeypatch.setattr(build, "build", counting)
+
+    def kernel(shape, scale):
+        x = bz.asarray(np.ones(shape, np.float32))
+        out = bz.softmax(x * scale, axis=-1)
+        s, _ = compile_graph([out._node])
+        return out, s.kernels[0]
+
+    out1, k1 = kernel((8, 16), 2.0)
+    out2, k2 = kernel((64, 300), 3.0)  # another shape and another constant
+    g1, g2 = codegen.generate(k1), codegen.generate(k2)
+    assert g1.symbol == g2.symbol and g1.source == g2.source
+    assert k1.shape != k2.shape
+    cpu = CpuBackend(skip_tiny=False)
+    cpu.evaluate([out1._node])
+    cpu.evaluate([out2._node])
+    assert builds == [g1.symbol]  # built once, then loaded from the in-process table
+    np.testing.assert_allclose(np.asarray(out2), np.full((64, 300), 1 / 300), rtol=1e-6)
+    assert len(list(tmp_path.glob("*.so"))) == 1
+
+
+def test_generated_source_is_minimal_and_shape_free() -> None:
+    x = bz.asarray(np.ones((1000, 3), np.float32))
+    s, _ = compile_graph([bz.exp(x * 2.0)._node])
+    g = codegen.generate(s.kernels[0])
+    assert "#include <cstdint>" in g.source
+    assert "<vector>" not in g.source and "<complex>" not in g.source
+    assert "3000" not in g.source and "1000" not in g.source  # sizes are arguments
+    assert "fast-math" not in " ".join(build.FLAGS)
+    assert g.symbol.startswith("bz_") and f"void {g.symbol}(void** bufs" in g.source
+
+
+def test_complex_kernels_are_unsupported_and_run_with_numpy() -> None:
+    z = np.array([1 + 2j, 3 - 1j], np.complex64)
+    x = bz.asarray(z)
+    s, _ = compile_graph([(x * x + 1)._node])
+    with pytest.raises(codegen.Unsupported):
+        codegen.generate(s.kernels[0])
+    cpu = CpuBackend(skip_tiny=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = x * x + 1
+        cpu.evaluate([out._node])
+    np.testing.assert_allclose(np.asarray(out), z * z + 1)
+    assert cpu.stats["numpy"] == 1 and cpu.stats["native"] == 0
+
+
+# ---------------------------------------------------------------- (e) the cache
+def _chain_source(n: int = 64) -> codegen.GeneratedKernel:
+    x = bz.asarray(np.linspace(-1, 1, n, dtype=np.float32))
+    s, _ = compile_graph([(bz.tanh(x) * 0.5 + bz.exp(-x * x))._node])
+    return codegen.generate(s.kernels[0])
+
+
+def test_corrupt_or_foreign_cache_entries_are_rebuilt_never_loaded(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    g = _chain_source()
+    lib = build.build(g.source, g.symbol)
+    good = lib.read_bytes()
+    sidecar = lib.with_suffix(".sha256")
+    # 1. garbage in place of the library (replaced, as another process would): rebuilt
+    tmp = tmp_path / "garbage"
+    tmp.write_bytes(b"\x7fELF not really a library")
+    os.replace(tmp, lib)
+    assert build.build(g.source, g.symbol).read_bytes() == good
+    # 2. a library that does not match its sidecar (a foreign entry): rebuilt
+    sidecar.write_text("0" * 64 + f" {g.symbol}\n")
+    mtime = lib.stat().st_mtime_ns
+    build.build(g.source, g.symbol)
+    assert lib.stat().st_mtime_ns != mtime or lib.read_bytes() == good
+    assert sidecar.read_text().split()[0] != "0" * 64
+    # 3. no sidecar at all: rebuilt
+    sidecar.unlink()
+    build.build(g.source, g.symbol)
+    assert sidecar.exists()
+    # 4. the loader path: a checksum-valid entry that does not load is rebuilt
+    monkeypatch.setattr(build, "_loaded", {})
+    tmp.write_bytes(b"junk")
+    os.replace(tmp, lib)
+    sidecar.write_text(build._checksum(lib) + f" {g.symbol}\n")  # checksum matches the junk
+    h = build.load(g.source, g.symbol)
+    assert isinstance(h, int) and lib.read_bytes() == good
+
+
+_CONCURRENT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import braze as bz
+    from braze.backends.cpu import CpuBackend
+    x = bz.asarray(np.linspace(-1, 1, 4096, dtype=np.float32))
+    out = bz.tanh(x) * 0.25 + bz.exp(-x * x) * float(sys.argv[1])
+    CpuBackend(skip_tiny=False).evaluate([out._node])
+    want = np.tanh(np.asarray(x)) * 0.25 + np.exp(-np.asarray(x) ** 2) * float(sys.argv[1])
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5)
+    print("ok")
+""")
+
+
+def test_two_processes_building_the_same_kernel_both_succeed(tmp_path) -> None:
+    env = dict(os.environ, BRAZE_CACHE_DIR=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT, str(i + 2)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "ok", err
+    libs = list((tmp_path / "cache").glob("*.so"))
+    assert len(libs) == 1  # one entry, complete
+    assert not list((tmp_path / "cache").glob(".tmp-*"))
+    assert build._entry_ok(libs[0], libs[0].with_suffix(".sha256"))
+
+
+# ---------------------------------------------------------------- (f) build failures
+def test_build_failure_falls_back_to_numpy_with_exactly_one_warning(tmp_path, monkeypatch):
+    fake = tmp_path / "fake-cxx"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake-cxx 1.0; exit 0; fi\n"
+                    "echo 'fake-cxx: error: this compiler always fails' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BRAZE_CXX", str(fake))
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    cpu = CpuBackend(skip_tiny=False)
+    data = np.linspace(-2, 2, 300, dtype=np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = []
+        for scale in (2.0, 3.0, 4.0):  # new schedules each time, one kernel structure
+            x = bz.asarray(data)
+            out = bz.tanh(x * scale) + 1.0
+            cpu.evaluate([out._node])
+            results.append(np.asarray(out))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1, msgs
+    assert "failed to build" in msgs[0] and "this compiler always fails" in msgs[0]
+    x = bz.asarray(data)
+    s, _ = compile_graph([(bz.tanh(x * 2.0) + 1.0)._node])
+    assert s.kernels[0].name in msgs[0]
+    for scale, r in zip((2.0, 3.0, 4.0), results):
+        np.testing.assert_allclose(r, np.tanh(data * scale) + 1.0, rtol=1e-6)
+    assert cpu.stats["native"] == 0 and cpu.stats["numpy"] == 3
+
+
+def test_missing_compiler_is_a_build_error(monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CXX", "/nonexistent/c++")
+    assert build.compiler() is None
+    with pytest.raises(build.BuildError, match="no C\\+\\+ compiler"):
+        build.build("int x;", "bz_x")
+
+
+# ---------------------------------------------------------------- the native launcher
+def test_launcher_refuses_what_it_cannot_use_without_copying(tmp_path, monkeypatch) -> None:
+    from braze import _core
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    g = _chain_source(16)
+    h = build.load(g.source, g.symbol)
+    x = np.linspace(-1, 1, 32, dtype=np.float32)
+    out = np.empty(16, np.float32)
+    x16 = np.ascontiguousarray(x[::2])
+    xb = bz.asarray(x16)
+    (k,) = compile_graph([(bz.tanh(xb) * 0.5 + bz.exp(-xb * xb))._node])[0].kernels
+    assert codegen.generate(k).symbol == g.symbol
+    args = codegen.kernel_args(k, num_threads=1)
+    slots = codegen.kernel_slots(k)
+    assert len(slots) == 2
+    _core.launch(h, [x16, out], args)
+    np.testing.assert_allclose(out, np.tanh(x16) * 0.5 + np.exp(-x16 * x16), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        _core.launch(h, [x[::2], out], args)  # never silently copied
+    with pytest.raises((IndexError, ValueError)):
+        _core.launch(10 ** 6, [x16, out], args)
+    with pytest.raises(RuntimeError, match="no symbol"):
+        _core.load_kernel(str(build.build(g.source, g.symbol)), "bz_nope")
+    with pytest.raises(RuntimeError, match="cannot load"):
+        _core.load_kernel(str(tmp_path / "missing.so"), g.symbol)
+
+
+def test_num_threads_setting(monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_NUM_THREADS", "3")
+    assert cpu_mod.default_num_threads() == 3
+    assert CpuBackend().num_threads == 3
+    monkeypatch.setenv("BRAZE_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="BRAZE_NUM_THREADS"):
+        cpu_mod.default_num_threads()
+
+
+def test_cpu_is_the_default_backend_where_a_compiler_exists() -> None:
+    env = dict(os.environ)
+    env.pop("BRAZE_BACKEND", None)
+    r = subprocess.run([sys.executable, "-c", "import braze as bz; print(bz.backends.current()"
+                        ".name, bz.backends.available())"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "cpu" and "'numpy', 'cpu'" in r.stdout
+
+
+def test_buffer_pool_reuses_idle_buffers_only() -> None:
+    from braze.backends.cpu.pool import BufferPool
+
+    pool = BufferPool(64 << 20)
+    a = pool.alloc(4 << 20)
+    b = pool.alloc(4 << 20)
+    assert a.base is not b.base
+    view = a.view(np.float32)[10:20]
+    del a
+    c = pool.alloc(4 << 20)  # a's buffer is still referenced through `view`
+    assert c.base is not view.base and c.base is not b.base
+    del view, c
+    d = pool.alloc(4 << 20)
+    assert pool.hits == 1 and d.nbytes == 4 << 20
+    small = pool.alloc(100)
+    assert small.base is None  # small requests are plain allocations
+    pool.clear()
+    assert pool.held_bytes <= 2 * (4 << 20)  # b and d are still in use
+    del b, d
+    pool.clear()
+    assert pool.held_bytes == 0
+
+
+def test_source_file_of_each_entry_is_kept_for_reading(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    g = _chain_source(8)
+    lib = build.build(g.source, g.symbol)
+    assert Path(lib.with_suffix(".cpp")).read_text() == g.source
+
+
+_FORK = textwrap.dedent("""
+    import os
+    import numpy as np
+    import braze as bz
+    x = bz.asarray(np.linspace(-1, 1, 1 << 20, dtype=np.float32))
+    bz.eval(bz.sum(bz.tanh(x) * 2.0))  # OpenMP threads started in the parent
+    pid = os.fork()
+    if pid == 0:
+        y = np.linspace(0, 1, 1 << 20, dtype=np.float32)
+        got = float(bz.sum(bz.tanh(bz.asarray(y)) * 2.0))
+        want = float(np.sum(np.tanh(y) * 2.0, dtype=np.float64))
+        ok = abs(got - want) <= 1e-4 * abs(want)
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_kernels_run_in_a_forked_child() -> None:
+    """libgomp's thread pool does not survive fork(): children run kernels on one thread."""
+    env = dict(os.environ, BRAZE_BACKEND="cpu")
+    r = subprocess.run([sys.executable, "-c", _FORK], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr
