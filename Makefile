@@ -26,6 +26,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/dispatch.py
+	$(BIN)/python benchmarks/compiler.py
+	$(BIN)/python benchmarks/cpu.py
 
 clean:
 	rm -rf $(VENV) build
