@@ -56,31 +56,33 @@ _MAYBE_RUNTIME = (builtins.int, builtins.bool)
 def flatten(tree: Any) -> tuple[list[Any], Any]:
     """Leaves of nested tuples/lists/dicts (dict keys sorted) and a hashable structure."""
     leaves: list[Any] = []
+    return leaves, _flatten_into(tree, leaves)
 
-    def go(x: Any) -> Any:
-        if isinstance(x, (tuple, list)):
-            return (type(x).__name__, tuple(go(v) for v in x))
-        if isinstance(x, dict):
-            keys = sorted(x)
-            return ("dict", tuple(keys), tuple(go(x[k]) for k in keys))
-        leaves.append(x)
-        return None
 
-    return leaves, go(tree)
+def _flatten_into(x: Any, leaves: list[Any]) -> Any:
+    # a module-level recursion: a recursive closure would be a reference cycle that
+    # keeps every leaf (e.g. a 64 MB output) alive until the cycle collector runs
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, tuple(_flatten_into(v, leaves) for v in x))
+    if isinstance(x, dict):
+        keys = sorted(x)
+        return ("dict", tuple(keys), tuple(_flatten_into(x[k], leaves) for k in keys))
+    leaves.append(x)
+    return None
 
 
 def unflatten(struct: Any, leaves: list[Any]) -> Any:
-    it = iter(leaves)
+    """Inverse of :func:`flatten`."""
+    return _unflatten_from(struct, iter(leaves))
 
-    def go(s: Any) -> Any:
-        if s is None:
-            return next(it)
-        if s[0] == "dict":
-            return {k: go(v) for k, v in zip(s[1], s[2])}
-        items = [go(v) for v in s[1]]
-        return tuple(items) if s[0] == "tuple" else items
 
-    return go(struct)
+def _unflatten_from(s: Any, it: Any) -> Any:
+    if s is None:
+        return next(it)
+    if s[0] == "dict":
+        return {k: _unflatten_from(v, it) for k, v in zip(s[1], s[2])}
+    items = [_unflatten_from(v, it) for v in s[1]]
+    return tuple(items) if s[0] == "tuple" else items
 
 
 class _NeedsStaticInts(Exception):
