@@ -182,3 +182,20 @@ def test_braze_log_fusion_prints_schedules() -> None:
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "1 launches" in r.stderr and "max subtract exp sum divide" in r.stderr
+
+
+def test_compiled_outputs_are_freed_without_the_cycle_collector() -> None:
+    import gc
+    import weakref
+
+    f = bz.compile(lambda x: {"y": (x * 2.0,)})
+    x = data(64, 64)
+    f(x)
+    gc.disable()
+    try:
+        out = f(x)
+        ref = weakref.ref(out["y"][0]._node)
+        del out
+        assert ref() is None, "a reference cycle keeps compiled outputs alive"
+    finally:
+        gc.enable()
