@@ -121,6 +121,7 @@ class CompiledFunction:
         self.shapeless = shapeless
         self.trace_count = 0
         self._entries: dict[Any, _Entry] = {}
+        self._fast: dict[Any, _Entry] = {}  # positional-arrays-only calls: shapes/dtypes -> entry
         self._static_ints = False
         self._warned = False
         functools.update_wrapper(self, fn)
@@ -164,6 +165,20 @@ class CompiledFunction:
         return tuple(sig)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and not self.shapeless:  # fast path: positional arrays only
+            fkey = []
+            for a in args:
+                if type(a) is not Array:
+                    break
+                node = a._node
+                fkey.append((node.shape, node.dtype))
+            else:
+                captured = self._captured()
+                for _, arr in captured:
+                    fkey.append((arr.shape, arr.dtype))
+                entry = self._fast.get((tuple(fkey), len(captured)))
+                if entry is not None:
+                    return self._replay(entry, list(args), captured)
         leaves, struct = flatten((args, kwargs))
         leaves = [Array(_np_leaf(x)) if isinstance(x, (np.ndarray, np.generic)) else x
                   for x in leaves]
@@ -178,6 +193,10 @@ class CompiledFunction:
                 self._static_ints = True
                 return self(*args, **kwargs)
             self._entries[(struct, self._signature(leaves, captured), self._static_ints)] = entry
+        if not kwargs and not self.shapeless and all(type(a) is Array for a in args):
+            fkey = [(a._node.shape, a._node.dtype) for a in args]
+            fkey += [(arr.shape, arr.dtype) for _, arr in captured]
+            self._fast[(tuple(fkey), len(captured))] = entry
         return self._replay(entry, leaves, captured)
 
     # ------------------------------------------------------------ trace
