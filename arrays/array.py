@@ -561,8 +561,10 @@ _UFUNCS: dict[str, Any] = {}
 
 
 def _init_ufuncs() -> None:
-    for ufunc_name in dir(np):
-        u = getattr(np, ufunc_name)
+    # Only names that can map to an op: dir(np) + getattr would import numpy's lazy
+    # submodules (f2py, ma, testing...) and add ~100 ms to `import braze`.
+    for ufunc_name in set(OPS) | set(_UFUNC_NAMES):
+        u = getattr(np, ufunc_name, None)
         if isinstance(u, np.ufunc):
             op = OPS.get(_UFUNC_NAMES.get(u.__name__, u.__name__))
             if op is not None and op.kind == "elementwise" and op.name not in ("cast", "bitcast"):
