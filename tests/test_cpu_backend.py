@@ -739,3 +739,27 @@ def test_kernels_run_in_a_forked_child() -> None:
     r = subprocess.run([sys.executable, "-c", _FORK], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr
+
+
+def test_kernel_cache_evicts_least_recently_used(tmp_path, monkeypatch) -> None:
+    import time
+
+    from braze.backends.cpu import build as cpu_build
+
+    if cpu_build.compiler() is None:
+        pytest.skip("no C++ compiler")
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("BRAZE_CACHE_MAX_ENTRIES", "4")
+    paths = []
+    for i in range(4):
+        src = f'#include <cstdint>\nextern "C" void bz_evict{i}(void**, const int64_t*) {{}}\n'
+        paths.append(cpu_build.build(src, f"bz_evict{i}"))
+        t = time.time() - 100 + i  # distinct, increasing "last used" times
+        os.utime(paths[-1], (t, t))
+    src0 = '#include <cstdint>\nextern "C" void bz_evict0(void**, const int64_t*) {}\n'
+    cpu_build.build(src0, "bz_evict0")  # a hit: kernel 0 becomes the most recently used
+    src = '#include <cstdint>\nextern "C" void bz_evict9(void**, const int64_t*) {}\n'
+    cpu_build.build(src, "bz_evict9")  # the 5th entry: over the limit, evict down to 3
+    left = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.so"))
+    assert left == ["bz_evict0", "bz_evict3", "bz_evict9"]
+    assert not list(tmp_path.glob("bz_evict1-*"))  # its checksum and source went too

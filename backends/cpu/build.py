@@ -143,6 +143,8 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     key = cache_key(source, cmd)
     lib, sidecar = _paths(symbol, key)
     if not force and lib.exists() and _entry_ok(lib, sidecar):
+        with contextlib.suppress(OSError):
+            os.utime(lib)  # recently used: eviction removes the least recently used first
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
@@ -165,7 +167,38 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+    evict(lib.parent)
     return lib
+
+
+def max_entries() -> int:
+    """``BRAZE_CACHE_MAX_ENTRIES`` (default 4096 kernels; 0 = unbounded)."""
+    return int(os.environ.get("BRAZE_CACHE_MAX_ENTRIES", "4096"))
+
+
+def evict(directory: Path, limit: int | None = None) -> int:
+    """Keep at most ``limit`` kernels in ``directory``: when over it, delete the least
+    recently used (by modification time, refreshed on every cache hit) down to 3/4 of
+    the limit. Returns how many were removed. A library another process has loaded
+    stays mapped there; one deleted just before a load is simply rebuilt."""
+    limit = max_entries() if limit is None else limit
+    if limit <= 0:
+        return 0
+    libs = []
+    with contextlib.suppress(OSError):
+        for p in directory.glob("*.so"):
+            if not p.name.startswith(".tmp-"):
+                with contextlib.suppress(OSError):
+                    libs.append((p.stat().st_mtime, p))
+    if len(libs) <= limit:
+        return 0
+    libs.sort()
+    doomed = libs[:len(libs) - (3 * limit) // 4]
+    for _, p in doomed:
+        for q in (p, p.with_suffix(".sha256"), p.with_suffix(".cpp")):
+            with contextlib.suppress(OSError):
+                q.unlink()
+    return len(doomed)
 
 
 _loaded: dict[str, int] = {}  # cache key -> kernel handle
