@@ -43,7 +43,7 @@ from ..graph.compiler import CACHE
 from ..graph.ir import trace
 from ..graph.kernel import Schedule
 from ..graph.node import Node
-from ..graph.ops import OPS, PARAMETER, broadcast_shapes
+from ..graph.ops import CONSTANT, OPS, PARAMETER, broadcast_shapes
 from .array import Array
 from .array import eval as _eval
 
@@ -327,9 +327,8 @@ def _reinfer(rows: list[Any], input_shapes: tuple[tuple[int, ...], ...]) -> list
 
 
 def _np_leaf(data: Any) -> Node:
-    from ..graph.node import constant
-
-    return constant(np.asarray(data))
+    a = data if type(data) is np.ndarray else np.asarray(data)
+    return Node(CONSTANT, (), {}, a.shape, a.dtype, a)
 
 
 def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False) -> Any:  # noqa: A001
