@@ -15,6 +15,7 @@ default min(1 GiB, 1/8 of RAM); 0 disables the pool); ``clear()`` drops the idle
 
 from __future__ import annotations
 
+import mmap
 import os
 import sys
 import threading
@@ -22,6 +23,21 @@ import threading
 import numpy as np
 
 MIN_BYTES = 1 << 20
+HUGE_PAGE_BYTES = 2 << 20  # transparent huge pages where the OS allows (madvise mode)
+
+
+def huge_page_empty(nbytes: int) -> np.ndarray:
+    """An uninitialized uint8 array; at 2 MiB and more, anonymous memory advised for
+    transparent huge pages (512x fewer page faults on first touch) where the OS offers
+    ``madvise(MADV_HUGEPAGE)``; plain ``np.empty`` elsewhere."""
+    if nbytes >= HUGE_PAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            mem = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            mem.madvise(mmap.MADV_HUGEPAGE)
+            return np.frombuffer(mem, np.uint8)
+        except (OSError, ValueError, AttributeError):
+            pass
+    return np.empty(nbytes, np.uint8)
 SLACK = 1.25  # a request may take a free buffer up to this much larger
 
 
@@ -62,7 +78,7 @@ class BufferPool:
                     self.hits += 1
                     return buf[:nbytes]
             self.misses += 1
-            fresh = np.empty(nbytes, np.uint8)
+            fresh = huge_page_empty(nbytes)
             if nbytes <= self.max_bytes:
                 self._evict(self.max_bytes - nbytes)
                 if self.held_bytes + nbytes <= self.max_bytes:
