@@ -23,6 +23,7 @@ stated bounds leave headroom):
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -763,3 +764,37 @@ def test_kernel_cache_evicts_least_recently_used(tmp_path, monkeypatch) -> None:
     left = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.so"))
     assert left == ["bz_evict0", "bz_evict3", "bz_evict9"]
     assert not list(tmp_path.glob("bz_evict1-*"))  # its checksum and source went too
+
+
+def test_autotuning_times_thread_counts_once_and_remembers(tmp_path, monkeypatch) -> None:
+    from braze.backends.cpu import CpuBackend, autotune
+    from braze.backends.cpu import build as cpu_build
+
+    if cpu_build.compiler() is None:
+        pytest.skip("no C++ compiler")
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    autotune.reset_memory()
+    try:
+        b = CpuBackend(num_threads=2)
+        x = np.linspace(-3, 3, 1 << 17, dtype=np.float32)
+
+        def run(backend):
+            out = bz.tanh(bz.asarray(x)) * 0.5 + 1.0
+            backend.evaluate([out._node])
+            return np.asarray(out)
+
+        np.testing.assert_allclose(run(b), np.tanh(x) * 0.5 + 1.0, rtol=1e-6)
+        table = json.loads((tmp_path / "autotune.json").read_text())
+        assert len(table) == 1 and list(table.values())[0] in (1, 2)
+        calls = []
+        monkeypatch.setattr(autotune, "tune", lambda *a, **k: calls.append(a) or 1)
+        run(CpuBackend(num_threads=2))  # a new backend instance: the choice is remembered
+        assert calls == []
+        monkeypatch.setenv("BRAZE_AUTOTUNE", "0")
+        autotune.reset_memory()
+        (tmp_path / "autotune.json").unlink()
+        np.testing.assert_allclose(run(CpuBackend(num_threads=2)), np.tanh(x) * 0.5 + 1.0,
+                                   rtol=1e-6)
+        assert calls == [] and not (tmp_path / "autotune.json").exists()
+    finally:
+        autotune.reset_memory()

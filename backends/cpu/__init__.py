@@ -33,6 +33,7 @@ from ...graph import dtypes as dt
 from ...graph.kernel import SOURCE_GENERATORS, Kernel, Schedule
 from ..numpy_backend import NumpyBackend, run_schedule
 from ..numpy_backend import run_kernel as numpy_run_kernel
+from . import autotune
 from . import build as _build
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
@@ -71,7 +72,9 @@ class _Native:
     u16: tuple[int, ...]  # bufs[] positions holding bfloat16 (passed as their uint16 bits)
     dtypes: tuple[np.dtype, ...]  # expected dtype of each buffer
     empty: bool
+    symbol: str = ""
     checked: bool = False
+    tuned: bool = False
 
 
 class CpuBackend(NumpyBackend):
@@ -117,8 +120,36 @@ class CpuBackend(NumpyBackend):
                 return
         for b in native.u16:
             arrays[b] = arrays[b].view(np.uint16)
+        if not native.tuned:
+            self._autotune(k, native, arrays)
         self.stats["native"] += 1
         _core.launch(native.handle, arrays, native.args)
+
+    def _autotune(self, k: Kernel, native: _Native, arrays: list[Any]) -> None:
+        """First launch: use (or find) the fastest thread count for this kernel's shapes."""
+        native.tuned = True
+        size = 1
+        for d in k.shape:
+            size *= d
+        if not autotune.enabled() or self.num_threads <= 1 or size < autotune.MIN_ELEMENTS:
+            return
+        known = autotune.lookup(native.symbol, native.args)
+        if known is None:
+            outs = [arrays[native.slots.index(st.slot)] for st in k.stores]
+            ins = [a for i, a in enumerate(arrays) if native.slots[i] not in
+                   {st.slot for st in k.stores}]
+            if any(np.may_share_memory(o, x) for o in outs for x in ins):
+                return  # in place: running it more than once would be wrong
+
+            def run(threads: int) -> None:
+                args = native.args.copy()
+                args[0] = threads
+                _core.launch(native.handle, arrays, args)
+
+            known = autotune.tune(native.symbol, native.args, [1, self.num_threads], run)
+        if known != native.args[0]:
+            native.args = native.args.copy()
+            native.args[0] = known
 
     def _check(self, k: Kernel, native: _Native, arrays: list[Any]) -> bool:
         """First launch of a kernel object: buffers of the expected dtypes, views in bounds."""
@@ -214,6 +245,6 @@ def _native(k: Kernel, g: GeneratedKernel, handle: int, threads: int) -> _Native
         dtypes[slots.index(st.slot)] = k.instrs[st.instr].dtype
     u16 = tuple(i for i, d in enumerate(dtypes) if d == dt.bfloat16)
     return _Native(handle, slots, kernel_args(k, num_threads=threads), u16,
-                   tuple(dtypes), g.empty)  # type: ignore[arg-type]
+                   tuple(dtypes), g.empty, g.symbol)  # type: ignore[arg-type]
 
 
