@@ -105,11 +105,9 @@ def getitem(x: Array, key: Any) -> Array:
     return out
 
 
-def setitem(x: Array, key: Any, value: Any) -> None:
-    """``x[key] = value``: value broadcasts to the region and is cast to ``x.dtype``."""
-    if _is_advanced(key):
-        return _advanced_setitem(x, key, value)
-    slices, sliced, final = _normalize(x, key, "setitem")
+def _assigned_value(x: Array, value: Any, region: tuple[int, ...]) -> Array:
+    """``value`` of an assignment into ``x``: a scalar or array broadcast to ``region``
+    (cast to ``x.dtype`` by the caller; complex into a real array is refused)."""
     if isinstance(value, _SCALARS):
         from .creation import full
 
@@ -122,10 +120,18 @@ def setitem(x: Array, key: Any, value: Any) -> None:
     from .manipulation import broadcast_to
 
     try:
-        v = broadcast_to(v, final)
+        return broadcast_to(v, region)
     except ValueError:
         raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the "
-                         f"indexed region of shape {final}") from None
+                         f"indexed region of shape {region}") from None
+
+
+def setitem(x: Array, key: Any, value: Any) -> None:
+    """``x[key] = value``: value broadcasts to the region and is cast to ``x.dtype``."""
+    if _is_advanced(key):
+        return _advanced_setitem(x, key, value)
+    slices, sliced, final = _normalize(x, key, "setitem")
+    v = _assigned_value(x, value, final)
     v = v.reshape(sliced)
     node = cast_node(v._node, x.dtype)
     x._node = Node(SLICE_UPDATE, (x._node, node), {"slices": slices}, x.shape, x.dtype)
@@ -245,22 +251,7 @@ def _advanced_setitem(x: Array, key: Any, value: Any) -> None:
     if x2.shape != x.shape:
         raise IndexError("setitem: 0-d boolean masks are not supported in assignments")
     region = _shape(x, spec, idx, "setitem")
-    if isinstance(value, _SCALARS):
-        from .creation import full
-
-        v = full((), value, dtype=x.dtype) if not isinstance(value, bool) or \
-            x.dtype == dt.bool_ else full((), value).astype(x.dtype)
-    else:
-        v = as_array(value, "setitem")
-        if dt.is_complex(v.dtype) and not dt.is_complex(x.dtype):
-            raise TypeError(f"setitem: cannot store complex values in a {dt.name(x.dtype)} array")
-    from .manipulation import broadcast_to
-
-    try:
-        v = broadcast_to(v, region)
-    except ValueError:
-        raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the "
-                         f"indexed region of shape {region}") from None
+    v = _assigned_value(x, value, region)
     node = cast_node(v._node, x.dtype)
     x._node = Node(SCATTER, (x._node, node, *(i._node for i in idx)), {"spec": spec},
                    x.shape, x.dtype)
