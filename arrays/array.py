@@ -22,7 +22,7 @@ import numpy as np
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import CAST, EXACT_DTYPE_OPS, OPS, OpDef, broadcast_shapes, elementwise_dtypes
+from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes
 
 Scalar = builtins.bool | builtins.int | builtins.float | builtins.complex
 _SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
@@ -502,7 +502,7 @@ def elementwise(op: OpDef, *args: Any) -> Array:
     args, common, weak = promote_operands(op.name, args)
     compute, out = elementwise_dtypes(op, common)
     nodes, shape = operand_nodes(op.name, args, compute, common)
-    attrs = {"dtype": compute} if op.name in EXACT_DTYPE_OPS else {}
+    attrs = {"dtype": compute} if op.exact_dtype else {}
     return Array(Node(op, tuple(nodes), attrs, shape, out, None, weak))
 
 

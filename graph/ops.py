@@ -48,6 +48,9 @@ class OpDef:
     result: str = "same"  # result dtype rule for elementwise ops: same | bool | real
     infer: Infer | None = None  # shape/dtype rule for non-elementwise ops
     cexpr: str | None = None  # C expression over {0}, {1}, ... for the code generators
+    # the result depends on the exact compute dtype (not float32 for float16/bfloat16):
+    # elementwise nodes of the op carry it as attrs["dtype"]
+    exact_dtype: bool = False
     doc: str = field(default="", repr=False)
 
     def __repr__(self) -> str:
@@ -142,8 +145,10 @@ declare(OpDef("linspace", "leaf", 0,
 
 # ---------------------------------------------------------------- elementwise
 def _ew(name: str, arity: int, ref: Callable[..., Any], domain: str = "numeric",
-        cast: str | None = None, result: str = "same", doc: str = "") -> OpDef:
-    return declare(OpDef(name, "elementwise", arity, ref, domain, cast, result, doc=doc))
+        cast: str | None = None, result: str = "same", doc: str = "",
+        exact_dtype: bool = False) -> OpDef:
+    return declare(OpDef(name, "elementwise", arity, ref, domain, cast, result,
+                         exact_dtype=exact_dtype, doc=doc))
 
 
 def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -252,11 +257,7 @@ def _nextafter(x: np.ndarray, y: np.ndarray, *, dtype: np.dtype) -> np.ndarray:
     return np.where(x == y, y, np.nextafter(x, y))
 
 
-_ew("nextafter", 2, _nextafter, "real_floating", cast="float")
-
-# Ops whose result depends on the exact compute dtype (not float32 for float16/bfloat16):
-# they carry it as attrs["dtype"].
-EXACT_DTYPE_OPS = frozenset({"nextafter"})
+_ew("nextafter", 2, _nextafter, "real_floating", cast="float", exact_dtype=True)
 _ew("logaddexp", 2, np.logaddexp, "real_floating", cast="float")
 _ew("bitwise_and", 2, np.bitwise_and, "integer_or_bool")
 _ew("bitwise_or", 2, np.bitwise_or, "integer_or_bool")
