@@ -13,6 +13,7 @@ freed (see :mod:`braze.graph.evaluate`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -51,10 +52,7 @@ class Node:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def __repr__(self) -> str:
         state = "evaluated" if self.data is not None else f"{len(self.inputs)} inputs"

@@ -14,6 +14,7 @@ materialized first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -37,10 +38,7 @@ class View:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def canonical(self) -> View:
         """Strides of size-1 and empty dims do not matter: zero them so equal maps compare equal."""
