@@ -76,6 +76,26 @@ def arrays(draw: Any, dtype: Any, shape: Any = None, finite: bool = False,
     return draw(_np_values(dtype, shape, finite))
 
 
+@st.composite
+def finite_complex_arrays(draw: Any, dtype: Any, shape: Any = None, finite: bool = False,
+                          views: bool = True) -> np.ndarray:
+    """:func:`arrays` with complex values always finite (real floats may still be NaN/inf
+    unless ``finite``)."""
+    if not isinstance(dtype, np.dtype):
+        dtype = draw(dtype)
+    return draw(arrays(dtype, shape, finite=finite or dtype.kind == "c", views=views))
+
+
+# Error bounds for results that accumulate (reductions, matmul), per dtype:
+# |got - ref| <= (RTOL + n * U) * magnitude + ATOL, n = the number of terms.
+RTOL = {dt.float64: 1e-12, dt.complex128: 1e-12, dt.float32: 1e-5, dt.complex64: 1e-5,
+        dt.float16: 2e-3, dt.bfloat16: 1.6e-2}
+ATOL = {dt.float64: 1e-300, dt.complex128: 1e-300, dt.float32: 1e-37, dt.complex64: 1e-37,
+        dt.float16: 6e-8, dt.bfloat16: 1e-37}
+U = {dt.float64: 1.2e-16, dt.complex128: 2.3e-16, dt.float32: 6e-8, dt.complex64: 1.2e-7,
+     dt.float16: 6e-8, dt.bfloat16: 6e-8}
+
+
 def assert_matches(result: bz.Array, expected: np.ndarray | Any, dtype: Any = None) -> None:
     """Compare a braze result with a numpy reference: shape, dtype, values (stated tolerance)."""
     got = np.asarray(result)

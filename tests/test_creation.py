@@ -28,17 +28,8 @@ from hypothesis import strategies as st
 import braze as bz
 from braze.graph import dtypes as dt
 
-from .helpers import ALL_DTYPES, INT_DTYPES, REAL_FLOAT_DTYPES, shapes, upcast
-from .helpers import arrays as _arrays
-
-
-@st.composite
-def arrays(draw, dtype, shape=None, finite=False, views=True):
-    """helpers.arrays with complex values kept finite (the shared strategy cannot combine
-    a magnitude bound with infinities)."""
-    if not isinstance(dtype, np.dtype):
-        dtype = draw(dtype)
-    return draw(_arrays(dtype, shape, finite=finite or dtype.kind == "c", views=views))
+from .helpers import ALL_DTYPES, ATOL, INT_DTYPES, REAL_FLOAT_DTYPES, RTOL, U, shapes, upcast
+from .helpers import finite_complex_arrays as arrays
 
 
 def assert_same(got: bz.Array, expected, dtype=None) -> None:
@@ -452,12 +443,6 @@ def test_dlpack_export_cannot_mutate_a_braze_array() -> None:
 
 
 # ---------------------------------------------------------------- matmul
-RTOL = {dt.float64: 1e-12, dt.complex128: 1e-12, dt.float32: 1e-5, dt.complex64: 1e-5,
-        dt.float16: 2e-3, dt.bfloat16: 1.6e-2}
-ATOL = {dt.float64: 1e-300, dt.complex128: 1e-300, dt.float32: 1e-37, dt.complex64: 1e-37,
-        dt.float16: 6e-8, dt.bfloat16: 1e-37}
-U = {dt.float64: 1.2e-16, dt.complex128: 2.3e-16, dt.float32: 6e-8, dt.complex64: 1.2e-7,
-     dt.float16: 6e-8, dt.bfloat16: 6e-8}
 MATMUL_DTYPES = [*INT_DTYPES, *REAL_FLOAT_DTYPES, dt.complex64, dt.complex128]
 
 matmul_shapes = hnp.mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=3,

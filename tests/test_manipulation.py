@@ -21,19 +21,12 @@ import braze as bz
 from braze.graph import dtypes as dt
 
 from .helpers import ALL_DTYPES, shapes, upcast
-from .helpers import arrays as _arrays
+from .helpers import finite_complex_arrays as arrays
 
 # concat/stack dtypes: uint64 is left out here (uint64 with a signed int is an error)
 JOIN_DTYPES = [d for d in ALL_DTYPES if d != dt.uint64]
 
 
-@st.composite
-def arrays(draw, dtype, shape=None, finite=False):
-    """helpers.arrays with complex values kept finite (the shared strategy cannot combine
-    a magnitude bound with infinities)."""
-    if not isinstance(dtype, np.dtype):
-        dtype = draw(dtype)
-    return draw(_arrays(dtype, shape, finite=finite or dtype.kind == "c"))
 
 
 any_dtype = st.sampled_from(ALL_DTYPES)

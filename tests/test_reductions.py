@@ -32,18 +32,12 @@ from hypothesis import strategies as st
 import braze as bz
 from braze.graph import dtypes as dt
 
-from .helpers import ALL_DTYPES, INT_DTYPES, REAL_FLOAT_DTYPES, shapes, upcast
-from .helpers import arrays as _arrays
+from .helpers import ALL_DTYPES, ATOL, INT_DTYPES, REAL_FLOAT_DTYPES, RTOL, U, shapes, upcast
+from .helpers import finite_complex_arrays as arrays
 
 REAL_DTYPES = [dt.bool_, *INT_DTYPES, *REAL_FLOAT_DTYPES]
 FLOAT_DTYPES = [*REAL_FLOAT_DTYPES, dt.complex64, dt.complex128]
 
-RTOL = {dt.float64: 1e-12, dt.complex128: 1e-12, dt.float32: 1e-5, dt.complex64: 1e-5,
-        dt.float16: 2e-3, dt.bfloat16: 1.6e-2}
-ATOL = {dt.float64: 1e-300, dt.complex128: 1e-300, dt.float32: 1e-37, dt.complex64: 1e-37,
-        dt.float16: 6e-8, dt.bfloat16: 1e-37}
-U = {dt.float64: 1.2e-16, dt.complex128: 2.3e-16, dt.float32: 6e-8, dt.complex64: 1.2e-7,
-     dt.float16: 6e-8, dt.bfloat16: 6e-8}
 
 # sum / prod / cumulative_sum result dtypes (the standard's rule with int64 default)
 SUM_DTYPE = {d: d for d in FLOAT_DTYPES}
@@ -52,13 +46,6 @@ SUM_DTYPE.update({d: dt.uint64 for d in (dt.uint8, dt.uint16, dt.uint32, dt.uint
 
 
 # ---------------------------------------------------------------- helpers
-@st.composite
-def arrays(draw, dtype, shape=None, finite=False):
-    """helpers.arrays with complex values kept finite (the shared strategy cannot combine
-    a magnitude bound with infinities)."""
-    if not isinstance(dtype, np.dtype):
-        dtype = draw(dtype)
-    return draw(_arrays(dtype, shape, finite=finite or dtype.kind == "c"))
 
 
 @st.composite
