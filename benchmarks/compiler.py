@@ -14,11 +14,10 @@
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
+from _timing import median_seconds  # benchmarks/ is the script's directory
 
 import braze as bz
 from braze.graph.compiler import CACHE, optimize
@@ -26,13 +25,7 @@ from braze.graph.ir import Graph, trace
 
 
 def median_s(fn: Callable[[], object], repeat: int = 7) -> float:
-    fn()
-    runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+    return median_seconds(fn, repeat)
 
 
 def chain_bz(x, y):

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _timing import median_seconds  # benchmarks/ is the script's directory
 
 import braze as bz
 
@@ -37,14 +38,7 @@ except Exception:  # pragma: no cover - torch is optional
 
 
 def median_ms(fn: Callable[[], object], repeat: int = 11, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs) * 1e3
+    return median_seconds(fn, repeat, warmup) * 1e3
 
 
 def chain(m, x, y):  # type: ignore[no-untyped-def]
