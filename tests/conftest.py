@@ -6,14 +6,21 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.database import InMemoryExampleDatabase
 
 import braze as bz
 
+# Hypothesis's pytest plugin wraps a parametrized test's settings once per item, and
+# `settings.database` re-walks that whole chain whenever it resolves to None (its CI
+# profile), overflowing the stack after ~500 items of one test function. A real database
+# (in memory where the active profile has none) keeps every lookup one step deep.
+DATABASE = settings.default.database or InMemoryExampleDatabase()
+
 settings.register_profile(
-    "default", max_examples=40, deadline=None,
+    "default", max_examples=40, deadline=None, database=DATABASE,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("thorough", max_examples=400, deadline=None)
+settings.register_profile("thorough", max_examples=400, deadline=None, database=DATABASE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
