@@ -56,6 +56,7 @@ from .info import __array_api_version__, __array_namespace_info__  # noqa: F401
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *
 from .manipulation import __all__ as _manipulation_all
+from .quantized import dequantize, quantize, quantized_matmul
 from .reductions import *
 from .reductions import __all__ as _reductions_all
 from .searching import *
@@ -76,5 +77,6 @@ __all__ = [
     "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
+    "quantize", "dequantize", "quantized_matmul",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
 ]

@@ -20,7 +20,7 @@ both op by op and inside fused kernels (so fusion does not change low-precision 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,9 @@ from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
 from ..graph.ops import OPS, PARAMETER, mean_ref, reference_eval
 from ..graph.view import View
+
+# A native library-op implementation: (attrs, out_dtype, *inputs) -> result array.
+LibraryImpl = Callable[..., np.ndarray]
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 BLOCK_ELEMENTS = 1 << 16  # elements per block when a kernel runs in pieces
@@ -106,12 +109,15 @@ def strided(buf: np.ndarray, view: View) -> np.ndarray:
 
 def run_schedule(s: Schedule, inputs: list[np.ndarray],
                  run_kernel: Callable[[Kernel, list[Any]], None] | None = None,
-                 alloc: Callable[[int], np.ndarray] | None = None) -> list[np.ndarray]:
+                 alloc: Callable[[int], np.ndarray] | None = None,
+                 library: Mapping[str, LibraryImpl] | None = None) -> list[np.ndarray]:
     """Execute a schedule on input arrays; returns the output arrays.
 
     ``run_kernel(kernel, bufs)`` executes one fused kernel over the slot buffers
     (default: the numpy executor below); ``alloc(nbytes)`` returns a uint8 array for
-    a planned storage (default: ``np.empty``); library and view steps always run here."""
+    a planned storage (default: ``np.empty``); ``library[op](attrs, out_dtype, *inputs)``
+    runs a library op natively (default and fallback: its numpy reference); view steps
+    always run here."""
     if run_kernel is None:
         run_kernel = _numpy_run_kernel
     if alloc is None:
@@ -131,7 +137,11 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray],
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
             slot = s.slots[step.output]
-            out = _c_order(reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
+            impl = library.get(step.op) if library else None
+            if impl is not None:
+                out = _c_order(impl(step.attrs, slot.dtype, *ins))
+            else:
+                out = _c_order(reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
             if any(np.may_share_memory(out, x) for x in ins):
                 out = out.copy()  # a kernel may later run in place over this buffer
             bufs[step.output] = out

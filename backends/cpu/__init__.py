@@ -92,13 +92,16 @@ class CpuBackend(NumpyBackend):
         self._lock = threading.RLock()
         self.stats = {"native": 0, "numpy": 0}
         self.pool = BufferPool()
+        # native library ops (op name -> impl(attrs, out_dtype, *inputs)); others run numpy's
+        self.library: dict[str, Any] = {}
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self._schedules.get(id(schedule)) is not schedule:
             self.prepare(schedule)
-        return run_schedule(schedule, inputs, run_kernel=self._run_kernel, alloc=self.pool.alloc)
+        return run_schedule(schedule, inputs, run_kernel=self._run_kernel, alloc=self.pool.alloc,
+                            library=self.library)
 
     def _run_kernel(self, k: Kernel, bufs: list[Any]) -> None:
         entry = self._kernels.get(id(k))
