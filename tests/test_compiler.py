@@ -88,6 +88,18 @@ def test_matmul_epilogue_is_one_kernel_after_the_library_call(xy) -> None:
     assert [type(step).__name__ for step in s.steps] == ["LibraryStep", "KernelStep"]
 
 
+def test_siblings_around_a_library_call_are_not_fused_into_a_cycle(xy) -> None:
+    """x*2 feeds a matmul whose result is added to x: both read x, but grouping them
+    into one kernel would make it wait for its own output (regression: a hang)."""
+    x, _ = xy
+    w = bz.asarray(np.eye(32, dtype=np.float32))
+    out = x + (x * 2) @ w
+    s = kernels(out)
+    assert [type(step).__name__ for step in s.steps] == ["KernelStep", "LibraryStep",
+                                                         "KernelStep"]
+    np.testing.assert_allclose(np.asarray(out), np.asarray(x) * 3, rtol=1e-6)
+
+
 def test_common_subexpressions_are_computed_once(xy) -> None:
     x, _ = xy
     s = kernels(bz.sin(x) + bz.sin(x))
@@ -165,7 +177,7 @@ def programs(draw):
     n_vals = n_in
     for _ in range(draw(st.integers(1, 12))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "view", "softmax",
-                                     "scalar"]))
+                                     "scalar", "library"]))
         a = draw(st.integers(0, n_vals - 1))
         b = draw(st.integers(0, n_vals - 1))
         steps.append((kind, a, b, draw(st.integers(0, 1000))))
@@ -200,6 +212,11 @@ def build_program(spec) -> list[bz.Array]:
                 axis = r % x.ndim
                 keep = bool(r & 1)
                 v = [bz.sum, bz.max, bz.mean, bz.min][r % 4](x, axis=axis, keepdims=keep)
+        elif kind == "library":  # a matmul between kernels: a dependency the fuser must see
+            n = x.shape[-1] if x.ndim else 1
+            m = np.arange(n * n).reshape(n, n) % 3 - 1
+            v = bz.reshape(x, (1,)) @ bz.asarray(m.astype(x.dtype)) if x.ndim == 0 \
+                else x @ bz.asarray(m.astype(x.dtype))
         elif kind == "softmax":
             v = bz.softmax(x.astype(bz.float32), axis=r % x.ndim) if x.ndim else x
         else:  # views

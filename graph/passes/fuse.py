@@ -313,6 +313,7 @@ class _Groups:
         self.layouts = {r: f.space(r) for r in roots}
         self.has_reduce = {r: f.kinds[r] == "reduce" for r in roots}
         self.dep_cache: dict[int, set[int]] = {}
+        self.src_cache: dict[int, set[int]] = {}
         self.group_reads: dict[int, set[int]] = {r: set(self.reads[r]) for r in roots}
 
     def find(self, r: int) -> int:
@@ -331,11 +332,32 @@ class _Groups:
             return cached
         out = set()
         for buf in self.group_reads[gid]:
-            if buf in self.parent:
-                gb = self.find(buf)
+            for src in self._sources(buf):
+                gb = self.find(src)
                 if gb != gid:
                     out.add(gb)
         self.dep_cache[gid] = out
+        return out
+
+    def _sources(self, buf: int) -> set[int]:
+        """Kernel roots whose results ``buf`` is computed from: itself if a root, else
+        through library and view nodes (a matmul between two kernels is a dependency)."""
+        if buf in self.parent:
+            return {buf}
+        cached = self.src_cache.get(buf)
+        if cached is not None:
+            return cached
+        out: set[int] = set()
+        stack, seen = [buf], {buf}
+        while stack:
+            x = stack.pop()
+            for i in self.f.g.nodes[x].inputs:
+                if i in self.parent:
+                    out.add(i)
+                elif i not in seen:
+                    seen.add(i)
+                    stack.append(i)
+        self.src_cache[buf] = out
         return out
 
     def reaches(self, a: int, b: int, skip_direct: bool = False) -> bool:
@@ -508,6 +530,7 @@ def _order(steps: list[tuple[int, Any]]) -> list[Any]:
             writes[st.output] = idx
             reads.append([st.source])
     done = [False] * len(steps)
+    active = [False] * len(steps)  # on the DFS stack: meeting one again is a cycle
     order: list[int] = []
     for start in sorted(range(len(steps)), key=lambda k: steps[k][0]):
         stack = [(start, 0)]
@@ -516,14 +539,17 @@ def _order(steps: list[tuple[int, Any]]) -> list[Any]:
             if done[j]:
                 stack.pop()
                 continue
+            active[j] = True
             if pos < len(reads[j]):
                 stack[-1] = (j, pos + 1)
                 w = writes.get(reads[j][pos])
                 if w is not None and w != j and not done[w]:
+                    if active[w]:
+                        raise RuntimeError("fuse: internal error: the kernels form a cycle")
                     stack.append((w, 0))
             else:
                 stack.pop()
-                done[j] = True
+                done[j], active[j] = True, False
                 order.append(j)
     return [steps[i][1] for i in order]
 
