@@ -24,7 +24,7 @@ from ..graph.dtypes import (
     uint32,
     uint64,
 )
-from . import fft, linalg, random
+from . import fast, fft, linalg, nn, random
 from .array import Array, Device, astype, eval
 from .compile import compile
 from .creation import (
@@ -53,6 +53,7 @@ from .indexing import take, take_along_axis
 from .info import *
 from .info import __all__ as _info_all
 from .info import __array_api_version__, __array_namespace_info__  # noqa: F401
+from .io import load, save
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *
 from .manipulation import __all__ as _manipulation_all
@@ -77,6 +78,6 @@ __all__ = [
     "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
-    "quantize", "dequantize", "quantized_matmul",
+    "quantize", "dequantize", "quantized_matmul", "nn", "fast", "load", "save",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
 ]

@@ -1,0 +1,169 @@
+"""``bz.fast``: the building blocks of transformer models, each one call.
+
+Each function records primitive ops that the fusion compiler turns into the
+fewest kernels: ``rms_norm`` and ``layer_norm`` become one row kernel (one read
+of x, one write), ``rope`` one elementwise kernel (the angles are computed in
+registers from the positions, no tables), and ``scaled_dot_product_attention``
+two matrix products around one fused mask+softmax row kernel. Grouped-query
+attention (fewer key/value heads than query heads) is handled by grouping query
+heads, never by repeating keys and values in memory.
+
+>>> import braze as bz
+>>> x = bz.ones((2, 8))
+>>> bz.fast.rms_norm(x, bz.full((8,), 2.0), eps=1e-5).tolist()[0][:2]
+[1.9999899864196777, 1.9999899864196777]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..graph import dtypes as dt
+from .array import Array, as_array, astype
+from .creation import arange, asarray
+from .elementwise import cos, exp, sin, sqrt, where
+from .linalg import matmul
+from .manipulation import concat, reshape, stack
+from .reductions import mean, softmax
+
+__all__ = ["rms_norm", "layer_norm", "rope", "scaled_dot_product_attention"]
+
+
+def _float(x: Any, op: str) -> Array:
+    x = as_array(x, op)
+    if not dt.is_floating(x.dtype) or dt.is_complex(x.dtype):
+        raise TypeError(f"{op}: expected a real floating array, got {dt.name(x.dtype)}")
+    return x
+
+
+def rms_norm(x: Any, weight: Any | None, eps: float) -> Array:
+    """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (one fused kernel).
+
+    >>> import braze as bz
+    >>> bz.fast.rms_norm(bz.asarray([[3.0, 4.0]]), None, 0.0).tolist()
+    [[0.8485281467437744, 1.1313708305358887]]
+    """
+    x = _float(x, "rms_norm")
+    if weight is not None:
+        weight = as_array(weight, "rms_norm")
+        if weight.shape != x.shape[-1:]:
+            raise ValueError(f"rms_norm: weight of shape {weight.shape} does not match the last "
+                             f"axis of x {x.shape}")
+    y = x * (1.0 / sqrt(mean(x * x, axis=-1, keepdims=True) + eps))
+    return y if weight is None else y * weight
+
+
+def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Array:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (one kernel).
+
+    >>> import braze as bz
+    >>> bz.fast.layer_norm(bz.asarray([[1.0, 3.0]]), None, None, 0.0).tolist()
+    [[-1.0, 1.0]]
+    """
+    x = _float(x, "layer_norm")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and as_array(p, "layer_norm").shape != x.shape[-1:]:
+            raise ValueError(f"layer_norm: {name} of shape {as_array(p, 'layer_norm').shape} "
+                             f"does not match the last axis of x {x.shape}")
+    c = x - mean(x, axis=-1, keepdims=True)
+    y = c * (1.0 / sqrt(mean(c * c, axis=-1, keepdims=True) + eps))
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.0,
+         offset: Any = 0) -> Array:
+    """Rotary position embedding of the first ``dims`` features of x (..., T, D).
+
+    Position ``t`` of axis -2 is ``offset + t`` (``offset``: an int or a 0-d int
+    array, so a compiled decode step takes it as a runtime input). Feature pairs are
+    ``(2i, 2i+1)`` when ``traditional`` (GPT-J / GGUF layout), else ``(i, i + dims/2)``
+    (GPT-NeoX / Hugging Face ``rotate_half``); pair i turns by ``pos * base**(-2i/dims)``.
+
+    >>> import braze as bz
+    >>> x = bz.reshape(bz.arange(4, dtype=bz.float32), (1, 4))
+    >>> bz.fast.rope(x, 4, traditional=True, base=10000.0).tolist()  # position 0: identity
+    [[0.0, 1.0, 2.0, 3.0]]
+    """
+    x = _float(x, "rope")
+    if x.ndim < 2 or dims % 2 or dims > x.shape[-1] or dims <= 0:
+        raise ValueError(f"rope: needs x of shape (..., T, D) with an even dims <= D, got "
+                         f"shape {x.shape} and dims={dims}")
+    t, d, half = x.shape[-2], x.shape[-1], dims // 2
+    offset = asarray(offset) if isinstance(offset, int) else as_array(offset, "rope")
+    if offset.ndim != 0 or not dt.is_integer(offset.dtype):
+        raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
+                        f"{offset.shape} ({dt.name(offset.dtype)})")
+    pos = astype(arange(t) + offset, dt.float32) * scale
+    inv_freq = exp(arange(half, dtype=dt.float32) * (-2.0 * _log(base) / dims))
+    theta = reshape(pos, (t, 1)) * reshape(inv_freq, (1, half))  # (T, half)
+    c, s = astype(cos(theta), x.dtype), astype(sin(theta), x.dtype)
+    rot, rest = (x, None) if dims == d else (x[..., :dims], x[..., dims:])
+    # out = pair * cos + swapped pair * (-sin, sin): the swap is a reversed view, so the
+    # whole rotation is one elementwise kernel (cos/sin are shared by every call in a graph)
+    lead = rot.shape[:-1]
+    if traditional:
+        pairs = reshape(rot, (*lead, half, 2))
+        cos_b, sin_b = reshape(c, (t, half, 1)), stack([-s, s], axis=-1)
+        swapped = pairs[..., ::-1]
+    else:
+        pairs = reshape(rot, (*lead, 2, half))
+        cos_b, sin_b = reshape(c, (t, 1, half)), stack([-s, s], axis=-2)
+        swapped = pairs[..., ::-1, :]
+    out = reshape(pairs * cos_b + swapped * sin_b, rot.shape)
+    return out if rest is None else concat([out, rest], axis=-1)
+
+
+def _log(v: float) -> float:
+    import math
+    return math.log(v)
+
+
+def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
+                                 mask: Any | str | None = None) -> Array:
+    """``softmax(q @ k.T * scale + mask) @ v`` with grouped-query heads.
+
+    q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a multiple of Hkv; ``mask`` is
+    None, ``"causal"`` (query t sees keys up to ``S - T + t``) or a boolean (True =
+    attend) / additive float array broadcastable to (B, Hq, T, S).
+
+    >>> import braze as bz
+    >>> q = k = v = bz.ones((1, 2, 3, 4))
+    >>> bz.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal").shape
+    (1, 2, 3, 4)
+    """
+    q, k, v = (_float(a, "scaled_dot_product_attention") for a in (q, k, v))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or k.shape != v.shape[:3] + k.shape[3:] \
+            or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1] \
+            or k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise ValueError("scaled_dot_product_attention: expected q (B, Hq, T, D), k and v "
+                         "(B, Hkv, S, D) with Hq a multiple of Hkv; got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    b, hq, t, d = q.shape
+    hkv, s = k.shape[1], k.shape[2]
+    rep = hq // hkv
+    qg = reshape(q, (b, hkv, rep * t, d))  # query heads sharing a key head, stacked as rows
+    scores = reshape(matmul(qg, k.mT) * scale, (b, hkv, rep, t, s))
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"scaled_dot_product_attention: mask must be None, 'causal' or an "
+                             f"array, got {mask!r}")
+        allowed = reshape(arange(s), (1, s)) <= reshape(arange(t) + (s - t), (t, 1))
+        scores = where(allowed, scores, float("-inf"))
+    elif mask is not None:
+        m = as_array(mask, "scaled_dot_product_attention")
+        m = _group_heads(m, hkv, rep)
+        scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
+    p = astype(softmax(astype(scores, dt.float32), axis=-1), q.dtype)
+    out = matmul(reshape(p, (b, hkv, rep * t, s)), v)
+    return reshape(out, (b, hq, t, v.shape[-1]))
+
+
+def _group_heads(m: Array, hkv: int, rep: int) -> Array:
+    """A mask broadcastable to (B, Hq, T, S) as one broadcastable to (B, Hkv, rep, T, S)."""
+    while m.ndim < 4:
+        m = reshape(m, (1, *m.shape))
+    if m.shape[1] == 1:
+        return reshape(m, (m.shape[0], 1, 1, *m.shape[2:]))
+    return reshape(m, (m.shape[0], hkv, rep, *m.shape[2:]))

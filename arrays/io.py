@@ -1,0 +1,227 @@
+"""Loading and saving arrays: GGUF, safetensors and npz files.
+
+``bz.load`` reads a whole file into a ``{name: Array}`` dict. GGUF files are read
+with the ``gguf`` package (memory-mapped); their Q4_0, Q4_1 and Q8_0 tensors stay
+quantized: ``name`` holds the packed uint32 codes and ``<stem>.scales`` /
+``<stem>.biases`` the per-group affine parameters (``<stem>`` is ``name`` without a
+trailing ``.weight``), in :mod:`braze.arrays.quantized`'s layout (groups of 32),
+and ``metadata["quantization"][name]`` gives ``{"bits", "group_size"}``. With
+``dequantize=True`` every tensor is float32 instead. Safetensors files are read
+with ``safetensors``; ``bz.save`` writes safetensors or npz.
+
+>>> import braze as bz, tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+>>> bz.save(path, {"w": bz.ones((2, 3))})
+>>> bz.load(path)["w"].shape
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from .array import Array
+from .creation import asarray
+from .quantized import pack
+
+__all__ = ["load", "save"]
+
+GGUF_MAGIC = b"GGUF"
+PROGRESS_BYTES = 64 << 20  # show a progress bar for files larger than this
+QK = 32  # elements per GGUF quantization block
+
+
+def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
+         dequantize: bool = False) -> Any:
+    """Load every tensor of a ``.gguf``, ``.safetensors`` or ``.npz`` file.
+
+    Returns ``{name: Array}``, or ``(arrays, metadata)`` with ``return_metadata``
+    (GGUF key/values plus ``"quantization"``; safetensors' string metadata).
+
+    >>> import braze as bz, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.npz")
+    >>> bz.save(path, {"a": bz.arange(3)})
+    >>> bz.load(path)["a"].tolist()
+    [0, 1, 2]
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load: {path}: no such file")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"load: {path}: is a directory, not a model file")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:4] == GGUF_MAGIC or path.endswith(".gguf"):
+        arrays, meta = _load_gguf(path, head, dequantize)
+    elif path.endswith(".safetensors"):
+        arrays, meta = _load_safetensors(path)
+    elif path.endswith(".npz") or head[:2] == b"PK":
+        with np.load(path, allow_pickle=False) as z:
+            arrays, meta = {k: asarray(z[k]) for k in z.files}, {}
+    else:
+        raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors or .npz)")
+    return (arrays, meta) if return_metadata else arrays
+
+
+def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
+         metadata: Mapping[str, str] | None = None) -> None:
+    """Save ``{name: array}`` as ``.safetensors`` (optional string metadata) or ``.npz``.
+
+    >>> import braze as bz, tempfile, os
+    >>> bz.save(os.path.join(tempfile.mkdtemp(), "x.npz"), {"x": bz.zeros(2)})
+    """
+    path = os.fspath(path)
+    data = {k: np.ascontiguousarray(np.asarray(v)) for k, v in arrays.items()}
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import save_file
+
+        save_file(data, path, metadata=dict(metadata) if metadata else None)
+    elif path.endswith(".npz"):
+        if metadata:
+            raise ValueError("save: .npz files cannot hold metadata; use .safetensors")
+        np.savez(path, **data)
+    else:
+        raise ValueError(f"save: {path}: unknown format (expected .safetensors or .npz)")
+
+
+# ---------------------------------------------------------------- safetensors
+def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(path, framework="numpy") as f:
+            meta = dict(f.metadata() or {})
+            arrays = {k: asarray(f.get_tensor(k)) for k in _progress(list(f.keys()), path)}
+    except (SafetensorError, OSError) as e:
+        raise ValueError(f"load: {path}: not a readable safetensors file: {e}") from None
+    return arrays, meta
+
+
+# ---------------------------------------------------------------- gguf
+def _load_gguf(path: str, head: bytes, dequantize: bool
+               ) -> tuple[dict[str, Array], dict[str, Any]]:
+    if head[:4] != GGUF_MAGIC:
+        raise ValueError(f"load: {path}: not a GGUF file (starts with {head[:4]!r}, "
+                         f"expected {GGUF_MAGIC!r})")
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(path)
+        meta: dict[str, Any] = {k: _field_value(f) for k, f in reader.fields.items()
+                                if not k.startswith("GGUF.")}
+        tensors = list(reader.tensors)
+    except Exception as e:  # gguf raises ValueError/IndexError/struct.error on bad files
+        raise ValueError(f"load: {path}: truncated or corrupt GGUF file ({type(e).__name__}: "
+                         f"{e})") from None
+    size = os.path.getsize(path)
+    for t in tensors:
+        if t.data_offset + t.n_bytes > size:
+            raise ValueError(f"load: {path}: truncated GGUF file: tensor {t.name!r} needs bytes "
+                             f"up to {t.data_offset + t.n_bytes}, the file has {size}")
+    arrays: dict[str, Array] = {}
+    quant: dict[str, dict[str, int]] = {}
+    for t in _progress(tensors, path, size):
+        kind = gguf.GGMLQuantizationType(t.tensor_type)
+        shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists the fastest axis first
+        if kind.name in _FLOAT_TYPES:
+            arrays[t.name] = asarray(np.asarray(t.data).view(_FLOAT_TYPES[kind.name])
+                                     .reshape(shape))
+        elif kind.name in _QUANT_REPACK and not dequantize:
+            wq, scales, biases, bits = _QUANT_REPACK[kind.name](np.asarray(t.data), shape)
+            stem = t.name[:-len(".weight")] if t.name.endswith(".weight") else t.name
+            arrays[t.name] = asarray(wq)
+            arrays[stem + ".scales"], arrays[stem + ".biases"] = asarray(scales), asarray(biases)
+            quant[t.name] = {"bits": bits, "group_size": QK}
+        elif dequantize:
+            try:
+                w = gguf.quants.dequantize(np.asarray(t.data), kind)
+            except NotImplementedError:
+                raise ValueError(f"load: {path}: tensor {t.name!r} has quantization type "
+                                 f"{kind.name}, which gguf cannot dequantize") from None
+            arrays[t.name] = asarray(np.asarray(w, np.float32).reshape(shape))
+        else:
+            raise ValueError(
+                f"load: {path}: tensor {t.name!r} has quantization type {kind.name}; braze "
+                f"keeps {', '.join(sorted(_QUANT_REPACK))} packed and loads other types only "
+                "dequantized (pass dequantize=True)")
+    meta["quantization"] = quant
+    return arrays, meta
+
+
+_FLOAT_TYPES = {"F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
+                "BF16": dt.bfloat16, "F64": np.dtype(np.float64), "I8": np.dtype(np.int8),
+                "I16": np.dtype(np.int16), "I32": np.dtype(np.int32),
+                "I64": np.dtype(np.int64)}
+
+
+def _blocks(raw: np.ndarray, shape: tuple[int, ...], block_bytes: int) -> np.ndarray:
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if len(shape) != 2 or shape[-1] % QK:
+        raise ValueError(f"quantized tensors must be 2-d with rows a multiple of {QK}; got "
+                         f"shape {shape}")
+    return raw.reshape(rows, shape[-1] // QK, block_bytes)
+
+
+def _repack(raw: np.ndarray, shape: tuple[int, ...], block_bytes: int, bits: int,
+            decode: Any) -> tuple[Any, ...]:
+    """Repack GGUF blocks into (packed codes, scales, biases), a few thousand rows at a
+    time so the temporaries stay small next to the model."""
+    b = _blocks(raw, shape, block_bytes)
+    rows, cols = shape
+    wq = np.empty((rows, cols * bits // 32), np.uint32)
+    scales = np.empty((rows, cols // QK), np.float16)
+    biases = np.empty_like(scales)
+    step = max(1, (1 << 20) // cols)
+    for lo in range(0, rows, step):
+        chunk = b[lo:lo + step]
+        d = chunk[..., 0:2].copy().view(np.float16)[..., 0]
+        codes, bias = decode(chunk, d)
+        wq[lo:lo + step] = pack(codes.reshape(len(chunk), cols), bits)
+        scales[lo:lo + step], biases[lo:lo + step] = d, bias
+    return wq, scales, biases, bits
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    # byte i of a 16-byte block holds element i (low nibble) and element i + 16
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+
+
+def _q4_1(raw: np.ndarray, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    # block: f16 d, f16 m, 16 bytes of codes; value = d * code + m
+    return _repack(raw, shape, 20, 4, lambda c, d: (
+        _nibbles(c[..., 4:20]), c[..., 2:4].copy().view(np.float16)[..., 0]))
+
+
+def _q4_0(raw: np.ndarray, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    # block: f16 d, 16 bytes of codes; value = d * (code - 8)
+    return _repack(raw, shape, 18, 4, lambda c, d: (
+        _nibbles(c[..., 2:18]), (d.astype(np.float32) * -8).astype(np.float16)))
+
+
+def _q8_0(raw: np.ndarray, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    # block: f16 d, 32 int8; value = d * q = d * (q + 128) - 128 d (exact in float16)
+    return _repack(raw, shape, 34, 8, lambda c, d: (
+        c[..., 2:34] ^ np.uint8(0x80), (d.astype(np.float32) * -128).astype(np.float16)))
+
+
+_QUANT_REPACK = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q8_0": _q8_0}
+
+
+def _field_value(field: Any) -> Any:
+    v = field.contents()
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+def _progress(items: list[Any], path: str, size: int | None = None) -> Any:
+    size = os.path.getsize(path) if size is None else size
+    if size < PROGRESS_BYTES:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=f"loading {os.path.basename(path)}", unit="tensor", leave=False,
+                disable=None)

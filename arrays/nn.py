@@ -1,0 +1,471 @@
+"""``bz.nn``: neural-network layers for inference (MLX-style modules).
+
+A :class:`Module` holds its parameters as attributes (Arrays, child modules, lists
+of modules); ``parameters()`` returns them as a nested dict, ``load_weights``
+assigns them by dotted name with shape checks. Layers call ``bz.fast`` building
+blocks, so a transformer block records a graph the fusion compiler turns into a
+few kernels, and a ``@bz.compile``d step replays it.
+
+>>> import braze as bz
+>>> lin = bz.nn.Linear(3, 2)
+>>> lin.load_weights({"weight": bz.ones((2, 3)), "bias": bz.zeros(2)})
+>>> lin(bz.ones((1, 3))).tolist()
+[[3.0, 3.0]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..graph import dtypes as dt
+from . import fast
+from .array import Array, as_array
+from .array import eval as _eval
+from .creation import arange, asarray, zeros
+from .elementwise import abs as _abs
+from .elementwise import exp, sigmoid, tanh, where
+from .indexing import take
+from .linalg import matmul
+from .manipulation import concat, permute_dims, reshape
+from .quantized import dequantize, quantize, quantized_matmul
+from .reductions import softmax  # noqa: F401  (bz.nn.softmax)
+
+__all__ = [
+    "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
+    "LayerNorm", "RoPE", "Attention", "silu", "gelu", "gelu_approx", "relu", "softmax",
+]
+
+
+# ---------------------------------------------------------------- activations
+def silu(x: Any) -> Array:
+    """``x * sigmoid(x)`` (swish).
+
+    >>> import braze as bz
+    >>> round(bz.nn.silu(bz.asarray(1.0)).item(), 4)
+    0.7311
+    """
+    return x * sigmoid(x)
+
+
+def relu(x: Any) -> Array:
+    """``max(x, 0)``.
+
+    >>> import braze as bz
+    >>> bz.nn.relu(bz.asarray([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    x = as_array(x, "relu")
+    return where(x > 0, x, 0)
+
+
+def _erf(x: Array) -> Array:
+    # Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 (below float32 resolution of gelu)
+    a = _abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
+        -1.453152027 + t * 1.061405429))))
+    y = 1.0 - poly * exp(-a * a)
+    return where(x < 0, -y, y)
+
+
+def gelu(x: Any) -> Array:
+    """``x * Phi(x)`` with the exact Gaussian CDF (erf to 1.5e-7).
+
+    >>> import braze as bz
+    >>> round(bz.nn.gelu(bz.asarray(1.0)).item(), 5)
+    0.84134
+    """
+    x = as_array(x, "gelu")
+    return 0.5 * x * (1.0 + _erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def gelu_approx(x: Any) -> Array:
+    """The tanh approximation of gelu (GPT-2's).
+
+    >>> import braze as bz
+    >>> round(bz.nn.gelu_approx(bz.asarray(1.0)).item(), 4)
+    0.8412
+    """
+    x = as_array(x, "gelu_approx")
+    return 0.5 * x * (1.0 + tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+# ---------------------------------------------------------------- modules
+class Module:
+    """Base class: parameters are the Array attributes of a module and its children.
+
+    >>> import braze as bz
+    >>> class Two(bz.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.layers = [bz.nn.Linear(2, 2, bias=False) for _ in range(2)]
+    >>> sorted(name for name, _ in Two().named_parameters())
+    ['layers.0.weight', 'layers.1.weight']
+    """
+
+    def __init__(self) -> None:
+        self._frozen: set[str] = set()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define __call__")
+
+    # ------------------------------------------------------------ the parameter tree
+    def children(self) -> Iterator[tuple[str, Any]]:
+        """(name, value) of attributes that are Arrays, modules or lists of modules."""
+        for name, value in vars(self).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, (Array, Module)):
+                yield name, value
+            elif isinstance(value, (list, tuple)) and value and all(
+                    isinstance(v, Module) for v in value):
+                yield name, value
+
+    def named_parameters(self, prefix: str = "") -> list[tuple[str, Array]]:
+        """Every parameter as (dotted name, Array), children first-to-last."""
+        out: list[tuple[str, Array]] = []
+        for name, value in self.children():
+            if isinstance(value, Array):
+                out.append((prefix + name, value))
+            elif isinstance(value, Module):
+                out += value.named_parameters(f"{prefix}{name}.")
+            else:
+                for i, m in enumerate(value):
+                    out += m.named_parameters(f"{prefix}{name}.{i}.")
+        return out
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters as a nested dict (lists of modules become lists)."""
+        out: dict[str, Any] = {}
+        for name, value in self.children():
+            if isinstance(value, Array):
+                out[name] = value
+            elif isinstance(value, Module):
+                out[name] = value.parameters()
+            else:
+                out[name] = [m.parameters() for m in value]
+        return out
+
+    def trainable_parameters(self) -> list[tuple[str, Array]]:
+        """Parameters not frozen with :meth:`freeze`."""
+        return [(n, p) for n, p in self.named_parameters() if n not in self._all_frozen()]
+
+    def freeze(self) -> Module:
+        """Mark every current parameter frozen (excluded from trainable_parameters)."""
+        self._frozen = {n for n, _ in self.named_parameters()}
+        return self
+
+    def unfreeze(self) -> Module:
+        """Clear :meth:`freeze` on this module and its children."""
+        self._frozen = set()
+        for _, value in self.children():
+            for m in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(m, Module):
+                    m.unfreeze()
+        return self
+
+    def _all_frozen(self) -> set[str]:
+        out = set(self._frozen)
+        for name, value in self.children():
+            subs = [(f"{name}.{i}.", m) for i, m in enumerate(value)] \
+                if isinstance(value, (list, tuple)) else [(name + ".", value)]
+            for prefix, m in subs:
+                if isinstance(m, Module):
+                    out |= {prefix + n for n in m._all_frozen()}
+        return out
+
+    def load_weights(self, weights: Mapping[str, Any] | Sequence[tuple[str, Any]],
+                     strict: bool = True) -> None:
+        """Assign parameters by dotted name; shapes must match the existing ones.
+
+        With ``strict``, a missing or unexpected name is an error naming it. The new
+        values are evaluated, so a compiled call sees them as data, not graphs.
+        """
+        items = dict(weights.items() if isinstance(weights, Mapping) else weights)
+        current = dict(self.named_parameters())
+        if strict:
+            missing = sorted(set(current) - set(items))
+            extra = sorted(set(items) - set(current))
+            if missing or extra:
+                raise ValueError(f"load_weights: {type(self).__name__}: missing {missing[:8]}"
+                                 f"{'...' if len(missing) > 8 else ''}, unexpected "
+                                 f"{extra[:8]}{'...' if len(extra) > 8 else ''}")
+        for name, value in items.items():
+            if name not in current:
+                continue
+            value = asarray(value)
+            if value.shape != current[name].shape:
+                raise ValueError(f"load_weights: {name}: expected shape "
+                                 f"{current[name].shape}, got {value.shape}")
+            *path, leaf = name.split(".")
+            owner: Any = self
+            for part in path:
+                owner = owner[int(part)] if isinstance(owner, (list, tuple)) else \
+                    getattr(owner, part)
+            setattr(owner, leaf, value)
+        _eval(*[p for _, p in self.named_parameters()])
+
+    def nbytes(self) -> int:
+        """Bytes held by the parameters."""
+        return sum(p.size * p.dtype.itemsize for _, p in self.named_parameters())
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with weight (out, in).
+
+    >>> import braze as bz
+    >>> bz.nn.Linear(4, 3)(bz.ones((2, 4))).shape
+    (2, 3)
+    """
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(input_dims)
+        rng = np.random.default_rng(0)
+        self.weight = asarray(rng.uniform(-bound, bound, (output_dims, input_dims))
+                              .astype(np.float32))
+        if bias:
+            self.bias = zeros((output_dims,))
+
+    def __call__(self, x: Any) -> Array:
+        y = matmul(x, self.weight.mT)
+        return y + self.bias if "bias" in vars(self) else y
+
+
+class QuantizedLinear(Module):
+    """A :class:`Linear` whose weight is kept packed (see :mod:`braze.arrays.quantized`).
+
+    >>> import braze as bz
+    >>> q = bz.nn.QuantizedLinear.from_linear(bz.nn.Linear(64, 8), bits=8)
+    >>> q(bz.ones((1, 64))).shape
+    (1, 8)
+    """
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
+                 group_size: int = 32, bits: int = 4) -> None:
+        super().__init__()
+        self.group_size, self.bits = group_size, bits
+        self.weight = zeros((output_dims, input_dims * bits // 32), dtype=dt.uint32)
+        self.scales = zeros((output_dims, input_dims // group_size))
+        self.biases = zeros((output_dims, input_dims // group_size))
+        if bias:
+            self.bias = zeros((output_dims,))
+
+    @classmethod
+    def from_linear(cls, linear: Linear, group_size: int = 32, bits: int = 4
+                    ) -> QuantizedLinear:
+        """Quantize a float :class:`Linear`."""
+        out_dims, in_dims = linear.weight.shape
+        q = cls(in_dims, out_dims, "bias" in vars(linear), group_size, bits)
+        q.weight, q.scales, q.biases = quantize(linear.weight, group_size=group_size, bits=bits)
+        if "bias" in vars(linear):
+            q.bias = linear.bias
+        return q
+
+    def __call__(self, x: Any) -> Array:
+        y = quantized_matmul(x, self.weight, self.scales, self.biases,
+                             group_size=self.group_size, bits=self.bits)
+        return y + self.bias if "bias" in vars(self) else y
+
+
+class Embedding(Module):
+    """A lookup table (num_embeddings, dims); ``as_linear`` reuses it as a tied output layer.
+
+    >>> import braze as bz
+    >>> bz.nn.Embedding(10, 4)(bz.asarray([[1, 2]])).shape
+    (1, 2, 4)
+    """
+
+    def __init__(self, num_embeddings: int, dims: int) -> None:
+        super().__init__()
+        rng = np.random.default_rng(0)
+        self.weight = asarray(rng.normal(0, dims ** -0.5, (num_embeddings, dims))
+                              .astype(np.float32))
+
+    def __call__(self, ids: Any) -> Array:
+        ids = as_array(ids, "Embedding")
+        return reshape(take(self.weight, reshape(ids, (-1,)), axis=0),
+                       (*ids.shape, self.weight.shape[1]))
+
+    def as_linear(self, x: Any) -> Array:
+        """``x @ weight.T``: logits over the vocabulary for tied embeddings."""
+        return matmul(x, self.weight.mT)
+
+
+class QuantizedEmbedding(Module):
+    """An :class:`Embedding` kept packed: rows are dequantized after the lookup.
+
+    >>> import braze as bz
+    >>> e = bz.nn.QuantizedEmbedding.from_embedding(bz.nn.Embedding(10, 32), bits=8)
+    >>> e(bz.asarray([[3]])).shape, e.as_linear(bz.ones((1, 32))).shape
+    ((1, 1, 32), (1, 10))
+    """
+
+    def __init__(self, num_embeddings: int, dims: int, group_size: int = 32,
+                 bits: int = 4) -> None:
+        super().__init__()
+        self.group_size, self.bits = group_size, bits
+        self.weight = zeros((num_embeddings, dims * bits // 32), dtype=dt.uint32)
+        self.scales = zeros((num_embeddings, dims // group_size))
+        self.biases = zeros((num_embeddings, dims // group_size))
+
+    @classmethod
+    def from_embedding(cls, emb: Embedding, group_size: int = 32, bits: int = 4
+                       ) -> QuantizedEmbedding:
+        """Quantize a float :class:`Embedding`."""
+        n, d = emb.weight.shape
+        q = cls(n, d, group_size, bits)
+        q.weight, q.scales, q.biases = quantize(emb.weight, group_size=group_size, bits=bits)
+        return q
+
+    def __call__(self, ids: Any) -> Array:
+        ids = as_array(ids, "QuantizedEmbedding")
+        flat = reshape(ids, (-1,))
+        rows = dequantize(take(self.weight, flat, axis=0), take(self.scales, flat, axis=0),
+                          take(self.biases, flat, axis=0), group_size=self.group_size,
+                          bits=self.bits)
+        return reshape(rows, (*ids.shape, rows.shape[-1]))
+
+    def as_linear(self, x: Any) -> Array:
+        """``x @ dequantize(weight).T`` without unpacking the table."""
+        return quantized_matmul(x, self.weight, self.scales, self.biases,
+                                group_size=self.group_size, bits=self.bits)
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalization over the last axis, with a learned scale.
+
+    >>> import braze as bz
+    >>> bz.nn.RMSNorm(4)(bz.ones((1, 4))).tolist()
+    [[0.9999949932098389, 0.9999949932098389, 0.9999949932098389, 0.9999949932098389]]
+    """
+
+    def __init__(self, dims: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = asarray(np.ones(dims, np.float32))
+
+    def __call__(self, x: Any) -> Array:
+        return fast.rms_norm(x, self.weight, self.eps)
+
+
+class LayerNorm(Module):
+    """Layer normalization over the last axis (``affine``: learned weight and bias).
+
+    >>> import braze as bz
+    >>> bz.nn.LayerNorm(2)(bz.asarray([[1.0, 3.0]])).tolist()
+    [[-0.9999950528144836, 0.9999950528144836]]
+    """
+
+    def __init__(self, dims: int, eps: float = 1e-5, affine: bool = True) -> None:
+        super().__init__()
+        self.eps = eps
+        if affine:
+            self.weight = asarray(np.ones(dims, np.float32))
+            self.bias = zeros((dims,))
+
+    def __call__(self, x: Any) -> Array:
+        v = vars(self)
+        return fast.layer_norm(x, v.get("weight"), v.get("bias"), self.eps)
+
+
+class RoPE(Module):
+    """Rotary position embedding (``traditional``: interleaved pairs; else half-split).
+
+    >>> import braze as bz
+    >>> bz.nn.RoPE(4, base=10000.0)(bz.ones((1, 2, 4)), offset=3).shape
+    (1, 2, 4)
+    """
+
+    def __init__(self, dims: int, traditional: bool = False, base: float = 10000.0,
+                 scale: float = 1.0) -> None:
+        super().__init__()
+        self.dims, self.traditional, self.base, self.scale = dims, traditional, base, scale
+
+    def __call__(self, x: Any, offset: Any = 0) -> Array:
+        return fast.rope(x, self.dims, traditional=self.traditional, base=self.base,
+                         scale=self.scale, offset=offset)
+
+
+class Attention(Module):
+    """Multi-head / grouped-query self-attention with rotary positions and a KV cache.
+
+    ``__call__(x, offset, past=None)`` takes x (B, T, dims) at positions
+    ``offset .. offset+T-1`` (an int or a 0-d int array: a runtime input of a
+    compiled step) and optionally ``past = (keys, values)`` of shape
+    (B, kv_heads, S, head_dim), of which the first ``offset`` positions are valid
+    (the rest is unused capacity of a fixed-size cache). It returns
+    ``(out, (k_new, v_new))``: the caller appends the new keys/values to its cache.
+
+    >>> import braze as bz
+    >>> att = bz.nn.Attention(16, 4, n_kv_heads=2)
+    >>> out, (k, v) = att(bz.ones((1, 3, 16)), 0)
+    >>> out.shape, k.shape
+    ((1, 3, 16), (1, 2, 3, 4))
+    """
+
+    def __init__(self, dims: int, n_heads: int, n_kv_heads: int | None = None,
+                 head_dim: int | None = None, bias: bool = False, rope_base: float = 10000.0,
+                 rope_traditional: bool = False) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads or n_heads
+        if n_heads % self.n_kv_heads:
+            raise ValueError(f"Attention: n_heads ({n_heads}) must be a multiple of "
+                             f"n_kv_heads ({self.n_kv_heads})")
+        self.head_dim = head_dim or dims // n_heads
+        self.scale = self.head_dim ** -0.5
+        self.q_proj = Linear(dims, n_heads * self.head_dim, bias)
+        self.k_proj = Linear(dims, self.n_kv_heads * self.head_dim, bias)
+        self.v_proj = Linear(dims, self.n_kv_heads * self.head_dim, bias)
+        self.o_proj = Linear(n_heads * self.head_dim, dims, bias)
+        self.rope = RoPE(self.head_dim, rope_traditional, rope_base)
+
+    def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None
+                 ) -> tuple[Array, tuple[Array, Array]]:
+        b, t, _ = x.shape
+        q = split_heads(self.q_proj(x), self.n_heads)
+        k = split_heads(self.k_proj(x), self.n_kv_heads)
+        v = split_heads(self.v_proj(x), self.n_kv_heads)
+        q, k = self.rope(q, offset), self.rope(k, offset)
+        out = attend(q, k, v, self.scale, offset, past)
+        return self.o_proj(merge_heads(out)), (k, v)
+
+
+def split_heads(y: Array, n: int) -> Array:
+    """(B, T, n*D) -> (B, n, T, D)."""
+    b, t, f = y.shape
+    return permute_dims(reshape(y, (b, t, n, f // n)), (0, 2, 1, 3))
+
+
+def merge_heads(y: Array) -> Array:
+    """(B, n, T, D) -> (B, T, n*D)."""
+    b, n, t, d = y.shape
+    return reshape(permute_dims(y, (0, 2, 1, 3)), (b, t, n * d))
+
+
+def attend(q: Array, k: Array, v: Array, scale: float, offset: Any,
+           past: tuple[Array, Array] | None) -> Array:
+    """Causal attention of new queries over ``past`` (first ``offset`` rows valid) + new keys.
+
+    >>> import braze as bz
+    >>> q = k = v = bz.ones((1, 2, 3, 4))
+    >>> attend(q, k, v, 0.5, 0, None).shape
+    (1, 2, 3, 4)
+    """
+    if past is None:
+        return fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal")
+    pk, pv = past
+    s, t = pk.shape[2], q.shape[2]
+    keys, values = concat([pk, k], axis=2), concat([pv, v], axis=2)
+    offset = asarray(offset) if isinstance(offset, int) else offset
+    cols = arange(s + t)
+    # cached column j is valid below offset; new column s+i is visible to query rows >= i
+    visible = where(cols < s, cols < offset,
+                    reshape(cols - s, (1, s + t)) <= reshape(arange(t), (t, 1)))
+    return fast.scaled_dot_product_attention(q, keys, values, scale=scale, mask=visible)
+
+

