@@ -120,6 +120,10 @@ register("numpy", _numpy_factory, lambda: True)
 register("cpu", _cpu_factory, _cpu_available)
 register("cuda", _cuda_factory, _cuda_available)
 
+# Kernel.source("cuda" | "metal") works on any machine: the generators register themselves
+from .cuda import codegen as _cuda_codegen  # noqa: E402, F401
+from .metal import codegen as _metal_codegen  # noqa: E402, F401
+
 _DEFAULT = _default_name()
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("braze_backend", default=_DEFAULT)
 

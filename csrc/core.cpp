@@ -3,6 +3,8 @@
 // * Host facts: the CPU's instruction-set features (the kernel cache key needs
 //   them, so a shared cache never hands out a SIGILL kernel), how this extension
 //   was built, the number of hardware threads.
+// * NVRTC and the CUDA driver API, both dlopened at run time (never linked): see the
+//   "NVRTC" and "CUDA driver API" sections below.
 // * Generated kernels: `load_kernel(path, symbol)` dlopens a kernel library built
 //   by braze.backends.cpu.build and returns a small integer handle;
 //   `launch(handle, arrays, args)` calls the kernel with the GIL released.

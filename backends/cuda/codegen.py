@@ -8,7 +8,7 @@ any header), bit casts through CUDA intrinsics, warp shuffles for every reductio
 the argument struct passed by value.
 
 >>> import numpy as np, braze as bz
->>> r = bz.explain(lambda x: bz.exp(x) + 1.0, bz.ones((4, 4)))
+>>> r = bz.explain(lambda x: bz.exp(x) + 1.0, bz.asarray(np.ones((4, 4), np.float32)))
 >>> src = generate(r.kernels[0].kernel).source
 >>> "__global__" in src and "expf(" in src
 True
@@ -59,8 +59,9 @@ BZ_FN uint32_t bz_shfl(uint32_t v, int o) { return __shfl_xor_sync(0xffffffffu, 
 def generate(kernel: Kernel) -> GpuKernel:
     """CUDA C source of ``kernel`` (raises :class:`Unsupported`: complex dtypes...).
 
-    >>> import braze as bz
-    >>> k = bz.explain(lambda x: x.sum(axis=-1), bz.ones((8, 8))).kernels[0].kernel
+    >>> import numpy as np, braze as bz
+    >>> x = bz.asarray(np.ones((8, 8), np.float32))
+    >>> k = bz.explain(lambda x: x.sum(axis=-1), x).kernels[0].kernel
     >>> generate(k).mode
     'rows'
     """

@@ -9,8 +9,9 @@ position attributes; threadgroup reductions use ``simd_shuffle_xor`` and threadg
 memory. Metal has no ``double``: float64 kernels raise :class:`Unsupported`; MSL lacks
 ``expm1``/``log1p``/``hypot``/``nextafter``, which the prelude defines.
 
->>> import braze as bz
->>> k = bz.explain(lambda x: bz.softmax(x, axis=-1), bz.ones((4, 8))).kernels[0].kernel
+>>> import numpy as np, braze as bz
+>>> x = bz.asarray(np.ones((4, 8), np.float32))
+>>> k = bz.explain(lambda x: bz.softmax(x, axis=-1), x).kernels[0].kernel
 >>> "[[kernel]]" in generate(k).source
 True
 """
@@ -77,8 +78,9 @@ BZ_FN uint64_t bz_shfl(uint64_t v, int o) { return (uint64_t)bz_shfl((int64_t)v,
 def generate(kernel: Kernel) -> GpuKernel:
     """MSL source of ``kernel`` (raises :class:`Unsupported`: float64, complex, > 23 buffers).
 
-    >>> import braze as bz
-    >>> generate(bz.explain(lambda x: -x, bz.ones(4)).kernels[0].kernel).mode
+    >>> import numpy as np, braze as bz
+    >>> x = bz.asarray(np.ones(4, np.float32))
+    >>> generate(bz.explain(lambda x: -x, x).kernels[0].kernel).mode
     'flat'
     """
     return generate_gpu(kernel, METAL, PRELUDE)
