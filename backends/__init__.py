@@ -103,8 +103,26 @@ def _cpu_available() -> bool:
     return _cpu_ok[0]
 
 
+def _cuda_factory() -> Backend:
+    from .cuda import CudaBackend
+
+    return CudaBackend()
+
+
+def _cuda_available() -> bool:
+    """libcuda loads, a device is present and NVRTC is installed (probed once)."""
+    from .cuda import available as cuda_available
+
+    return cuda_available()
+
+
 register("numpy", _numpy_factory, lambda: True)
 register("cpu", _cpu_factory, _cpu_available)
+register("cuda", _cuda_factory, _cuda_available)
+
+# Kernel.source("cuda" | "metal") works on any machine: the generators register themselves
+from .cuda import codegen as _cuda_codegen  # noqa: E402, F401
+from .metal import codegen as _metal_codegen  # noqa: E402, F401
 
 _DEFAULT = _default_name()
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("braze_backend", default=_DEFAULT)

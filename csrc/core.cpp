@@ -3,6 +3,8 @@
 // * Host facts: the CPU's instruction-set features (the kernel cache key needs
 //   them, so a shared cache never hands out a SIGILL kernel), how this extension
 //   was built, the number of hardware threads.
+// * NVRTC and the CUDA driver API, both dlopened at run time (never linked): see the
+//   "NVRTC" and "CUDA driver API" sections below.
 // * Generated kernels: `load_kernel(path, symbol)` dlopens a kernel library built
 //   by braze.backends.cpu.build and returns a small integer handle;
 //   `launch(handle, arrays, args)` calls the kernel with the GIL released.
@@ -145,10 +147,285 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
     }
 }
 
+// ---------------------------------------------------------------- NVRTC (CUDA C -> PTX/CUBIN)
+// libnvrtc is dlopen'ed at run time (the path comes from Python: the PyPI package
+// nvidia-cuda-nvrtc installs it outside the loader path); no CUDA headers or libraries
+// are needed to build braze. Entry points are declared here; every result: 0 == success.
+typedef struct _nvrtcProgram *nvrtcProgram;
+struct Nvrtc {
+    void *lib = nullptr;
+    std::string path;
+    int (*version)(int *, int *) = nullptr;
+    int (*create)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                  const char *const *) = nullptr;
+    int (*compile)(nvrtcProgram, int, const char *const *) = nullptr;
+    int (*log_size)(nvrtcProgram, size_t *) = nullptr;
+    int (*get_log)(nvrtcProgram, char *) = nullptr;
+    int (*ptx_size)(nvrtcProgram, size_t *) = nullptr;
+    int (*get_ptx)(nvrtcProgram, char *) = nullptr;
+    int (*cubin_size)(nvrtcProgram, size_t *) = nullptr;
+    int (*get_cubin)(nvrtcProgram, char *) = nullptr;
+    int (*destroy)(nvrtcProgram *) = nullptr;
+    const char *(*error_string)(int) = nullptr;
+};
+Nvrtc g_nvrtc;
+std::mutex g_nvrtc_mutex;
+
+template <class F> bool sym(void *lib, F &fn, const char *name) {
+    *reinterpret_cast<void **>(&fn) = dlsym(lib, name);
+    return fn != nullptr;
+}
+
+// Load libnvrtc from `path` (absolute, or a name the loader finds); returns "major.minor".
+std::string nvrtc_load(const std::string &path) {
+    std::lock_guard<std::mutex> lock(g_nvrtc_mutex);
+    if (g_nvrtc.lib && g_nvrtc.path == path) {
+        int a = 0, b = 0;
+        g_nvrtc.version(&a, &b);
+        return std::to_string(a) + "." + std::to_string(b);
+    }
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *err = dlerror();
+        throw std::runtime_error("braze: cannot load libnvrtc '" + path +
+                                 "': " + (err ? err : "unknown dlopen error"));
+    }
+    Nvrtc n;
+    n.lib = lib;
+    n.path = path;
+    if (!(sym(lib, n.version, "nvrtcVersion") && sym(lib, n.create, "nvrtcCreateProgram") &&
+          sym(lib, n.compile, "nvrtcCompileProgram") &&
+          sym(lib, n.log_size, "nvrtcGetProgramLogSize") &&
+          sym(lib, n.get_log, "nvrtcGetProgramLog") && sym(lib, n.ptx_size, "nvrtcGetPTXSize") &&
+          sym(lib, n.get_ptx, "nvrtcGetPTX") && sym(lib, n.destroy, "nvrtcDestroyProgram") &&
+          sym(lib, n.error_string, "nvrtcGetErrorString"))) {
+        dlclose(lib);
+        throw std::runtime_error("braze: '" + path + "' is not a usable libnvrtc (missing symbols)");
+    }
+    sym(lib, n.cubin_size, "nvrtcGetCUBINSize");  // optional (NVRTC >= 11.1)
+    sym(lib, n.get_cubin, "nvrtcGetCUBIN");
+    g_nvrtc = n;  // a previous library stays loaded: programs may be in flight elsewhere
+    int a = 0, b = 0;
+    n.version(&a, &b);
+    return std::to_string(a) + "." + std::to_string(b);
+}
+
+// Compile CUDA C `src` for `arch` ("compute_80": PTX; "sm_80" with cubin=true: CUBIN).
+nb::bytes nvrtc_compile(const std::string &src, const std::string &name, const std::string &arch,
+                        bool cubin, const std::vector<std::string> &options) {
+    Nvrtc n;
+    {
+        std::lock_guard<std::mutex> lock(g_nvrtc_mutex);
+        n = g_nvrtc;
+    }
+    if (!n.lib) throw std::runtime_error("braze: libnvrtc is not loaded (call nvrtc_load first)");
+    if (cubin && !n.get_cubin)
+        throw std::runtime_error("braze: this libnvrtc cannot produce CUBIN");
+    std::vector<std::string> opts = {"--gpu-architecture=" + arch, "--std=c++17"};
+    opts.insert(opts.end(), options.begin(), options.end());
+    std::vector<const char *> copts;
+    for (auto &o : opts) copts.push_back(o.c_str());
+    std::string out, log;
+    int rc = 0;
+    {
+        nb::gil_scoped_release release;
+        nvrtcProgram prog = nullptr;
+        rc = n.create(&prog, src.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
+        if (rc == 0) {
+            rc = n.compile(prog, (int) copts.size(), copts.data());
+            size_t sz = 0;
+            n.log_size(prog, &sz);
+            log.assign(sz, '\0');
+            if (sz) n.get_log(prog, &log[0]);
+            if (rc == 0) {
+                sz = 0;
+                (cubin ? n.cubin_size : n.ptx_size)(prog, &sz);
+                out.assign(sz, '\0');
+                if (sz) (cubin ? n.get_cubin : n.get_ptx)(prog, &out[0]);
+            }
+            n.destroy(&prog);
+        }
+    }
+    if (rc != 0) {
+        while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+        throw std::runtime_error("braze: NVRTC failed to compile kernel " + name + " (" +
+                                 n.error_string(rc) + ")\n" + log);
+    }
+    return nb::bytes(out.data(), out.size());
+}
+
+// ---------------------------------------------------------------- CUDA driver API
+// libcuda is dlopen'ed ("libcuda.so.1"); never linked. Handles are plain integers.
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef unsigned long long CUdeviceptr;
+struct Cuda {
+    void *lib = nullptr;
+    CUcontext ctx = nullptr;
+    CUresult (*init)(unsigned) = nullptr;
+    CUresult (*driver_version)(int *) = nullptr;
+    CUresult (*device_count)(int *) = nullptr;
+    CUresult (*device_get)(CUdevice *, int) = nullptr;
+    CUresult (*device_name)(char *, int, CUdevice) = nullptr;
+    CUresult (*device_attr)(int *, int, CUdevice) = nullptr;
+    CUresult (*retain)(CUcontext *, CUdevice) = nullptr;
+    CUresult (*set_current)(CUcontext) = nullptr;
+    CUresult (*module_load)(CUmodule *, const void *) = nullptr;
+    CUresult (*get_function)(CUfunction *, CUmodule, const char *) = nullptr;
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t) = nullptr;
+    CUresult (*mem_free)(CUdeviceptr) = nullptr;
+    CUresult (*htod)(CUdeviceptr, const void *, size_t) = nullptr;
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t) = nullptr;
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, void *, void **, void **) = nullptr;
+    CUresult (*sync)() = nullptr;
+    CUresult (*error_string)(CUresult, const char **) = nullptr;
+};
+Cuda g_cuda;
+std::mutex g_cuda_mutex;
+
+void cu_check(CUresult r, const char *what) {
+    if (r == 0) return;
+    const char *s = nullptr;
+    if (g_cuda.error_string) g_cuda.error_string(r, &s);
+    throw std::runtime_error(std::string("braze: CUDA ") + what + " failed (" +
+                             std::to_string(r) + ": " + (s ? s : "unknown error") + ")");
+}
+
+// Load the driver and count devices: 0 (with a reason in `why`) where there is none.
+nb::tuple cuda_probe(const std::string &path) {
+    std::lock_guard<std::mutex> lock(g_cuda_mutex);
+    if (!g_cuda.lib) {
+        void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char *err = dlerror();
+            return nb::make_tuple(0, std::string("no CUDA driver: ") + (err ? err : path));
+        }
+        Cuda c;
+        c.lib = lib;
+        bool ok = sym(lib, c.init, "cuInit") && sym(lib, c.driver_version, "cuDriverGetVersion") &&
+                  sym(lib, c.device_count, "cuDeviceGetCount") &&
+                  sym(lib, c.device_get, "cuDeviceGet") &&
+                  sym(lib, c.device_name, "cuDeviceGetName") &&
+                  sym(lib, c.device_attr, "cuDeviceGetAttribute") &&
+                  sym(lib, c.retain, "cuDevicePrimaryCtxRetain") &&
+                  sym(lib, c.set_current, "cuCtxSetCurrent") &&
+                  sym(lib, c.module_load, "cuModuleLoadData") &&
+                  sym(lib, c.get_function, "cuModuleGetFunction") &&
+                  sym(lib, c.mem_alloc, "cuMemAlloc_v2") && sym(lib, c.mem_free, "cuMemFree_v2") &&
+                  sym(lib, c.htod, "cuMemcpyHtoD_v2") && sym(lib, c.dtoh, "cuMemcpyDtoH_v2") &&
+                  sym(lib, c.launch, "cuLaunchKernel") && sym(lib, c.sync, "cuCtxSynchronize") &&
+                  sym(lib, c.error_string, "cuGetErrorString");
+        if (!ok) {
+            dlclose(lib);
+            return nb::make_tuple(0, std::string("libcuda lacks driver API symbols"));
+        }
+        CUresult r = c.init(0);
+        if (r != 0) {
+            dlclose(lib);
+            return nb::make_tuple(0, "cuInit failed (" + std::to_string(r) + ")");
+        }
+        g_cuda = c;
+    }
+    int n = 0;
+    CUresult r = g_cuda.device_count(&n);
+    if (r != 0) return nb::make_tuple(0, "cuDeviceGetCount failed (" + std::to_string(r) + ")");
+    return nb::make_tuple(n, std::string(n ? "" : "no CUDA device"));
+}
+
+void ensure_ctx() {
+    std::lock_guard<std::mutex> lock(g_cuda_mutex);
+    if (!g_cuda.lib) throw std::runtime_error("braze: CUDA driver not loaded (cuda_probe first)");
+    if (!g_cuda.ctx) {
+        CUdevice dev;
+        cu_check(g_cuda.device_get(&dev, 0), "cuDeviceGet");
+        cu_check(g_cuda.retain(&g_cuda.ctx, dev), "cuDevicePrimaryCtxRetain");
+    }
+    cu_check(g_cuda.set_current(g_cuda.ctx), "cuCtxSetCurrent");
+}
+
+// (name, compute capability major, minor, multiprocessors, driver version) of device 0.
+nb::tuple cuda_device() {
+    ensure_ctx();
+    CUdevice dev;
+    cu_check(g_cuda.device_get(&dev, 0), "cuDeviceGet");
+    char name[256] = {0};
+    cu_check(g_cuda.device_name(name, 255, dev), "cuDeviceGetName");
+    int major = 0, minor = 0, sms = 0, ver = 0;
+    cu_check(g_cuda.device_attr(&major, 75, dev), "cuDeviceGetAttribute");  // CC major
+    cu_check(g_cuda.device_attr(&minor, 76, dev), "cuDeviceGetAttribute");  // CC minor
+    cu_check(g_cuda.device_attr(&sms, 16, dev), "cuDeviceGetAttribute");    // SM count
+    cu_check(g_cuda.driver_version(&ver), "cuDriverGetVersion");
+    return nb::make_tuple(std::string(name), major, minor, sms, ver);
+}
+
+// Load a PTX or CUBIN image and resolve `name`; returns the CUfunction as an integer.
+uint64_t cuda_load(nb::bytes image, const std::string &name) {
+    ensure_ctx();
+    std::string img(image.c_str(), image.size());
+    img.push_back('\0');  // PTX must be NUL-terminated; harmless for CUBIN
+    CUmodule mod = nullptr;
+    cu_check(g_cuda.module_load(&mod, img.data()), "cuModuleLoadData");
+    CUfunction fn = nullptr;
+    cu_check(g_cuda.get_function(&fn, mod, name.c_str()), "cuModuleGetFunction");
+    return (uint64_t) (uintptr_t) fn;
+}
+
+uint64_t cuda_malloc(size_t n) {
+    ensure_ctx();
+    CUdeviceptr p = 0;
+    cu_check(g_cuda.mem_alloc(&p, n ? n : 1), "cuMemAlloc");
+    return (uint64_t) p;
+}
+
+void cuda_free(uint64_t p) {
+    ensure_ctx();
+    cu_check(g_cuda.mem_free((CUdeviceptr) p), "cuMemFree");
+}
+
+using HostIn = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+using HostOut = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+void cuda_upload(uint64_t dst, const HostIn &src) {
+    ensure_ctx();
+    nb::gil_scoped_release release;
+    cu_check(g_cuda.htod((CUdeviceptr) dst, src.data(), src.nbytes()), "cuMemcpyHtoD");
+}
+
+void cuda_download(const HostOut &dst, uint64_t src) {
+    ensure_ctx();
+    nb::gil_scoped_release release;
+    cu_check(g_cuda.dtoh(dst.data(), (CUdeviceptr) src, dst.nbytes()), "cuMemcpyDtoH");
+}
+
+// Launch: one device pointer per buffer parameter, then the int64 args passed by value.
+void cuda_launch(uint64_t fn, unsigned grid, unsigned block, const std::vector<uint64_t> &ptrs,
+                 const Args &args, bool sync) {
+    ensure_ctx();
+    std::vector<CUdeviceptr> p(ptrs.begin(), ptrs.end());
+    std::vector<void *> params;
+    for (auto &x : p) params.push_back(&x);
+    std::vector<int64_t> a(args.data(), args.data() + args.shape(0));
+    params.push_back(a.data());  // struct bz_args<N> { int64_t a[N]; } by value
+    nb::gil_scoped_release release;
+    cu_check(g_cuda.launch((CUfunction) (uintptr_t) fn, grid, 1, 1, block, 1, 1, 0, nullptr,
+                           params.data(), nullptr), "cuLaunchKernel");
+    if (sync) cu_check(g_cuda.sync(), "cuCtxSynchronize");
+}
+
+void cuda_synchronize() {
+    ensure_ctx();
+    nb::gil_scoped_release release;
+    cu_check(g_cuda.sync(), "cuCtxSynchronize");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
-    m.doc() = "braze native extension: host facts, generated-kernel loading and launching.";
+    m.doc() = "braze native extension: host facts, generated-kernel loading and launching, NVRTC and the CUDA driver (both dlopened at run time).";
     m.def("cpu_features", &cpu_features,
           "ISA features of the host CPU, e.g. ['sse2', 'avx2', 'fma', ...].");
     m.def("build_info", &build_info, "Compiler and language level this extension was built with.");
@@ -161,4 +438,27 @@ NB_MODULE(_core, m) {
           "Call kernel `handle` as kernel(bufs, args) with the GIL released; bufs are the\n"
           "data pointers of `arrays` (C-contiguous numpy arrays, never copied) and args an\n"
           "int64 array.");
+
+    m.def("nvrtc_load", &nvrtc_load, nb::arg("path"),
+          "dlopen libnvrtc at `path` (absolute, or a name on the loader path); returns its\n"
+          "version 'major.minor'. RuntimeError with the loader's message on failure.");
+    m.def("nvrtc_compile", &nvrtc_compile, nb::arg("source"), nb::arg("name"), nb::arg("arch"),
+          nb::arg("cubin") = false, nb::arg("options") = std::vector<std::string>(),
+          "Compile CUDA C with NVRTC (GIL released): PTX for arch 'compute_XX', CUBIN for\n"
+          "'sm_XX' with cubin=True. RuntimeError carrying NVRTC's log on a compile error.");
+    m.def("cuda_probe", &cuda_probe, nb::arg("path") = "libcuda.so.1",
+          "dlopen the CUDA driver and cuInit: (device count, reason when 0). Never raises.");
+    m.def("cuda_device", &cuda_device, "(name, cc major, cc minor, SMs, driver version) of device 0.");
+    m.def("cuda_load", &cuda_load, nb::arg("image"), nb::arg("name"),
+          "Load a PTX/CUBIN image, return the function `name` as an integer handle.");
+    m.def("cuda_malloc", &cuda_malloc, nb::arg("nbytes"), "cuMemAlloc; returns the device pointer.");
+    m.def("cuda_free", &cuda_free, nb::arg("ptr"), "cuMemFree.");
+    m.def("cuda_upload", &cuda_upload, nb::arg("dst"), nb::arg("src").noconvert(),
+          "Copy a C-contiguous host array to device pointer `dst`.");
+    m.def("cuda_download", &cuda_download, nb::arg("dst").noconvert(), nb::arg("src"),
+          "Copy device memory at `src` into a C-contiguous host array.");
+    m.def("cuda_launch", &cuda_launch, nb::arg("fn"), nb::arg("grid"), nb::arg("block"),
+          nb::arg("ptrs"), nb::arg("args").noconvert(), nb::arg("sync") = false,
+          "cuLaunchKernel(fn) on a 1-d grid: buffer pointers, then the int64 args by value.");
+    m.def("cuda_synchronize", &cuda_synchronize, "cuCtxSynchronize.");
 }

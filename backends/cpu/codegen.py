@@ -67,13 +67,36 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-from ...graph import dtypes as dt
-from ...graph.kernel import Instr, Kernel
+from ...graph.kernel import Kernel
 from ...graph.ops import OPS
+from ..csource import (  # noqa: F401  (re-exported: the shared pieces used to live here)
+    _COST,
+    _CT,
+    _EXACT_ON_LOW,
+    _INT,
+    _LIBM1,
+    _LIBM2,
+    _LOW,
+    _ST,
+    CEXPR,
+    ExprGen,
+    Needs,
+    Unsupported,
+    _cast_expr,
+    _check,
+    _extreme,
+    _float_helper,
+    _fsuffix,
+    _kind,
+    _load_conv,
+    _name,
+    _normalize,
+    _store_conv,
+    is_rows,
+    kernel_args,
+    kernel_slots,
+)
 
 __all__ = ["CEXPR", "GeneratedKernel", "Unsupported", "generate", "kernel_args",
            "kernel_slots"]
@@ -84,9 +107,10 @@ TILE = 1024  # contiguous outputs are computed in tiles of this many elements, t
 STREAM_BYTES = 16 << 20  # ... with non-temporal (streaming) stores above this output size
 ROW_CACHE_BYTES = 1 << 20  # rows up to this size keep expensive values for later passes
 
+# glibc's libmvec: the functions with x86-64 vector variants, by the glibc that added them.
+_MVEC_222 = {"exp", "log", "sin", "cos", "pow"}
+_MVEC_235 = _LIBM1 | _LIBM2
 
-class Unsupported(Exception):
-    """The kernel has something the C++ generator does not handle (complex dtypes...)."""
 
 
 @dataclass(frozen=True)
@@ -96,141 +120,6 @@ class GeneratedKernel:
     slots: tuple[int, ...]  # schedule slot of each bufs[] entry
     n_args: int
     empty: bool  # an outer dim is 0: nothing to compute, no need to launch
-
-
-# ---------------------------------------------------------------- dtypes
-_CT = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-       "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
-       "uint64": "uint64_t", "float16": "float", "bfloat16": "float", "float32": "float",
-       "float64": "double"}
-_ST = dict(_CT, bool="uint8_t", float16="uint16_t", bfloat16="uint16_t")
-_LOW = ("float16", "bfloat16")
-
-
-def _name(d: np.dtype) -> str:
-    n = dt.name(d) if d in dt.ALL else str(d)
-    if n not in _CT:
-        raise Unsupported(f"dtype {n} has no C++ type in the cpu backend")
-    return n
-
-
-def _kind(n: str) -> str:
-    if n == "bool":
-        return "b"
-    if n.startswith("uint"):
-        return "u"
-    if n.startswith("int"):
-        return "i"
-    return "f"
-
-
-def _bits(n: str) -> int:
-    return {"bool": 8, "float16": 16, "bfloat16": 16}.get(n) or int("".join(
-        c for c in n if c.isdigit()))
-
-
-def _wide_unsigned(n: str) -> str:
-    return "uint64_t" if _bits(n) == 64 else "uint32_t"
-
-
-def _fsuffix(n: str) -> str:
-    return "" if n == "float64" else "f"
-
-
-# ---------------------------------------------------------------- the op table
-# C expression of each elementwise op, by operand dtype name (rare overrides), else by
-# operand kind: "f" float (float16/bfloat16 computed in float), "i" signed int, "u"
-# unsigned int, "b" bool; "*" = any kind.
-# {0} {1} {2}: operands; {T}: compute type; {U}: wide unsigned type (integer ops);
-# {f}: libm suffix ("f" for float, "" for double). bz_* are helpers emitted on demand;
-# libm names are declared (with libmvec simd variants where glibc has them).
-CEXPR: dict[str, dict[str, str]] = {
-    "exp": {"f": "exp{f}({0})"}, "expm1": {"f": "expm1{f}({0})"},
-    "log": {"f": "log{f}({0})"}, "log1p": {"f": "log1p{f}({0})"},
-    "log2": {"f": "log2{f}({0})"}, "log10": {"f": "log10{f}({0})"},
-    "sin": {"f": "sin{f}({0})"}, "cos": {"f": "cos{f}({0})"}, "tan": {"f": "tan{f}({0})"},
-    "asin": {"f": "asin{f}({0})"}, "acos": {"f": "acos{f}({0})"},
-    "atan": {"f": "atan{f}({0})"}, "sinh": {"f": "sinh{f}({0})"},
-    "cosh": {"f": "cosh{f}({0})"}, "tanh": {"f": "tanh{f}({0})"},
-    "asinh": {"f": "asinh{f}({0})"}, "acosh": {"f": "acosh{f}({0})"},
-    "atanh": {"f": "atanh{f}({0})"},
-    "sqrt": {"f": "__builtin_sqrt{f}({0})"},
-    "reciprocal": {"f": "(({T})1 / {0})"},
-    "sigmoid": {"f": "bz_sigmoid({0})"},
-    "negative": {"*": "({T})(-{0})"},
-    "positive": {"*": "{0}"},
-    "square": {"*": "({T})({0} * {0})"},
-    "sign": {"f": "bz_fsign({0})", "i": "({T})(({0} > 0) - ({0} < 0))", "u": "({T})({0} > 0)"},
-    "round": {"f": "__builtin_rint{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "ceil": {"f": "__builtin_ceil{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "floor": {"f": "__builtin_floor{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "trunc": {"f": "__builtin_trunc{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "abs": {"f": "__builtin_fabs{f}({0})", "i": "({T})({0} < 0 ? -{0} : {0})", "u": "{0}",
-            "b": "{0}"},
-    "real": {"*": "{0}"},
-    "imag": {"*": "({T})0"},
-    "conj": {"*": "{0}"},
-    "bitwise_invert": {"i": "({T})(~{0})", "u": "({T})(~{0})", "b": "(!{0})"},
-    "logical_not": {"*": "(!{0})"},
-    "isnan": {"f": "({0} != {0})", "i": "false", "u": "false", "b": "false"},
-    "isinf": {"f": "(__builtin_fabs{f}({0}) == ({T})__builtin_inf())", "i": "false",
-              "u": "false", "b": "false"},
-    "isfinite": {"f": "(__builtin_fabs{f}({0}) < ({T})__builtin_inf())", "i": "true",
-                 "u": "true", "b": "true"},
-    "signbit": {"f": "bz_signbit({0})"},
-    "add": {"b": "({0} | {1})", "*": "({T})({0} + {1})"},
-    "subtract": {"*": "({T})({0} - {1})"},
-    "multiply": {"b": "({0} & {1})", "*": "({T})({0} * {1})"},
-    "divide": {"f": "({0} / {1})"},
-    "floor_divide": {"f": "bz_floordiv({0}, {1})", "i": "bz_idiv<{T}>({0}, {1})",
-                     "u": "({1} == 0 ? ({T})0 : ({T})({0} / {1}))"},
-    "remainder": {"f": "bz_pymod({0}, {1})", "i": "bz_irem<{T}>({0}, {1})",
-                  "u": "({1} == 0 ? ({T})0 : ({T})({0} % {1}))"},
-    "pow": {"f": "pow{f}({0}, {1})", "i": "bz_ipow<{T}, {U}>({0}, {1})",
-            "u": "bz_ipow<{T}, {U}>({0}, {1})"},
-    "maximum": {"f": "bz_fmax({0}, {1})", "b": "({0} | {1})",
-                "*": "({0} > {1} ? {0} : {1})"},
-    "minimum": {"f": "bz_fmin({0}, {1})", "b": "({0} & {1})",
-                "*": "({0} < {1} ? {0} : {1})"},
-    "atan2": {"f": "atan2{f}({0}, {1})"},
-    "hypot": {"f": "hypot{f}({0}, {1})"},
-    "copysign": {"f": "__builtin_copysign{f}({0}, {1})"},
-    "nextafter": {"float16": "bz_nextafter_h({0}, {1})", "bfloat16": "bz_nextafter_b({0}, {1})",
-                  "f": "__builtin_nextafter{f}({0}, {1})"},
-    "logaddexp": {"f": "bz_logaddexp({0}, {1})"},
-    "bitwise_and": {"*": "({T})({0} & {1})"},
-    "bitwise_or": {"*": "({T})({0} | {1})"},
-    "bitwise_xor": {"*": "({T})({0} ^ {1})"},
-    "bitwise_left_shift": {"i": "bz_shl<{T}, {U}>({0}, {1})", "u": "bz_shl<{T}, {U}>({0}, {1})"},
-    "bitwise_right_shift": {"i": "bz_shr<{T}>({0}, {1})", "u": "bz_shr<{T}>({0}, {1})"},
-    "logical_and": {"*": "({0} && {1})"},
-    "logical_or": {"*": "({0} || {1})"},
-    "logical_xor": {"*": "({0} != {1})"},
-    "equal": {"*": "({0} == {1})"},
-    "not_equal": {"*": "({0} != {1})"},
-    "less": {"*": "({0} < {1})"},
-    "less_equal": {"*": "({0} <= {1})"},
-    "greater": {"*": "({0} > {1})"},
-    "greater_equal": {"*": "({0} >= {1})"},
-    "where": {"*": "({0} ? {1} : {2})"},
-}
-
-# Results that are exact on float16/bfloat16-representable inputs: no rounding needed.
-_EXACT_ON_LOW = {"where", "positive", "negative", "abs", "maximum", "minimum", "copysign",
-                 "real", "conj", "ceil", "floor", "trunc", "round", "sign", "imag", "nextafter"}
-
-_LIBM1 = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
-          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"}
-_LIBM2 = {"pow", "atan2", "hypot"}
-# glibc's libmvec: the functions with x86-64 vector variants, by the glibc that added them.
-_MVEC_222 = {"exp", "log", "sin", "cos", "pow"}
-_MVEC_235 = _LIBM1 | _LIBM2
-
-_COST = {"exp": 8, "expm1": 8, "log": 8, "log1p": 8, "log2": 8, "log10": 8, "sin": 8, "cos": 8,
-         "tan": 8, "asin": 8, "acos": 8, "atan": 8, "sinh": 8, "cosh": 8, "tanh": 8,
-         "asinh": 8, "acosh": 8, "atanh": 8, "pow": 8, "atan2": 8, "hypot": 8, "sigmoid": 8,
-         "logaddexp": 16, "nextafter": 8, "divide": 2, "sqrt": 2, "reciprocal": 2,
-         "floor_divide": 8, "remainder": 8}
 
 
 def glibc_version() -> tuple[int, int] | None:
@@ -380,125 +269,8 @@ template <class D, class S> static inline D bz_bc(S s) {
 }
 """
 
-_INT = {
-    "idiv": r"""
-template <class T> static inline T bz_idiv(T a, T b) {
-  if (b == 0) return 0;
-  if (b == (T)-1) return (T)(-a);
-  T q = (T)(a / b);
-  if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);
-  return q;
-}
-""",
-    "irem": r"""
-template <class T> static inline T bz_irem(T a, T b) {
-  if (b == 0 || b == (T)-1) return 0;
-  T r = (T)(a % b);
-  if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
-  return r;
-}
-""",
-    "ipow": r"""
-template <class T, class U> static inline T bz_ipow(T a, T b) {
-  if (b < 0) return a == 1 ? (T)1 : (a == (T)-1 ? (T)((b & 1) ? -1 : 1) : (T)0);
-  U base = (U)a, r = 1, e = (U)b;
-  while (e) { if (e & 1) r = (U)(r * base); base = (U)(base * base); e >>= 1; }
-  return (T)r;
-}
-""",
-    "shl": r"""
-template <class T, class U> static inline T bz_shl(T a, T b) {
-  return (b < 0 || b >= (T)(sizeof(T) * 8)) ? (T)0 : (T)((U)a << b);
-}
-""",
-    "shr": r"""
-template <class T> static inline T bz_shr(T a, T b) {
-  return (b < 0 || b >= (T)(sizeof(T) * 8)) ? (T)(a < 0 ? -1 : 0) : (T)(a >> b);
-}
-""",
-}
-
-
-def _float_helper(name: str, ct: str) -> str:
-    f = "f" if ct == "float" else ""
-    T = ct
-    if name == "sigmoid":
-        return (f"static inline {T} bz_sigmoid({T} x) {{\n"
-                f"  const {T} e = exp{f}(-__builtin_fabs{f}(x));\n"
-                f"  return x >= 0 ? ({T})1 / (({T})1 + e) : e / (({T})1 + e);\n}}\n")
-    if name == "fsign":
-        return (f"static inline {T} bz_fsign({T} x) {{ return x > 0 ? ({T})1 : (x < 0 ? ({T})-1 :"
-                f" (x == 0 ? ({T})0 : x)); }}\n")
-    if name == "signbit":  # a comparison of the bits: gcc 12 ICEs vectorizing the shift
-        # __builtin_signbit becomes on values loaded from bfloat16
-        it = "int32_t" if T == "float" else "int64_t"
-        return (f"static inline bool bz_signbit({T} x) {{ {it} i; __builtin_memcpy(&i, &x, "
-                f"sizeof i); return i < 0; }}\n")
-    if name == "fmax":
-        return (f"static inline {T} bz_fmax({T} a, {T} b) {{ return a != a ? a :"
-                f" (a > b ? a : b); }}\n")
-    if name == "fmin":
-        return (f"static inline {T} bz_fmin({T} a, {T} b) {{ return a != a ? a :"
-                f" (a < b ? a : b); }}\n")
-    if name == "logaddexp":
-        return (f"static inline {T} bz_logaddexp({T} x, {T} y) {{\n"
-                f"  if (x == y) return x + ({T})0.693147180559945309417232121458176568;\n"
-                f"  const {T} t = x - y;\n"
-                f"  if (t > 0) return x + log1p{f}(exp{f}(-t));\n"
-                f"  if (t <= 0) return y + log1p{f}(exp{f}(t));\n"
-                f"  return t;\n}}\n")
-    if name == "floordiv":  # numpy's npy_floor_divide / npy_divmod, with the standard's
-        # infinity cases (graph/ops.py _floor_divide): inf // finite, finite // inf = x / y
-        return (f"static inline {T} bz_floordiv({T} a, {T} b) {{\n"
-                f"  if (__builtin_isinf(a) != __builtin_isinf(b)) return (a != a || b != b) ?"
-                f" a + b : a / b;\n"
-                f"  if (b == 0) return a / b;\n"
-                f"  const {T} mod = __builtin_fmod{f}(a, b);\n"
-                f"  {T} div = (a - mod) / b;\n"
-                f"  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;\n"
-                f"  if (div != 0) {{ {T} fl = __builtin_floor{f}(div);"
-                f" if (div - fl > ({T})0.5) fl += 1; return fl; }}\n"
-                f"  return __builtin_copysign{f}(0, a / b);\n}}\n")
-    if name == "pymod":  # numpy's npy_remainder
-        return (f"static inline {T} bz_pymod({T} a, {T} b) {{\n"
-                f"  {T} mod = __builtin_fmod{f}(a, b);\n"
-                f"  if (b == 0) return mod;\n"
-                f"  if (mod != 0) {{ if ((b < 0) != (mod < 0)) mod += b; }}\n"
-                f"  else mod = __builtin_copysign{f}(0, b);\n"
-                f"  return mod;\n}}\n")
-    raise AssertionError(name)
-
-
-_FLOAT_HELPER_OF = {"bz_sigmoid": "sigmoid", "bz_fsign": "fsign", "bz_fmax": "fmax",
-                    "bz_signbit": "signbit",
-                    "bz_fmin": "fmin", "bz_logaddexp": "logaddexp", "bz_floordiv": "floordiv",
-                    "bz_pymod": "pymod"}
-_FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p")}
-
-
-class _Needs:
-    """What the kernel body uses: helper snippets and libm declarations."""
-
-    def __init__(self) -> None:
-        self.half = self.bf16 = self.bits = self.bitcast = self.malloc = False
-        self.ints: set[str] = set()
-        self.floats: set[tuple[str, str]] = set()  # (helper, ctype)
-        self.libm: set[tuple[str, str]] = set()  # (function, ctype)
-
-    def scan(self, expr: str, ct: str) -> None:
-        """Record the helpers and libm calls an expression uses."""
-        for h, name in _FLOAT_HELPER_OF.items():
-            if h + "(" in expr:
-                self.floats.add((name, ct))
-                for fn in _FLOAT_HELPER_NEEDS.get(name, ()):
-                    self.libm.add((fn, ct))
-        for name in _INT:
-            if f"bz_{name}<" in expr:
-                self.ints.add(name)
-        for fn in _LIBM1 | _LIBM2:
-            suffix = "f" if ct == "float" else ""
-            if f"{fn}{suffix}(" in expr and f"_{fn}{suffix}(" not in expr:
-                self.libm.add((fn, ct))
+class _Needs(Needs):
+    """The shared helper/libm tracking, rendered as C++ for the host compiler."""
 
     def text(self, mvec: frozenset[str]) -> str:
         out = []
@@ -528,284 +300,13 @@ class _Needs:
         return "\n".join(out)
 
 
-# ---------------------------------------------------------------- normalization
-@dataclass
-class _Norm:
-    outer: list[int]  # merged outer dim sizes
-    red: list[int]  # merged reduced dim sizes (n_red > 0 kernels; >= 1 dim there)
-    offsets: list[int]  # per view (loads, then stores)
-    strides: list[list[int]]  # per view, over outer + red dims (row stores: 0 on red dims)
-    empty: bool
-
-
-def _normalize(k: Kernel) -> _Norm:
-    nd = len(k.shape)
-    n_o = nd - k.n_red
-    views = [ld.view for ld in k.loads] + [st.view for st in k.stores]
-    full: list[list[int]] = []
-    for v in views:
-        s = list(v.strides)
-        if len(s) == n_o and k.n_red:  # a row store: over the outer dims only
-            s += [0] * k.n_red
-        if len(s) != nd:
-            raise Unsupported(f"a view of rank {len(s)} in a kernel of rank {nd}")
-        full.append(s)
-    nv = len(views)
-    groups = []
-    for lo, hi in ((0, n_o), (n_o, nd)):
-        sizes = k.shape[lo:hi]
-        if 0 in sizes:
-            groups.append([(0, [0] * nv)])
-            continue
-        dims = [(sizes[i - lo], [s[i] for s in full]) for i in range(lo, hi) if sizes[i - lo] != 1]
-        merged: list[tuple[int, list[int]]] = []
-        for size, st in dims:
-            if merged and all(p == c * size for p, c in zip(merged[-1][1], st)):
-                merged[-1] = (merged[-1][0] * size, st)
-            else:
-                merged.append((size, st))
-        groups.append(merged)
-    outer, red = groups
-    if is_rows(k) and not red:  # (a reduction over no axes reduces each element alone)
-        red = [(1, [0] * nv)]
-    if not is_rows(k) and not outer:  # 0-d (or all size-1): one element
-        outer = [(1, [0] * nv)]
-    dims = outer + red
-    return _Norm([d for d, _ in outer], [d for d, _ in red], [v.offset for v in views],
-                 [[st[i] for _, st in dims] for i in range(nv)],
-                 any(d == 0 for d in k.shape[:n_o]))
-
-
-def is_rows(k: Kernel) -> bool:
-    """Does ``k`` have reductions (then every iteration is a row, maybe of one element)?"""
-    return k.n_red > 0 or any(ins.op in OPS and OPS[ins.op].kind == "reduce"
-                              for ins in k.instrs)
-
-
-def kernel_slots(k: Kernel) -> tuple[int, ...]:
-    """The distinct slots of ``k`` in bufs[] order: first appearance over loads, then stores."""
-    return tuple(dict.fromkeys([ld.slot for ld in k.loads] + [st.slot for st in k.stores]))
-
-
-# ---------------------------------------------------------------- constants
-def _const_arg(value: Any, n: str) -> int:
-    d = dt.bfloat16 if n == "bfloat16" else np.dtype(n)
-    with np.errstate(all="ignore"):
-        v = np.asarray(value).astype(d) if n != "bool" else np.asarray(value).astype(bool)
-    if n in _LOW:
-        return int(v.astype(np.float32).view(np.int32))
-    if n == "float32":
-        return int(v.view(np.int32))
-    if n == "float64":
-        return int(v.view(np.int64))
-    if n == "uint64":
-        return int(v.view(np.int64))
-    return int(v)
-
-
-def kernel_args(k: Kernel, slot_arrays: Any = None, num_threads: int = 1) -> np.ndarray:
-    """The int64 ``args`` array of ``k`` (see the module docstring for its layout).
-
-    ``slot_arrays`` (optional): the buffers in ``bufs[]`` order; when given, each view
-    is checked to stay inside its buffer."""
-    norm = _normalize(k)
-    out = [int(num_threads)] + norm.outer + norm.red
-    n_o = len(norm.outer)
-    n_l = len(k.loads)
-    for vi in range(n_l + len(k.stores)):
-        out.append(norm.offsets[vi])
-        st = norm.strides[vi]
-        row_store = vi >= n_l and k.n_red and len(k.stores[vi - n_l].view.shape) == len(
-            k.shape) - k.n_red
-        out.extend(st[:n_o] if row_store else st)
-    for ins in k.instrs:
-        if ins.op == "const":
-            out.append(_const_arg(ins.attr("value"), _name(ins.dtype)))
-    args = np.asarray(out, dtype=np.int64)
-    if slot_arrays is not None:
-        _check_bounds(k, slot_arrays)
-    return args
-
-
-def _check_bounds(k: Kernel, arrays: Any) -> None:
-    slots = kernel_slots(k)
-    for what, items in (("load", k.loads), ("store", k.stores)):
-        for it in items:
-            a = arrays[slots.index(it.slot)]
-            v = it.view
-            if v.size == 0:
-                continue
-            lo = v.offset + sum((d - 1) * s for d, s in zip(v.shape, v.strides) if s < 0)
-            hi = v.offset + sum((d - 1) * s for d, s in zip(v.shape, v.strides) if s > 0)
-            if lo < 0 or hi >= a.size:
-                raise ValueError(f"{what} view {v} is outside its buffer of {a.size} elements")
-
-
-# ---------------------------------------------------------------- generation
-def _check(k: Kernel) -> None:
-    for ins in k.instrs:
-        n = _name(ins.dtype)
-        if ins.op in ("load", "const"):
-            continue
-        if ins.op == "cast":
-            _name(k.instrs[ins.args[0]].dtype)
-            continue
-        if ins.op == "bitcast":
-            src = _name(k.instrs[ins.args[0]].dtype)
-            if _bits(src) != _bits(n):
-                raise Unsupported(f"bitcast {src} -> {n}")
-            continue
-        op = OPS.get(ins.op)
-        if op is None:
-            raise Unsupported(f"unknown op {ins.op!r}")
-        if op.kind == "reduce":
-            src = _name(k.instrs[ins.args[0]].dtype)
-            if ins.op == "mean" and _kind(n) != "f":
-                raise Unsupported(f"mean with result dtype {n}")
-            if ins.op in ("sum", "prod") and _kind(n) == "f" and _kind(src) != "f":
-                raise Unsupported(f"{ins.op} of {src} into {n}")
-            if ins.op not in _REDUCE_OPS:
-                raise Unsupported(f"reduction {ins.op!r}")
-            continue
-        if op.kind != "elementwise" or ins.op not in CEXPR:
-            raise Unsupported(f"op {ins.op!r} has no C++ expression")
-        kinds = CEXPR[ins.op]
-        akind = _kind(_name(k.instrs[ins.args[-1]].dtype))
-        if akind not in kinds and "*" not in kinds and _name(k.instrs[ins.args[-1]].dtype) \
-                not in kinds:
-            raise Unsupported(f"{ins.op} on {_name(k.instrs[ins.args[-1]].dtype)}")
-    n_outer = len(k.shape) - k.n_red
-    for st in k.stores:
-        _name(k.instrs[st.instr].dtype)
-        if k.n_red and len(st.view.shape) == n_outer and not k.instrs[st.instr].row:
-            raise Unsupported("a row store of an element value")
-
-
-_REDUCE_OPS = ("sum", "prod", "mean", "max", "min", "any", "all", "argmax", "argmin")
-
-
-def _load_conv(n: str, raw: str) -> str:
-    if n == "bool":
-        return f"({raw} != 0)"
-    if n == "float16":
-        return f"bz_h2f({raw})"
-    if n == "bfloat16":
-        return f"bz_b2f({raw})"
-    return raw
-
-
-def _store_conv(n: str, v: str) -> str:
-    if n == "bool":
-        return f"(uint8_t)({v})"
-    if n == "float16":
-        return f"bz_f2h({v})"
-    if n == "bfloat16":
-        return f"bz_f2b({v})"
-    return v
-
-
-def _cast_expr(src: str, dst: str, x: str) -> str:
-    """C expression converting a compute value of dtype src to the compute value of dst."""
-    if dst == "bool":
-        return f"({x} != 0)"
-    ks, kd = _kind(src), _kind(dst)
-    if dst in _LOW:
-        rnd = "bz_rh" if dst == "float16" else "bz_rb"
-        if src == "float64":
-            return f"bz_h2f(bz_d2h({x}))" if dst == "float16" else f"bz_rb((float)({x}))"
-        return f"{rnd}((float)({x}))"
-    T = _CT[dst]
-    if kd == "f" or ks in "biu":
-        return f"(({T})({x}))"
-    # float -> integer: truncation, through the paths numpy's x86-64 casts take
-    if dst == "int64":
-        return f"((int64_t)({x}))"
-    if dst == "uint64":
-        return f"(({x}) < 0 ? (uint64_t)(int64_t)({x}) : (uint64_t)({x}))"
-    if dst == "uint32":
-        return f"((uint32_t)(int64_t)({x}))"
-    return f"(({T})(int32_t)({x}))"
-
-
-class _Gen:
+class _Gen(ExprGen):
     """Emits the C++ function of one kernel (see the module docstring for the shapes)."""
 
     def __init__(self, k: Kernel) -> None:
-        self.k = k
-        self.norm = _normalize(k)
-        self.needs = _Needs()
-        self.lines: list[str] = []
-        self.ind = 1
-        self.names = [_name(ins.dtype) for ins in k.instrs]
-        self.slots = kernel_slots(k)
-        self.n_loads = len(k.loads)
-        if is_rows(k):
-            self.mode = "rows"
-            self.n_o, self.n_r = len(self.norm.outer), len(self.norm.red)
-        else:  # the innermost dim plays the role of a row's (single) reduced dim
-            self.mode = "flat" if len(self.norm.outer) == 1 else "nested"
-            self.n_o, self.n_r = len(self.norm.outer) - 1, 1
-        # threads: over rows when there are outer dims, else inside the single row
-        self.inner_parallel = self.n_o == 0
-        self.live = self._live()
-        self.live_set = set(self.live)
-        self.cost = 1 + sum(_COST.get(k.instrs[i].op, 1) for i in self.live
-                            if k.instrs[i].op not in ("load", "const"))
-        self.el_stores = [si for si in range(len(k.stores)) if not self._is_row_store(si)]
+        super().__init__(k, _Needs())
         # contiguous element stores go through a tile buffer (streaming stores when large)
         self.tiled = [si for si in self.el_stores if self.inner_class(self.n_loads + si) == 1]
-
-    # -------------------------------------------------------- small utilities
-    def emit(self, line: str) -> None:
-        self.lines.append("  " * self.ind + line)
-
-    def open(self, line: str) -> None:
-        self.emit(line + " {" if line else "{")
-        self.ind += 1
-
-    def close(self) -> None:
-        self.ind -= 1
-        self.emit("}")
-
-    def ct(self, i: int) -> str:
-        return _CT[self.names[i]]
-
-    def _live(self) -> list[int]:
-        need: set[int] = set()
-        stack = [st.instr for st in self.k.stores]
-        while stack:
-            i = stack.pop()
-            if i in need:
-                continue
-            need.add(i)
-            stack.extend(self.k.instrs[i].args)
-        return sorted(need)
-
-    def _is_row_store(self, si: int) -> bool:
-        return bool(self.k.n_red) and len(self.k.stores[si].view.shape) == len(
-            self.k.shape) - self.k.n_red
-
-    def is_row(self, i: int) -> bool:
-        """Computed once per row (not per element)."""
-        ins = self.k.instrs[i]
-        if self.mode != "rows":
-            return ins.op == "const" or (ins.row and ins.op != "load")
-        return ins.row
-
-    def cone(self, targets: list[int], stops: set[int] | frozenset[int] = frozenset()
-             ) -> list[int]:
-        """Element-level instructions needed by ``targets``, in order (not looking past
-        ``stops``: values read back from the row cache)."""
-        need: set[int] = set()
-        stack = [t for t in targets if not self.is_row(t)]
-        while stack:
-            i = stack.pop()
-            if i in need:
-                continue
-            need.add(i)
-            if i not in stops:
-                stack.extend(a for a in self.k.instrs[i].args if not self.is_row(a))
-        return sorted(need)
 
     def _plan_row_cache(self) -> None:
         """Expensive element values that several loops over a row need (softmax's exp) are
@@ -827,74 +328,6 @@ class _Gen:
                     self.cached.add(i)
                 first.setdefault(i, li)
         self.loop_of = {i: first[i] for i in self.cached}
-
-    def _load_dtype(self, li: int) -> np.dtype:
-        for ins in self.k.instrs:
-            if ins.op == "load" and ins.attr("load") == li:
-                return ins.dtype
-        raise Unsupported(f"load {li} is never read")
-
-    def view_st(self, vi: int) -> str:
-        """Storage C type of view vi (loads, then stores)."""
-        if vi < self.n_loads:
-            return _ST[_name(self._load_dtype(vi))]
-        return _ST[self.names[self.k.stores[vi - self.n_loads].instr]]
-
-    # -------------------------------------------------------- expressions
-    def op_expr(self, i: int) -> str:
-        ins: Instr = self.k.instrs[i]
-        n = self.names[i]
-        args = [f"v{a}" for a in ins.args]
-        if ins.op == "cast":
-            e = _cast_expr(self.names[ins.args[0]], n, args[0])
-            self._note_conv(e)
-            return e
-        if ins.op == "bitcast":
-            src = self.names[ins.args[0]]
-            self.needs.bitcast = True
-            e = _load_conv(n, f"bz_bc<{_ST[n]}>(({_ST[src]})({_store_conv(src, args[0])}))")
-            self._note_conv(e)
-            return e
-        table = CEXPR[ins.op]
-        an = self.names[ins.args[-1]]  # operand dtype (where: the value operands)
-        kind = _kind(an)
-        tmpl = table.get(an, table.get(kind, table.get("*")))
-        assert tmpl is not None
-        act = _CT[an]
-        e = tmpl.format(*args, T=act, U=_wide_unsigned(an) if kind in "iu" else "unsigned",
-                        f=_fsuffix(an))
-        self.needs.scan(e, act if kind == "f" else "int")
-        self._note_conv(e)
-        if n in _LOW and ins.op not in _EXACT_ON_LOW:
-            e = ("bz_rh" if n == "float16" else "bz_rb") + f"({e})"
-            self._note_conv(e)
-        return e
-
-    def _note_conv(self, e: str) -> None:
-        if any(h in e for h in ("bz_h2f", "bz_rh", "bz_f2h", "bz_d2h", "bz_nextafter_h")):
-            self.needs.half = True
-        if any(h in e for h in ("bz_b2f", "bz_rb", "bz_f2b", "bz_nextafter_b")):
-            self.needs.bf16 = True
-
-    def load_expr(self, i: int, index: str) -> str:
-        li = self.k.instrs[i].attr("load")
-        e = _load_conv(self.names[i], f"P{li}[{index}]")
-        self._note_conv(e)
-        return e
-
-    def store_expr(self, si: int, v: str) -> str:
-        e = _store_conv(self.names[self.k.stores[si].instr], v)
-        self._note_conv(e)
-        return e
-
-    # -------------------------------------------------------- strides and indices
-    def inner_class(self, vi: int) -> int:
-        """Innermost stride of view vi: 0 (broadcast), 1 (contiguous) or 2 (general)."""
-        s = self.norm.strides[vi][-1]
-        return 0 if s == 0 else (1 if s == 1 else 2)
-
-    def sname(self, vi: int, d: int) -> str:
-        return f"s{vi}_{d}"
 
     def index(self, vi: int, var: str = "j") -> str:
         """Element index of view vi at inner index ``var`` (within the current row)."""
@@ -1226,19 +659,6 @@ class _Gen:
             self.close()
 
 
-def _extreme(n: str, low: bool) -> str:
-    """The identity of max (low=True: the lowest value) or min (the highest) for dtype n."""
-    if _kind(n) == "f":
-        return "-__builtin_inf()" if low else "__builtin_inf()"
-    info = np.iinfo(np.dtype(n))
-    v = info.min if low else info.max
-    if n == "int64" and low:
-        return "(-9223372036854775807LL - 1)"
-    if n == "uint64" and not low:
-        return "18446744073709551615ULL"
-    return f"{v}LL" if n != "uint64" else f"{v}ULL"
-
-
 def generate(kernel: Kernel) -> GeneratedKernel:
     """C++ source of ``kernel`` (see the module docstring); raises :class:`Unsupported`."""
     _check(kernel)
@@ -1247,3 +667,4 @@ def generate(kernel: Kernel) -> GeneratedKernel:
     symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]
     return GeneratedKernel(text.replace("BZ_SYMBOL", symbol), symbol, g.slots, g.n_args,
                            g.norm.empty)
+
