@@ -94,6 +94,9 @@ class CpuBackend(NumpyBackend):
         self.pool = BufferPool()
         # native library ops (op name -> impl(attrs, out_dtype, *inputs)); others run numpy's
         self.library: dict[str, Any] = {}
+        from .qmatmul import QuantizedMatmul  # dequantize-fused kernels, built on first use
+
+        self.library["quantized_matmul"] = QuantizedMatmul(self)
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution

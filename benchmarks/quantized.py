@@ -1,0 +1,158 @@
+"""Quantized matmul (the ``cpu`` backend's native kernel) against numpy, LLM-decode shapes.
+
+    .venv/bin/python benchmarks/quantized.py [--quick] [--group-size 64] [--threads N]
+
+Shapes: SmolLM2-135M's matrix-vector products (M = 1, float32 x): K=576 with
+N in {576 (q, o), 192 (k, v), 1536 (gate, up)}, K=1536 N=576 (down), 4-bit; and the
+tied embedding output K=576 N=49152 at 8 bits. Columns (medians in ms):
+
+* ``native``: the kernel called directly on numpy arrays
+  (``braze.backends.cpu.qmatmul.quantized_matmul``), the weight hot in cache;
+* ``bz``: ``bz.quantized_matmul`` evaluated on the ``cpu`` backend (adds the graph
+  and library-step overhead);
+* ``np f32``: numpy float32 ``x @ w.T`` with the dequantized weight (BLAS);
+* ``np deq``: the numpy reference, dequantize then matmul (what a backend without the
+  kernel runs);
+* GB/s: packed bytes read (codes + scales + biases) / native time;
+* ratios: np f32 / native and np deq / native.
+
+Then a whole decode token: 30 layers of distinct weights (q, k, v, o, gate, up, down)
+plus the 8-bit output projection, run back to back as one token would (the weights
+cycle through the caches, as in real decode), native vs numpy float32 matvecs; and
+prefill (M = 33, 128) for the largest 4-bit shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+from _timing import median_seconds  # benchmarks/ is the script's directory
+
+import braze as bz
+from braze.arrays.quantized import pack
+from braze.backends.cpu import qmatmul
+
+LAYERS = 30
+LAYER_SHAPES = [("q", 576, 576), ("k", 576, 192), ("v", 576, 192), ("o", 576, 576),
+                ("gate", 576, 1536), ("up", 576, 1536), ("down", 1536, 576)]
+HEAD = ("lm_head", 576, 49152)
+
+
+def median_ms(fn: Callable[[], object], repeat: int = 21, warmup: int = 3) -> float:
+    return median_seconds(fn, repeat, warmup) * 1e3
+
+
+def make(rng: np.random.Generator, k: int, n: int, bits: int, gs: int, half: bool
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    codes = rng.integers(0, 1 << bits, (n, k))
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.01).astype(sdt)
+    b = (-rng.random((n, k // gs)) * 0.05).astype(sdt)
+    return pack(codes, bits), s, b
+
+
+def packed_bytes(*arrays: np.ndarray) -> int:
+    return sum(a.nbytes for a in arrays)
+
+
+def shapes_table(rng: np.random.Generator, gs: int, half: bool, threads: int,
+                 quick: bool) -> None:
+    rows = [(name, k, n, 4) for name, k, n in LAYER_SHAPES if name in ("q", "k", "gate", "down")]
+    rows.append((HEAD[0], HEAD[1], HEAD[2], 8))
+    print(f"M=1, float32 x, group_size={gs}, {'float16' if half else 'float32'} scales, "
+          f"{threads} threads, kernel ISA {qmatmul.ISA_NAMES[qmatmul.kernel_isa(4, gs, half)]}")
+    print(f"{'shape':>22} {'bits':>4} {'native':>8} {'bz':>8} {'np f32':>8} {'np deq':>8} "
+          f"{'GB/s':>6} {'f32/nat':>7} {'deq/nat':>7}")
+    reps = 7 if quick else 21
+    for name, k, n, bits in rows:
+        wq, s, b = make(rng, k, n, bits, gs, half)
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
+                              bits=bits).T.copy()
+        xb, wqb, sb, bb = (bz.asarray(a) for a in (x, wq, s, b))
+
+        def native(x=x, wq=wq, s=s, b=b, bits=bits) -> np.ndarray:
+            return qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits,
+                                            num_threads=threads)
+
+        def via_bz(xb=xb, wqb=wqb, sb=sb, bb=bb, bits=bits) -> np.ndarray:
+            return np.asarray(bz.quantized_matmul(xb, wqb, sb, bb, group_size=gs, bits=bits))
+
+        t_nat = median_ms(native, reps)
+        with bz.backend("cpu"):
+            t_bz = median_ms(via_bz, reps)
+        t_f32 = median_ms(lambda x=x, w=w: x @ w.T, reps)
+        t_deq = median_ms(lambda x=x, wq=wq, s=s, b=b, bits=bits: qmatmul.reference(
+            x, wq, s, b, group_size=gs, bits=bits), max(3, reps // 3), 1)
+        gbs = packed_bytes(wq, s, b) / (t_nat * 1e-3) / 1e9
+        print(f"{name + f' {k}x{n}':>22} {bits:>4} {t_nat:8.4f} {t_bz:8.4f} {t_f32:8.4f} "
+              f"{t_deq:8.3f} {gbs:6.1f} {t_f32 / t_nat:7.2f} {t_deq / t_nat:7.1f}")
+
+
+def token(rng: np.random.Generator, gs: int, half: bool, threads: int, quick: bool) -> None:
+    layers = LAYERS // 5 if quick else LAYERS
+    mats = []
+    for _ in range(layers):
+        for _, k, n in LAYER_SHAPES:
+            mats.append((k, 4, *make(rng, k, n, 4, gs, half)))
+    mats.append((HEAD[1], 8, *make(rng, HEAD[1], HEAD[2], 8, gs, half)))
+    xs = {k: rng.standard_normal((1, k)).astype(np.float32) for k in (576, 1536)}
+    total = packed_bytes(*(a for m in mats for a in m[2:]))
+
+    def run_native() -> None:
+        for k, bits, wq, s, b in mats:
+            qmatmul.quantized_matmul(xs[k], wq, s, b, group_size=gs, bits=bits,
+                                     num_threads=threads)
+
+    t_nat = median_ms(run_native, 5 if quick else 11, 1)
+    f32 = [(k, qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
+                                 bits=bits).T.copy()) for k, bits, wq, s, b in mats]
+    f32_bytes = sum(w.nbytes for _, w in f32)
+
+    def run_f32() -> None:
+        for k, w in f32:
+            xs[k] @ w.T
+
+    t_f32 = median_ms(run_f32, 5 if quick else 11, 1)
+    print(f"\ndecode token ({layers} layers x 7 matvecs + 8-bit lm_head, distinct weights, "
+          f"{total / 1e6:.1f} MB packed / {f32_bytes / 1e6:.1f} MB float32):")
+    print(f"  native {t_nat:.2f} ms ({total / t_nat / 1e6:.1f} GB/s)   numpy float32 matvecs "
+          f"{t_f32:.2f} ms   ratio {t_f32 / t_nat:.2f}")
+    if quick:
+        print(f"  (--quick: {layers} of {LAYERS} layers)")
+
+
+def prefill(rng: np.random.Generator, gs: int, half: bool, threads: int) -> None:
+    k, n = 576, 1536
+    wq, s, b = make(rng, k, n, 4, gs, half)
+    w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs, bits=4).T.copy()
+    print(f"\nprefill {k}x{n} 4-bit: {'M':>4} {'native':>8} {'np f32':>8} {'np deq':>8}")
+    for m in (4, 33, 128):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        t_nat = median_ms(lambda x=x: qmatmul.quantized_matmul(
+            x, wq, s, b, group_size=gs, bits=4, num_threads=threads), 11)
+        t_f32 = median_ms(lambda x=x: x @ w.T, 11)
+        t_deq = median_ms(lambda x=x: qmatmul.reference(x, wq, s, b, group_size=gs, bits=4), 5)
+        print(f"{'':>26}{m:>4} {t_nat:8.3f} {t_f32:8.3f} {t_deq:8.3f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer repeats, 6 layers per token")
+    p.add_argument("--group-size", type=int, default=64, choices=(32, 64, 128))
+    p.add_argument("--half", action="store_true", help="float16 scales and biases")
+    p.add_argument("--threads", type=int, default=0, help="default: BRAZE_NUM_THREADS / all")
+    a = p.parse_args()
+    from braze.backends.cpu import default_num_threads
+
+    threads = a.threads or default_num_threads()
+    rng = np.random.default_rng(0)
+    shapes_table(rng, a.group_size, a.half, threads, a.quick)
+    token(rng, a.group_size, a.half, threads, a.quick)
+    prefill(rng, a.group_size, a.half, threads)
+
+
+if __name__ == "__main__":
+    main()

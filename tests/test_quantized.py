@@ -1,0 +1,312 @@
+"""Quantized weights: ``bz.quantize`` / ``bz.dequantize`` / ``bz.quantized_matmul`` against
+numpy, on every backend (the ``cpu`` backend runs its native dequantize-fused kernels,
+``braze.backends.cpu.qmatmul``; the ``numpy`` backend the reference).
+
+Error bounds (stated, then asserted):
+
+* quantize: every element within half a step, ``|w - dequantize(quantize(w))| <= scale/2``
+  (plus float32 rounding of the affine map: 1e-6 of the group's magnitude);
+* dequantize: equal to numpy's float32 ``code * scale + bias`` within one rounding
+  (the cpu kernels may fuse it into one FMA): 1e-6 relative to ``|code*scale| + |bias|``;
+* quantized_matmul, exact-float path: against a float64 evaluation of the same
+  dequantized weight, ``|y - y64| <= 1e-5 * (|x| @ (|code*scale| + |bias|).T)``
+  elementwise (float32 rounding of the weight and of a K-term sum in any order). The
+  same bound holds for every instruction-set path of the native kernel (scalar, AVX2,
+  AVX-512, forced with ``isa=``) and for the tiled prefill path (M >= 16).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import braze as bz
+from braze.arrays.quantized import pack
+from braze.backends import cpu as cpu_mod
+from braze.graph import dtypes as dt
+
+RTOL = 1e-5
+
+
+def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
+    """Codes (N, K) of packed words (N, K*bits/32), in numpy."""
+    per = 32 // bits
+    shifts = np.arange(per, dtype=np.uint32) * np.uint32(bits)
+    q = (wq[..., None] >> shifts) & np.uint32((1 << bits) - 1)
+    return q.reshape(wq.shape[0], -1).astype(np.int64)
+
+
+def terms64(wq: np.ndarray, s: np.ndarray, b: np.ndarray, bits: int, gs: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(w, |code*scale| + |bias|) in float64, shape (N, K)."""
+    q = unpack(wq, bits).astype(np.float64)
+    s64 = np.repeat(np.asarray(s, np.float64), gs, axis=-1)
+    b64 = np.repeat(np.asarray(b, np.float64), gs, axis=-1)
+    return q * s64 + b64, np.abs(q * s64) + np.abs(b64)
+
+
+def check_qmm(y: np.ndarray, x: np.ndarray, wq: np.ndarray, s: np.ndarray, b: np.ndarray,
+              bits: int, gs: int, rtol: float = RTOL) -> None:
+    w64, mag = terms64(wq, s, b, bits, gs)
+    x64 = np.asarray(x, np.float64)
+    want = x64 @ w64.T
+    bound = rtol * (np.abs(x64) @ mag.T) + 1e-30
+    y = np.asarray(y, np.float64)
+    assert y.shape == want.shape, f"{y.shape} != {want.shape}"
+    err = np.abs(y - want)
+    worst = np.unravel_index(np.argmax(err / bound), err.shape) if err.size else ()
+    assert np.all(err <= bound), f"error {err[worst]} > bound {bound[worst]} at {worst}"
+
+
+@st.composite
+def problems(draw, half: bool | None = None, ms=(1, 2, 7, 33)):  # type: ignore[no-untyped-def]
+    bits = draw(st.sampled_from([4, 8]))
+    gs = draw(st.sampled_from([32, 64, 128]))
+    k = gs * draw(st.integers(1, 3))
+    n = draw(st.sampled_from([1, 3, 17, 37]))  # not multiples of the vector width
+    lead = draw(st.sampled_from([(m,) for m in ms] + [(2, 3), ()]))
+    half = draw(st.booleans()) if half is None else half
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 1 << bits, (n, k))
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
+    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
+    x = rng.standard_normal(lead + (k,)).astype(np.float32)
+    return x, pack(codes, bits), s, b, bits, gs
+
+
+# ---------------------------------------------------------------- quantize / dequantize
+@given(st.sampled_from([4, 8]), st.sampled_from([32, 64, 128]), st.integers(1, 9),
+       st.integers(1, 3), st.integers(0, 2**32 - 1), st.floats(1e-3, 1e3))
+def test_quantize_roundtrip_within_half_step(bits, gs, n, groups, seed, scale) -> None:
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((n, gs * groups)) * scale).astype(np.float32)
+    w[0, :gs] = 1.5  # a constant group: scale 0, exact
+    wq, s, b = bz.quantize(bz.asarray(w), group_size=gs, bits=bits)
+    assert wq.dtype == dt.uint32 and wq.shape == (n, gs * groups * bits // 32)
+    assert s.shape == b.shape == (n, groups) and s.dtype == dt.float32
+    deq = np.asarray(bz.dequantize(wq, s, b, group_size=gs, bits=bits))
+    assert deq.dtype == np.float32 and deq.shape == w.shape
+    step = np.repeat(np.asarray(s), gs, axis=-1)
+    mag = np.repeat(np.maximum(np.abs(np.asarray(b)), np.abs(np.asarray(b) + np.asarray(s)
+                                                             * ((1 << bits) - 1))), gs, axis=-1)
+    assert np.all(np.abs(deq - w) <= step / 2 + 1e-6 * mag)
+    assert np.all(deq[0, :gs] == 1.5)
+    assert np.all(unpack(np.asarray(wq), bits) < (1 << bits))
+
+
+@given(problems())
+def test_dequantize_matches_numpy(p) -> None:
+    _, wq, s, b, bits, gs = p
+    got = np.asarray(bz.dequantize(bz.asarray(wq), bz.asarray(s), bz.asarray(b),
+                                   group_size=gs, bits=bits))
+    w64, mag = terms64(wq, s, b, bits, gs)
+    assert got.dtype == np.float32
+    assert np.all(np.abs(got - w64) <= 1e-6 * mag + 1e-30)
+
+
+def test_pack_layout() -> None:
+    # little-end first: element 0 in the lowest bits of word 0
+    assert pack(np.array([[1, 2, 3, 4, 5, 6, 7, 8]]), 4)[0, 0] == 0x87654321
+    assert pack(np.array([[1, 2, 3, 4]]), 8)[0, 0] == 0x04030201
+
+
+# ---------------------------------------------------------------- quantized_matmul
+@given(problems())
+def test_quantized_matmul_matches_numpy(p) -> None:
+    x, wq, s, b, bits, gs = p
+    y = bz.quantized_matmul(bz.asarray(x), bz.asarray(wq), bz.asarray(s), bz.asarray(b),
+                            group_size=gs, bits=bits)
+    assert y.shape == x.shape[:-1] + (wq.shape[0],) and y.dtype == dt.float32
+    check_qmm(np.asarray(y), x, wq, s, b, bits, gs)
+
+
+@given(problems(half=False, ms=(1, 5)))
+def test_quantized_matmul_fused_with_other_ops(p) -> None:
+    x, wq, s, b, bits, gs = p
+    xb = bz.asarray(x)
+    y = bz.quantized_matmul(xb * 2.0, bz.asarray(wq), bz.asarray(s), bz.asarray(b),
+                            group_size=gs, bits=bits) + 1.0
+    w64, mag = terms64(wq, s, b, bits, gs)
+    x64 = 2.0 * x.astype(np.float64)
+    bound = RTOL * (np.abs(x64) @ mag.T + 1.0)
+    assert np.all(np.abs(np.asarray(y, np.float64) - (x64 @ w64.T + 1.0)) <= bound)
+
+
+@pytest.mark.parametrize("xdtype", [dt.float16, dt.float64])
+def test_quantized_matmul_result_has_x_dtype(xdtype) -> None:
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((40, 64)).astype(np.float32)
+    wq, s, b = bz.quantize(w, group_size=32, bits=4)
+    x = rng.standard_normal((3, 64)).astype(xdtype)
+    y = bz.quantized_matmul(bz.asarray(x), wq, s, b, group_size=32, bits=4)
+    assert y.dtype == xdtype
+    check_qmm(np.asarray(y), x.astype(np.float32), np.asarray(wq), np.asarray(s),
+              np.asarray(b), 4, 32, rtol=1e-3 if xdtype == dt.float16 else RTOL)
+
+
+def test_quantized_matmul_int_x_computes_in_float32() -> None:
+    w = np.ones((5, 32), np.float32)
+    wq, s, b = bz.quantize(w, group_size=32, bits=8)
+    y = bz.quantized_matmul(bz.ones((2, 32), dtype=bz.int32), wq, s, b, group_size=32, bits=8)
+    assert y.dtype == dt.float32
+    np.testing.assert_array_equal(np.asarray(y), np.full((2, 5), 32.0, np.float32))
+
+
+def test_quantized_matmul_of_quantized_weight_close_to_float_matmul() -> None:
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((300, 256)).astype(np.float32) * 0.05
+    x = rng.standard_normal((1, 256)).astype(np.float32)
+    for bits, tol in ((4, 0.1), (8, 0.01)):
+        wq, s, b = bz.quantize(w, group_size=64, bits=bits)
+        y = np.asarray(bz.quantized_matmul(x, wq, s, b, group_size=64, bits=bits))
+        ref = x @ w.T
+        assert np.linalg.norm(y - ref) <= tol * np.linalg.norm(ref)
+
+
+# ---------------------------------------------------------------- errors at the call
+def _valid():  # type: ignore[no-untyped-def]
+    wq = bz.zeros((8, 8), dtype=bz.uint32)  # N=8, K=64 at 4 bits
+    return bz.ones((2, 64)), wq, bz.ones((8, 2)), bz.zeros((8, 2))
+
+
+def test_quantized_matmul_errors() -> None:
+    x, wq, s, b = _valid()
+    with pytest.raises(TypeError, match="uint32"):
+        bz.quantized_matmul(x, bz.zeros((8, 8), dtype=bz.int32), s, b)
+    with pytest.raises(ValueError, match="scales and biases must have shape"):
+        bz.quantized_matmul(x, wq, bz.ones((8, 3)), b)
+    with pytest.raises(ValueError, match="scales and biases must have shape"):
+        bz.quantized_matmul(x, wq, s, bz.zeros((7, 2)))
+    with pytest.raises(ValueError, match="last dims differ"):
+        bz.quantized_matmul(bz.ones((2, 63)), wq, s, b)
+    with pytest.raises(ValueError, match="bits must be one of"):
+        bz.quantized_matmul(x, wq, s, b, bits=3)
+    with pytest.raises(ValueError, match="group_size must be one of"):
+        bz.quantized_matmul(x, wq, s, b, group_size=16)
+    with pytest.raises(TypeError, match="floating"):
+        bz.quantized_matmul(x, wq, bz.ones((8, 2), dtype=bz.int32), b)
+    with pytest.raises(TypeError, match="uint32"):
+        bz.quantized_matmul(x, bz.zeros((8,), dtype=bz.uint32), s, b)
+    with pytest.raises(NotImplementedError):
+        bz.quantized_matmul(x, wq, s, b, transpose=False)
+
+
+def test_quantize_errors() -> None:
+    with pytest.raises(ValueError, match="2-d"):
+        bz.quantize(bz.ones((64,)))
+    with pytest.raises(TypeError, match="floating"):
+        bz.quantize(bz.ones((2, 64), dtype=bz.int32))
+    with pytest.raises(ValueError):
+        bz.quantize(bz.ones((2, 48)), group_size=32)
+    with pytest.raises(ValueError, match="bits must be one of"):
+        bz.quantize(bz.ones((2, 64)), bits=3)
+    with pytest.raises(ValueError, match="group_size must be one of"):
+        bz.dequantize(*_valid()[1:], group_size=48)
+
+
+# ---------------------------------------------------------------- the native cpu kernel
+needs_cpu = pytest.mark.skipif(not cpu_mod.available(), reason="no C++ compiler")
+
+
+@needs_cpu
+def test_cpu_backend_runs_the_native_kernel(backend_name) -> None:
+    if backend_name != "cpu":
+        pytest.skip("the native kernel is the cpu backend's")
+    impl = bz.backends.get("cpu").library["quantized_matmul"]
+    before = dict(impl.calls)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((96, 128)).astype(np.float32)
+    wq, s, b = bz.quantize(w, group_size=64, bits=4)
+    x = rng.standard_normal((4, 128)).astype(np.float32)
+    y = bz.quantized_matmul(bz.asarray(x), wq, s, b, group_size=64, bits=4)
+    check_qmm(np.asarray(y), x, np.asarray(wq), np.asarray(s), np.asarray(b), 4, 64)
+    assert impl.calls["native"] == before["native"] + 1
+    assert impl.calls["numpy"] == before["numpy"]
+
+
+@needs_cpu
+@pytest.mark.parametrize("isa", [0, 1, 2])
+@pytest.mark.parametrize("bits,gs,half", [(4, 32, False), (8, 64, True), (4, 128, True)])
+def test_native_kernel_every_isa(backend_name, isa, bits, gs, half) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    rng = np.random.default_rng(isa * 100 + bits + gs)
+    n, k = 45, 3 * gs
+    wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
+    b = (rng.standard_normal((n, k // gs))).astype(sdt)
+    assert qmatmul.kernel_isa(bits, gs, half, isa) == min(isa, qmatmul.host_isa())
+    for m in (1, 3, 5, 16, 21):  # fused with 1-4 rows per pass, tiled from 16 rows
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        for threads in (1, 2):
+            y = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                         num_threads=threads)
+            check_qmm(y, x, wq, s, b, bits, gs)
+            if threads == 1:
+                y1 = y
+            else:  # N is split between threads: each output is summed the same way
+                np.testing.assert_array_equal(y, y1)
+
+
+@needs_cpu
+def test_native_kernel_edge_shapes(backend_name) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    wq = pack(np.ones((3, 32)), 4)
+    s, b = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)
+    assert qmatmul.quantized_matmul(np.ones((0, 32), np.float32), wq, s, b).shape == (0, 3)
+    assert qmatmul.quantized_matmul(np.ones((2, 0, 32), np.float32), wq, s, b).shape == (2, 0, 3)
+    y = qmatmul.quantized_matmul(np.ones(32, np.float32), wq, s, b)  # 1-d x
+    np.testing.assert_array_equal(y, np.full(3, 32.0, np.float32))
+    empty = qmatmul.quantized_matmul(np.ones((2, 32), np.float32), wq[:0], s[:0], b[:0])
+    assert empty.shape == (2, 0)
+    # mixed scale dtypes run as float32; bfloat16 too
+    y = qmatmul.quantized_matmul(np.ones((1, 32), np.float32), wq, s.astype(np.float16), b)
+    np.testing.assert_array_equal(y, np.full((1, 3), 32.0, np.float32))
+    y = qmatmul.quantized_matmul(np.ones((1, 32), np.float32), wq, s.astype(dt.bfloat16),
+                                 b.astype(dt.bfloat16))
+    np.testing.assert_array_equal(y, np.full((1, 3), 32.0, np.float32))
+    with pytest.raises(ValueError, match="isa"):
+        qmatmul.quantized_matmul(np.ones((1, 32), np.float32), wq, s, b, isa=3)
+    with pytest.raises(ValueError, match="last dims differ"):
+        qmatmul.quantized_matmul(np.ones((1, 64), np.float32), wq, s, b)
+
+
+@needs_cpu
+def test_build_failure_falls_back_to_numpy_with_one_warning(backend_name, monkeypatch) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import build, qmatmul
+
+    def fail(source: str, symbol: str) -> int:
+        raise build.BuildError(f"simulated failure of {symbol}")
+
+    monkeypatch.setattr(build, "load", fail)
+    monkeypatch.setattr(qmatmul, "_handles", {})
+    monkeypatch.setattr(qmatmul, "_failed", {})
+    impl = qmatmul.QuantizedMatmul()
+    rng = np.random.default_rng(4)
+    wq = pack(rng.integers(0, 16, (5, 64)), 4)
+    s, b = rng.random((5, 2)).astype(np.float32), rng.random((5, 2)).astype(np.float32)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    attrs = {"group_size": 32, "bits": 4}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y1 = impl(attrs, np.dtype(np.float32), x, wq, s, b)
+        y2 = impl(attrs, np.dtype(np.float32), x, wq, s, b)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "numpy reference" in msgs[0]
+    assert impl.calls == {"native": 0, "numpy": 2}
+    check_qmm(y1, x, wq, s, b, 4, 32)
+    np.testing.assert_array_equal(y1, y2)
