@@ -10,8 +10,8 @@ heads, never by repeating keys and values in memory.
 
 >>> import braze as bz
 >>> x = bz.ones((2, 8))
->>> bz.fast.rms_norm(x, bz.full((8,), 2.0), eps=1e-5).tolist()[0][:2]
-[1.9999899864196777, 1.9999899864196777]
+>>> [round(v, 4) for v in bz.fast.rms_norm(x, bz.full((8,), 2.0), eps=1e-5).tolist()[0][:2]]
+[2.0, 2.0]
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def rms_norm(x: Any, weight: Any | None, eps: float) -> Array:
     """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (one fused kernel).
 
     >>> import braze as bz
-    >>> bz.fast.rms_norm(bz.asarray([[3.0, 4.0]]), None, 0.0).tolist()
-    [[0.8485281467437744, 1.1313708305358887]]
+    >>> [round(v, 5) for v in bz.fast.rms_norm(bz.asarray([[3.0, 4.0]]), None, 0.0).tolist()[0]]
+    [0.84853, 1.13137]
     """
     x = _float(x, "rms_norm")
     if weight is not None:
@@ -57,8 +57,9 @@ def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Arra
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (one kernel).
 
     >>> import braze as bz
-    >>> bz.fast.layer_norm(bz.asarray([[1.0, 3.0]]), None, None, 0.0).tolist()
-    [[-1.0, 1.0]]
+    >>> y = bz.fast.layer_norm(bz.asarray([[1.0, 3.0]]), None, None, 0.0)
+    >>> [round(v, 5) for v in y.tolist()[0]]
+    [-1.0, 1.0]
     """
     x = _float(x, "layer_norm")
     for name, p in (("weight", weight), ("bias", bias)):
