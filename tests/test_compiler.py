@@ -100,6 +100,16 @@ def test_siblings_around_a_library_call_are_not_fused_into_a_cycle(xy) -> None:
     np.testing.assert_allclose(np.asarray(out), np.asarray(x) * 3, rtol=1e-6)
 
 
+def test_row_fusion_does_not_skip_a_library_call_in_between(xy) -> None:
+    """s = sum(x) feeds a matmul and an add that also reads the matmul: fusing the add
+    into the reduction's kernel would need the matmul before that kernel ran."""
+    x, _ = xy
+    s = bz.sum(x, axis=1)
+    out = s + (bz.reshape(s, (1, 64)) @ bz.asarray(np.eye(64, dtype=np.float32)))[0]
+    assert kernels(out).num_kernels == 3  # reduce, matmul, add
+    np.testing.assert_allclose(np.asarray(out), np.asarray(x).sum(axis=1) * 2, rtol=1e-5)
+
+
 def test_common_subexpressions_are_computed_once(xy) -> None:
     x, _ = xy
     s = kernels(bz.sin(x) + bz.sin(x))

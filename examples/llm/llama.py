@@ -127,16 +127,18 @@ class Block(nn.Module):
             setattr(self.attention, proj, _linear(weights, quant, p + name + ".weight"))
         self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.eps)
         self.ffn_norm.weight = weights[p + "ffn_norm.weight"]
-        self.gate = _linear(weights, quant, p + "ffn_gate.weight")
-        self.up = _linear(weights, quant, p + "ffn_up.weight")
+        self.attention.fuse_qkv()  # one matmul for q, k and v; one for gate and up
+        self.hidden = cfg.hidden
+        self.gate_up = nn.concat_linears([_linear(weights, quant, p + "ffn_gate.weight"),
+                                          _linear(weights, quant, p + "ffn_up.weight")])
         self.down = _linear(weights, quant, p + "ffn_down.weight")
 
     def __call__(self, x: bz.Array, offset: Any, past: tuple[bz.Array, bz.Array] | None
                  ) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
         h, kv = self.attention(self.attn_norm(x), offset, past)
         x = x + h
-        y = self.ffn_norm(x)
-        return x + self.down(nn.silu(self.gate(y)) * self.up(y)), kv
+        gu = self.gate_up(self.ffn_norm(x))
+        return x + self.down(nn.silu(gu[..., :self.hidden]) * gu[..., self.hidden:]), kv
 
 
 class KVCache:

@@ -229,13 +229,17 @@ class Fuser:
             roots = self.roots()
             members: dict[int, set[int]] = {}
             loads: dict[int, list[tuple[int, View]]] = {}
-            try:
-                for r in roots:
+            breaks: set[int] = set()
+            for r in roots:  # collect every break of this pass, then redo the pass once
+                try:
                     self.walk(r, *_recorders(self.g, r, loads, members))
-            except _Restart as e:
-                self.realized.add(e.node)
-                if self.kinds[e.node] == "view":
-                    self.copies.add(e.node)
+                except _Restart as e:
+                    breaks.add(e.node)
+            if breaks:
+                for b in breaks:
+                    self.realized.add(b)
+                    if self.kinds[b] == "view":
+                        self.copies.add(b)
                 continue
             self.loads, self.members = loads, members
             return loads
@@ -360,18 +364,48 @@ class _Groups:
         self.src_cache[buf] = out
         return out
 
+    def ancestors(self) -> dict[int, int]:
+        """Per group, the set of groups it transitively depends on, as a bitset (an int
+        with bit g set for group g): reachability queries are then O(1) big-int tests."""
+        anc = getattr(self, "_anc", None)
+        if anc is None:
+            anc = {}
+            for r in self.roots:  # roots are in topological (node) order
+                bits = 0
+                for d in self.deps(r):
+                    bits |= anc[d] | (1 << d)
+                anc[r] = bits
+            self._anc = anc
+        return anc
+
     def reaches(self, a: int, b: int, skip_direct: bool = False) -> bool:
         """Does group a depend on group b (through another group, if skip_direct)?"""
-        stack = [d for d in self.deps(a) if not (skip_direct and d == b)]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if x == b:
-                return True
-            if x not in seen:
-                seen.add(x)
-                stack.extend(d for d in self.deps(x) if d not in seen)
+        anc = self.ancestors()
+        if not skip_direct:
+            return bool(anc[a] >> b & 1)
+        for buf in self.group_reads[a]:
+            if buf in self.parent:  # a kernel result read directly: only paths beyond it
+                d = self.find(buf)
+                if d != b and d != a and anc[d] >> b & 1:
+                    return True
+            else:  # a library result (matmul...): b feeding it is an indirect path
+                for src in self._sources(buf):
+                    d = self.find(src)
+                    if d == b or (d != a and anc[d] >> b & 1):
+                        return True
         return False
+
+    def _merge_ancestors(self, ga: int, gb: int) -> None:
+        """gb joins ga: whatever depended on either part now depends on the whole."""
+        anc = self.ancestors()
+        both = (1 << ga) | (1 << gb)
+        merged = (anc[ga] | anc.pop(gb)) & ~both
+        anc[ga] = merged
+        add = merged | (1 << ga)
+        drop = ~(1 << gb)
+        for x, bits in anc.items():
+            if bits & both:
+                anc[x] = (bits & drop) | add
 
     def layout(self, members: list[int]) -> tuple[tuple[int, ...], int, tuple[int, ...]] | None:
         """The common (iteration shape, n_red, perm) of a would-be group, or None."""
@@ -442,6 +476,7 @@ class _Groups:
         lay = self._merged_layout(ga, gb)
         if lay is None or not self._cross_reads_ok(ga, gb, lay):
             return
+        self._merge_ancestors(ga, gb)
         self.parent[gb] = ga
         self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
         self.layouts[ga] = lay
