@@ -1,0 +1,241 @@
+"""The LLM example (examples/llm) against an independent numpy forward pass.
+
+The reference below reads the GGUF with the ``gguf`` package, dequantizes every tensor
+with ``gguf.quants`` and runs a plain float32 numpy Llama (interleaved RoPE, grouped-
+query attention, SwiGLU, tied embeddings): nothing of braze's loader or layers.
+Tolerances: float32 logits within 1e-3 of the logit scale (max |logit|); the 4-bit
+path within QUANT_BOUND of the float32 path, and the same greedy answers.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import braze as bz
+
+gguf = pytest.importorskip("gguf")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "llm"))
+import llama  # noqa: E402
+
+try:
+    MODEL = llama.default_model_path()
+except FileNotFoundError as e:  # pragma: no cover - `make test` installs it
+    pytest.skip(str(e), allow_module_level=True)
+
+PROMPT = llama.chat_prompt("What is the capital of France?")
+QUANT_BOUND = 0.15  # max |logit difference| of the 4-bit path / logit scale, measured 0.04-0.06
+
+
+@pytest.fixture(scope="module")
+def models(backend_name):
+    if backend_name != "cpu" and backend_name in bz.backends.available() \
+            and "cpu" in bz.backends.available():
+        pytest.skip("the model tests run on the default (cpu) backend; the numpy reference "
+                    "backend is compared op by op elsewhere")
+    f32, tok = llama.load(quantized=False)
+    q4, _ = llama.load(quantized=True)
+    return f32, q4, tok
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return NumpyLlama(MODEL)
+
+
+class NumpyLlama:
+    """A float32 numpy Llama straight from the GGUF file (the independent reference)."""
+
+    def __init__(self, path: str) -> None:
+        r = gguf.GGUFReader(path)
+        f = {k: v.contents() for k, v in r.fields.items()}
+        self.n_layers = f["llama.block_count"]
+        self.n_heads = f["llama.attention.head_count"]
+        self.n_kv = f["llama.attention.head_count_kv"]
+        self.eps = f["llama.attention.layer_norm_rms_epsilon"]
+        self.base = f["llama.rope.freq_base"]
+        self.w = {}
+        for t in r.tensors:
+            shape = tuple(int(d) for d in reversed(t.shape))
+            self.w[t.name] = np.asarray(gguf.quants.dequantize(np.asarray(t.data), t.tensor_type),
+                                        np.float32).reshape(shape)
+
+    def norm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + self.eps) * w
+
+    def rope(self, x: np.ndarray) -> np.ndarray:  # (H, T, D), pairs (2i, 2i+1)
+        t, d = x.shape[1], x.shape[2]
+        ang = np.arange(t)[:, None] * self.base ** (-np.arange(0, d, 2) / d)
+        c, s = np.cos(ang), np.sin(ang)
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+        return out
+
+    def __call__(self, ids: list[int]) -> np.ndarray:
+        w = self.w
+        x = w["token_embd.weight"][ids]
+        t = len(ids)
+        for i in range(self.n_layers):
+            p = f"blk.{i}."
+            h = self.norm(x, w[p + "attn_norm.weight"])
+            q = (h @ w[p + "attn_q.weight"].T).reshape(t, self.n_heads, -1).transpose(1, 0, 2)
+            k = (h @ w[p + "attn_k.weight"].T).reshape(t, self.n_kv, -1).transpose(1, 0, 2)
+            v = (h @ w[p + "attn_v.weight"].T).reshape(t, self.n_kv, -1).transpose(1, 0, 2)
+            q, k = self.rope(q), self.rope(k)
+            rep = self.n_heads // self.n_kv
+            k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+            s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+            p_ = np.exp(s - s.max(-1, keepdims=True))
+            p_ /= p_.sum(-1, keepdims=True)
+            o = (p_ @ v).transpose(1, 0, 2).reshape(t, -1)
+            x = x + o @ w[p + "attn_output.weight"].T
+            h = self.norm(x, w[p + "ffn_norm.weight"])
+            g, u = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
+            x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down.weight"].T
+        x = self.norm(x, w["output_norm.weight"])
+        return x @ w.get("output.weight", w["token_embd.weight"]).T
+
+
+def test_float32_logits_match_an_independent_numpy_forward(models, reference) -> None:
+    f32, _, tok = models
+    ids = tok.encode(PROMPT).ids
+    want = reference(ids)
+    got = np.asarray(f32(np.asarray([ids], np.int32)))[0]
+    assert got.shape == (len(ids), 49152)
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 1e-3 * scale
+
+
+def test_prefill_then_decode_equals_one_long_forward(models, reference) -> None:
+    """The KV cache path (prefill, then one token at a time) gives the same logits."""
+    f32, _, tok = models
+    ids = tok.encode(PROMPT).ids
+    want = reference(ids)
+    cache = f32.make_cache(128)
+    first = np.asarray(f32(np.asarray([ids[:-3]], np.int32), cache))[0]
+    rows = [first[-1]]
+    for t in ids[-3:]:
+        rows.append(np.asarray(f32(np.asarray([[t]], np.int32), cache, last_only=True))[0, 0])
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(first, want[:-3], atol=1e-3 * scale)
+    np.testing.assert_allclose(np.stack(rows), want[-4:], atol=1e-3 * scale)
+    assert cache.offset == len(ids)
+
+
+def test_quantized_logits_stay_within_the_documented_bound(models) -> None:
+    f32, q4, tok = models
+    ids = np.asarray([tok.encode(PROMPT).ids], np.int32)
+    a, b = np.asarray(f32(ids)), np.asarray(q4(ids))
+    assert np.abs(a - b).max() <= QUANT_BOUND * np.abs(a).max()
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?",
+                                      "What is 2 + 2?", "Name a primary color."])
+def test_quantized_and_float32_greedy_answers_agree(models, question) -> None:
+    f32, q4, tok = models
+    prompt = llama.chat_prompt(question)
+    a = "".join(llama.generate(f32, tok, prompt, max_tokens=12))
+    b = "".join(llama.generate(q4, tok, prompt, max_tokens=12))
+    assert a and a == b
+
+
+def test_chat_answers_paris(models, capsys) -> None:
+    import chat
+
+    assert chat.main(["--prompt", "What is the capital of France?", "--max-tokens", "24"]) == 0
+    out = capsys.readouterr()
+    assert "Paris" in out.out
+    assert "decode:" in out.err and "tok/s" in out.err
+
+
+def test_an_over_long_prompt_is_refused_with_a_message(models) -> None:
+    _, q4, tok = models
+    cache = q4.make_cache(64)
+    with pytest.raises(ValueError, match="only 63 fit in the context"):
+        next(llama.generate(q4, tok, "hello " * 100, cache=cache))
+    assert chat_main_error(["--prompt", "hello " * 3000, "--context", "64"]) == 1
+
+
+def chat_main_error(argv: list[str]) -> int:
+    import chat
+
+    return chat.main(argv)
+
+
+def test_sampling_is_reproducible_with_a_seed(models) -> None:
+    _, q4, tok = models
+    prompt = llama.chat_prompt("Tell me a story.")
+    runs = ["".join(llama.generate(q4, tok, prompt, 8, temperature=0.9, top_p=0.9, seed=3))
+            for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_tokenizer_round_trips_and_knows_chatml(models) -> None:
+    _, _, tok = models
+    text = "Hello, world! 12345 ünïcödé"
+    assert tok.decode(tok.encode(text).ids) == text
+    assert tok.encode("<|im_start|>user").ids[0] == 1
+    assert [tok.decode([i]) for i in tok.encode("123").ids] == ["1", "2", "3"]
+
+
+# ---------------------------------------------------------------- bad model files
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        llama.load(str(tmp_path / "nope.gguf"))
+
+
+def test_not_a_gguf_file(tmp_path) -> None:
+    p = tmp_path / "x.gguf"
+    p.write_bytes(b"PK\x03\x04 this is a zip")
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        llama.load(str(p))
+
+
+def test_truncated_gguf(tmp_path) -> None:
+    p = tmp_path / "cut.gguf"
+    with open(MODEL, "rb") as f:
+        p.write_bytes(f.read(os.path.getsize(MODEL) // 2))
+    with pytest.raises(ValueError, match=f"{p}: truncated"):
+        llama.load(str(p))
+
+
+def _write_gguf(path: str, arch: str, tensor_type: str = "F32") -> None:
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(1)
+    if tensor_type == "F32":
+        w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    else:  # raw Q5_0 blocks: 22 bytes per 32 values
+        kind = gguf.GGMLQuantizationType[tensor_type]
+        w.add_tensor("token_embd.weight", np.zeros((4, 22), np.uint8), raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_unsupported_architecture(tmp_path) -> None:
+    p = str(tmp_path / "gpt2.gguf")
+    _write_gguf(p, "gpt2")
+    with pytest.raises(ValueError, match="unsupported architecture 'gpt2'"):
+        llama.load(p)
+
+
+def test_unsupported_quantization_type(tmp_path) -> None:
+    p = str(tmp_path / "q5.gguf")
+    _write_gguf(p, "llama", "Q5_0")
+    with pytest.raises(ValueError, match="quantization type Q5_0"):
+        bz.load(p)
+    assert bz.load(p, dequantize=True)["token_embd.weight"].shape == (4, 32)
+
+
+def test_gguf_header_magic_is_checked_before_parsing(tmp_path) -> None:
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(struct.pack("<4sI", b"GGUX", 3))
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        bz.load(str(p))
