@@ -1,8 +1,9 @@
 """The LLM example (examples/llm) against an independent numpy forward pass.
 
-The reference below reads the GGUF with the ``gguf`` package, dequantizes every tensor
-with ``gguf.quants`` and runs a plain float32 numpy Llama (interleaved RoPE, grouped-
-query attention, SwiGLU, tied embeddings): nothing of braze's loader or layers.
+The reference (examples/llm/numpy_llama.py) reads the GGUF with the ``gguf`` package,
+dequantizes every tensor with ``gguf.quants`` and runs a plain float32 numpy Llama
+(interleaved RoPE, grouped-query attention, SwiGLU, tied embeddings): nothing of
+braze's loader or layers.
 Tolerances: float32 logits within 1e-3 of the logit scale (max |logit|); the 4-bit
 path within QUANT_BOUND of the float32 path, and the same greedy answers.
 """
@@ -21,6 +22,7 @@ import braze as bz
 gguf = pytest.importorskip("gguf")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "llm"))
 import llama  # noqa: E402
+from numpy_llama import NumpyLlama  # noqa: E402
 
 try:
     MODEL = llama.default_model_path()
@@ -47,61 +49,6 @@ def reference():
     return NumpyLlama(MODEL)
 
 
-class NumpyLlama:
-    """A float32 numpy Llama straight from the GGUF file (the independent reference)."""
-
-    def __init__(self, path: str) -> None:
-        r = gguf.GGUFReader(path)
-        f = {k: v.contents() for k, v in r.fields.items()}
-        self.n_layers = f["llama.block_count"]
-        self.n_heads = f["llama.attention.head_count"]
-        self.n_kv = f["llama.attention.head_count_kv"]
-        self.eps = f["llama.attention.layer_norm_rms_epsilon"]
-        self.base = f["llama.rope.freq_base"]
-        self.w = {}
-        for t in r.tensors:
-            shape = tuple(int(d) for d in reversed(t.shape))
-            self.w[t.name] = np.asarray(gguf.quants.dequantize(np.asarray(t.data), t.tensor_type),
-                                        np.float32).reshape(shape)
-
-    def norm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + self.eps) * w
-
-    def rope(self, x: np.ndarray) -> np.ndarray:  # (H, T, D), pairs (2i, 2i+1)
-        t, d = x.shape[1], x.shape[2]
-        ang = np.arange(t)[:, None] * self.base ** (-np.arange(0, d, 2) / d)
-        c, s = np.cos(ang), np.sin(ang)
-        a, b = x[..., 0::2], x[..., 1::2]
-        out = np.empty_like(x)
-        out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
-        return out
-
-    def __call__(self, ids: list[int]) -> np.ndarray:
-        w = self.w
-        x = w["token_embd.weight"][ids]
-        t = len(ids)
-        for i in range(self.n_layers):
-            p = f"blk.{i}."
-            h = self.norm(x, w[p + "attn_norm.weight"])
-            q = (h @ w[p + "attn_q.weight"].T).reshape(t, self.n_heads, -1).transpose(1, 0, 2)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(t, self.n_kv, -1).transpose(1, 0, 2)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(t, self.n_kv, -1).transpose(1, 0, 2)
-            q, k = self.rope(q), self.rope(k)
-            rep = self.n_heads // self.n_kv
-            k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
-            s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
-            s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
-            p_ = np.exp(s - s.max(-1, keepdims=True))
-            p_ /= p_.sum(-1, keepdims=True)
-            o = (p_ @ v).transpose(1, 0, 2).reshape(t, -1)
-            x = x + o @ w[p + "attn_output.weight"].T
-            h = self.norm(x, w[p + "ffn_norm.weight"])
-            g, u = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
-            x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down.weight"].T
-        x = self.norm(x, w["output_norm.weight"])
-        return x @ w.get("output.weight", w["token_embd.weight"]).T
-
-
 def test_float32_logits_match_an_independent_numpy_forward(models, reference) -> None:
     f32, _, tok = models
     ids = tok.encode(PROMPT).ids
@@ -126,6 +73,15 @@ def test_prefill_then_decode_equals_one_long_forward(models, reference) -> None:
     np.testing.assert_allclose(first, want[:-3], atol=1e-3 * scale)
     np.testing.assert_allclose(np.stack(rows), want[-4:], atol=1e-3 * scale)
     assert cache.offset == len(ids)
+
+
+def test_the_reference_decodes_with_its_cache_like_one_forward(reference, models) -> None:
+    ids = models[2].encode(PROMPT).ids
+    full = reference(ids)
+    reference.reset()
+    part = reference.step(ids[:-2])
+    rows = [reference.step([t])[0] for t in ids[-2:]]
+    np.testing.assert_allclose(np.vstack([part, *rows]), full, rtol=1e-4, atol=1e-4)
 
 
 def test_quantized_logits_stay_within_the_documented_bound(models) -> None:

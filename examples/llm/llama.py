@@ -284,6 +284,20 @@ def load(path: str | None = None, *, quantized: bool = True) -> tuple[Llama, Any
     return model, tok
 
 
+def load_tokenizer_only(path: str | None = None) -> Any:
+    """The tokenizer of a GGUF file, without loading its weights."""
+    import gguf
+
+    reader = gguf.GGUFReader(path or default_model_path())
+    return load_tokenizer({k: _contents(f) for k, f in reader.fields.items()
+                           if k.startswith("tokenizer.")})
+
+
+def _contents(field: Any) -> Any:
+    v = field.contents()
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
 def DEFAULT_META() -> dict[str, Any]:  # noqa: N802 - used by doctests
     """Metadata of the default model."""
     return bz.load(default_model_path(), return_metadata=True)[1]

@@ -1,0 +1,233 @@
+"""bz.nn layers, bz.fast building blocks and bz.load/bz.save against numpy.
+
+Tolerances (float32): 1e-5 relative for norms and rope, 2e-5 for attention (a
+softmax and two matrix products), 1e-6 absolute for activations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import braze as bz
+from braze import nn
+
+RNG = np.random.default_rng(0)
+
+
+def randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def kernel_count(fn, *args) -> int:
+    return len(bz.explain(fn, *args).kernels)
+
+
+# ---------------------------------------------------------------- fast
+def np_rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + eps) * w
+
+
+def test_rms_norm_matches_numpy_in_one_kernel() -> None:
+    x, w = randn(7, 33), randn(33)
+    got = np.asarray(bz.fast.rms_norm(bz.asarray(x), bz.asarray(w), 1e-5))
+    np.testing.assert_allclose(got, np_rms_norm(x, w, 1e-5), rtol=1e-5, atol=1e-6)
+    assert kernel_count(lambda a: bz.fast.rms_norm(a, bz.asarray(w), 1e-5), bz.asarray(x)) == 1
+
+
+def test_layer_norm_matches_numpy_in_one_kernel() -> None:
+    x, w, b = randn(5, 40), randn(40), randn(40)
+    mu = x.mean(-1, keepdims=True)
+    want = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+    got = np.asarray(bz.fast.layer_norm(bz.asarray(x), bz.asarray(w), bz.asarray(b), 1e-5))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert kernel_count(lambda a: bz.fast.layer_norm(a, None, None, 1e-5), bz.asarray(x)) == 1
+
+
+def np_rope(x, dims, traditional, base, offset):
+    t = x.shape[-2]
+    half = dims // 2
+    ang = (offset + np.arange(t))[:, None] * base ** (-np.arange(half) * 2 / dims)
+    c, s = np.cos(ang), np.sin(ang)
+    out = x.copy()
+    if traditional:
+        a, b = x[..., 0:dims:2], x[..., 1:dims:2]
+        out[..., 0:dims:2], out[..., 1:dims:2] = a * c - b * s, a * s + b * c
+    else:
+        a, b = x[..., :half], x[..., half:dims]
+        out[..., :half], out[..., half:dims] = a * c - b * s, a * s + b * c
+    return out
+
+
+@settings(max_examples=20)
+@given(t=st.integers(1, 6), half=st.integers(1, 8), extra=st.sampled_from([0, 2, 4]),
+       traditional=st.booleans(), offset=st.integers(0, 500))
+def test_rope_matches_numpy(t, half, extra, traditional, offset) -> None:
+    dims = 2 * half
+    x = randn(2, t, dims + extra)
+    got = np.asarray(bz.fast.rope(bz.asarray(x), dims, traditional=traditional, base=10000.0,
+                                  offset=bz.asarray(np.int32(offset))))
+    np.testing.assert_allclose(got, np_rope(x, dims, traditional, 10000.0, offset),
+                               rtol=1e-5, atol=2e-5)
+
+
+def test_rope_rejects_bad_dims_and_offsets() -> None:
+    x = bz.ones((2, 3, 8))
+    with pytest.raises(ValueError, match="rope: .*even dims"):
+        bz.fast.rope(x, 3, traditional=True, base=1e4)
+    with pytest.raises(TypeError, match="rope: offset must be"):
+        bz.fast.rope(x, 8, traditional=True, base=1e4, offset=bz.ones(2))
+
+
+def np_sdpa(q, k, v, scale, mask):
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+@settings(max_examples=25)
+@given(b=st.integers(1, 2), hkv=st.integers(1, 3), rep=st.integers(1, 3),
+       t=st.integers(1, 5), extra=st.integers(0, 4), d=st.sampled_from([1, 4, 8]),
+       kind=st.sampled_from(["none", "causal", "bool"]))
+def test_sdpa_matches_numpy_with_grouped_heads(b, hkv, rep, t, extra, d, kind) -> None:
+    s = t + extra
+    q, k, v = randn(b, hkv * rep, t, d), randn(b, hkv, s, d), randn(b, hkv, s, d)
+    if kind == "causal":
+        mask = np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
+        arg: object = "causal"
+    elif kind == "bool":
+        mask = RNG.random((t, s)) < 0.7
+        mask[:, 0] = True  # every row sees a key
+        arg = bz.asarray(mask)
+    else:
+        mask, arg = None, None
+    got = np.asarray(bz.fast.scaled_dot_product_attention(
+        bz.asarray(q), bz.asarray(k), bz.asarray(v), scale=0.3, mask=arg))
+    np.testing.assert_allclose(got, np_sdpa(q, k, v, 0.3, mask), rtol=2e-5, atol=2e-5)
+
+
+def test_sdpa_rejects_mismatched_heads() -> None:
+    with pytest.raises(ValueError, match="Hq a multiple of Hkv"):
+        bz.fast.scaled_dot_product_attention(bz.ones((1, 3, 2, 4)), bz.ones((1, 2, 2, 4)),
+                                             bz.ones((1, 2, 2, 4)), scale=1.0)
+
+
+# ---------------------------------------------------------------- activations
+def test_activations_match_numpy() -> None:
+    x = np.linspace(-6, 6, 101, dtype=np.float32)
+    bx = bz.asarray(x)
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(np.asarray(nn.gelu(bx)), 0.5 * x * (1 + erf(x / math.sqrt(2))),
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(nn.silu(bx)), x / (1 + np.exp(-x)), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(nn.relu(bx)), np.maximum(x, 0))
+    tanh_gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(np.asarray(nn.gelu_approx(bx)), tanh_gelu, atol=1e-6)
+
+
+# ---------------------------------------------------------------- modules
+def test_module_parameters_and_load_weights() -> None:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = [nn.Linear(3, 4), nn.Linear(4, 2, bias=False)]
+            self.norm = nn.RMSNorm(2)
+
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "norm.weight"]
+    assert set(net.parameters()) == {"layers", "norm"}
+    w = {n: bz.ones(p.shape) for n, p in net.named_parameters()}
+    net.load_weights(w)
+    assert np.asarray(net.layers[1].weight).sum() == 8
+    with pytest.raises(ValueError, match=r"missing \['norm.weight'\]"):
+        net.load_weights({k: v for k, v in w.items() if k != "norm.weight"})
+    with pytest.raises(ValueError, match="layers.0.weight: expected shape"):
+        net.load_weights({**w, "layers.0.weight": bz.ones((3, 3))})
+    net.freeze()
+    assert net.trainable_parameters() == []
+    net.unfreeze()
+    assert len(net.trainable_parameters()) == 4
+
+
+def test_linear_quantized_linear_and_concat() -> None:
+    lin = nn.Linear(64, 24)
+    x = randn(3, 64)
+    want = x @ np.asarray(lin.weight).T + np.asarray(lin.bias)
+    np.testing.assert_allclose(np.asarray(lin(bz.asarray(x))), want, rtol=1e-5, atol=1e-5)
+    q = nn.QuantizedLinear.from_linear(lin, group_size=32, bits=8)
+    wq = np.asarray(bz.dequantize(q.weight, q.scales, q.biases, group_size=32, bits=8))
+    np.testing.assert_allclose(np.asarray(q(bz.asarray(x))), x @ wq.T + np.asarray(lin.bias),
+                               rtol=1e-4, atol=1e-4)
+    other = nn.Linear(64, 8)
+    both = nn.concat_linears([lin, other])
+    got = np.asarray(both(bz.asarray(x)))
+    np.testing.assert_allclose(got[:, :24], want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="concat_linears"):
+        nn.concat_linears([lin, q])
+
+
+def test_embeddings_and_tied_output() -> None:
+    emb = nn.Embedding(50, 32)
+    ids = np.array([[3, 7, 49]])
+    table = np.asarray(emb.weight)
+    np.testing.assert_array_equal(np.asarray(emb(bz.asarray(ids))), table[ids])
+    q = nn.QuantizedEmbedding.from_embedding(emb, bits=8)
+    deq = np.asarray(bz.dequantize(q.weight, q.scales, q.biases, bits=8))
+    np.testing.assert_allclose(np.asarray(q(bz.asarray(ids))), deq[ids], rtol=1e-6)
+    x = randn(2, 32)
+    np.testing.assert_allclose(np.asarray(q.as_linear(bz.asarray(x))), x @ deq.T,
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_attention_with_a_cache_equals_attention_over_the_whole_sequence() -> None:
+    att = nn.Attention(32, 4, n_kv_heads=2, rope_traditional=True)
+    x = randn(1, 6, 32)
+    full, _ = att(bz.asarray(x), 0)
+    first, (k, v) = att(bz.asarray(x[:, :4]), 0)
+    # a fixed-size cache of 8 rows, the first 4 valid, the rest garbage (masked out)
+    pad = bz.asarray(np.full((1, 2, 4, 8), 7.0, np.float32))
+    past = (bz.concat([k, pad], axis=2), bz.concat([v, pad], axis=2))
+    rest, _ = att(bz.asarray(x[:, 4:]), bz.asarray(np.int32(4)), past)
+    np.testing.assert_allclose(np.asarray(rest), np.asarray(full)[:, 4:], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(first), np.asarray(full)[:, :4], rtol=1e-5, atol=1e-6)
+    att.fuse_qkv()
+    fused, _ = att(bz.asarray(x), 0)
+    np.testing.assert_allclose(np.asarray(fused), np.asarray(full), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- load / save
+@pytest.mark.parametrize("ext", ["npz", "safetensors"])
+def test_save_load_round_trip(tmp_path, ext) -> None:
+    arrays = {"a": bz.asarray(randn(3, 4)), "b": bz.arange(5, dtype=bz.int32),
+              "c": bz.asarray(randn(2).astype(np.float16))}
+    path = str(tmp_path / f"w.{ext}")
+    bz.save(path, arrays)
+    back = bz.load(path)
+    assert set(back) == set(arrays)
+    for k in arrays:
+        assert back[k].dtype == arrays[k].dtype
+        np.testing.assert_array_equal(np.asarray(back[k]), np.asarray(arrays[k]))
+
+
+def test_safetensors_metadata_and_format_errors(tmp_path) -> None:
+    path = str(tmp_path / "m.safetensors")
+    bz.save(path, {"x": bz.zeros(2)}, metadata={"format": "braze"})
+    _, meta = bz.load(path, return_metadata=True)
+    assert meta["format"] == "braze"
+    with pytest.raises(ValueError, match="unknown format"):
+        bz.save(str(tmp_path / "m.bin"), {"x": bz.zeros(2)})
+    (tmp_path / "junk.bin").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="unknown format"):
+        bz.load(str(tmp_path / "junk.bin"))
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 16)
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        bz.load(str(tmp_path / "bad.safetensors"))
