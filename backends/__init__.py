@@ -116,9 +116,23 @@ def _cuda_available() -> bool:
     return cuda_available()
 
 
+def _mlx_factory() -> Backend:
+    from .mlx import MlxBackend
+
+    return MlxBackend()
+
+
+def _mlx_available() -> bool:
+    """``mlx.core`` imports (probed once)."""
+    from .mlx import available as mlx_available
+
+    return mlx_available()
+
+
 register("numpy", _numpy_factory, lambda: True)
 register("cpu", _cpu_factory, _cpu_available)
 register("cuda", _cuda_factory, _cuda_available)
+register("mlx", _mlx_factory, _mlx_available)
 
 # Kernel.source("cuda" | "metal") works on any machine: the generators register themselves
 from .cuda import codegen as _cuda_codegen  # noqa: E402, F401

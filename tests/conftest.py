@@ -24,7 +24,12 @@ settings.register_profile("thorough", max_examples=400, deadline=None, database=
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-@pytest.fixture(params=bz.backends.available(), autouse=True, scope="module")
+# BRAZE_TEST_BACKENDS=mlx,cpu restricts the parametrization (default: every available one)
+_WANTED = [b for b in os.environ.get("BRAZE_TEST_BACKENDS", "").split(",") if b]
+BACKENDS = [b for b in bz.backends.available() if not _WANTED or b in _WANTED]
+
+
+@pytest.fixture(params=BACKENDS, autouse=True, scope="module")
 def backend_name(request: pytest.FixtureRequest):
     """Run the module under each backend (numpy today; cpu/cuda/mlx as they land)."""
     with bz.backend(request.param):

@@ -1,0 +1,186 @@
+"""The ``mlx`` backend: schedules run through MLX (``pip install 'braze[mlx]'``).
+
+Available when ``import mlx.core`` works (Apple silicon, or MLX's CPU build on Linux:
+``mlx[cpu]``). Pending graphs go through the same compiler and schedule executor as the
+``numpy`` backend (:func:`braze.backends.numpy_backend.run_schedule`); each fused kernel
+runs one of three ways, chosen once per kernel (:meth:`MlxBackend.mode`):
+
+* ``"metal"`` — on a Metal device: the kernel's generated MSL
+  (:mod:`braze.backends.metal.codegen`) launched with ``mx.fast.metal_kernel``
+  (:mod:`.metal`);
+* ``"lower"`` — elsewhere (Linux, CI), and for kernels the Metal path does not take
+  (float64, in-place or partial stores): lowered to ``mlx.core`` ops instruction by
+  instruction (:mod:`.lower`); float64 kernels run on MLX's CPU stream;
+* ``"numpy"`` — kernels with a dtype MLX lacks (complex) or empty ones: the numpy
+  executor, as is any kernel MLX raises on (after **one** warning naming it).
+
+Library ops: ``matmul`` on floating operands runs as ``mx.matmul``; the others (sort,
+gather, linalg, fft, quantized matmul...) run their numpy reference. Buffers are numpy
+arrays between steps: MLX exports its results without a copy, but copies numpy buffers
+on import (it has no zero-copy import of host memory), so each kernel's inputs are
+copied once into MLX. ``use_metal`` (default: a Metal device is there; environment
+``BRAZE_MLX_METAL=0|1``) picks the Metal path.
+
+>>> import braze as bz
+>>> ("mlx" in bz.backends.available()) == available()
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ...graph.kernel import Kernel, Schedule
+from ..numpy_backend import NumpyBackend, run_schedule
+from ..numpy_backend import run_kernel as numpy_run_kernel
+
+__all__ = ["MlxBackend", "available", "metal_available"]
+
+MODES = ("metal", "lower", "numpy")
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> bool:
+    """Does ``mlx.core`` import here? (checked once per process)"""
+    try:
+        import mlx.core  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken install means "not available"
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def metal_available() -> bool:
+    """Does MLX have a Metal device here (macOS on Apple silicon)?"""
+    if not available():
+        return False
+    import mlx.core as mx
+
+    try:
+        return bool(mx.metal.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _use_metal_default() -> bool:
+    env = os.environ.get("BRAZE_MLX_METAL")
+    if env in ("0", "1"):
+        return env == "1"
+    if env:
+        raise ValueError(f"BRAZE_MLX_METAL must be 0 or 1, got {env!r}")
+    return metal_available()
+
+
+class MlxBackend(NumpyBackend):
+    """MLX execution of fused schedules (see the module docstring).
+
+    >>> MlxBackend(use_metal=False).use_metal
+    False
+    """
+
+    name = "mlx"
+
+    def __init__(self, optimize: bool | None = None, skip_tiny: bool = True,
+                 use_metal: bool | None = None) -> None:
+        super().__init__(optimize, skip_tiny)
+        self.use_metal = _use_metal_default() if use_metal is None else use_metal
+        self._modes: dict[int, tuple[Kernel, str, Any]] = {}
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        self.stats = {"metal": 0, "lower": 0, "numpy": 0, "bridged": 0}
+        self.library: dict[str, Any] = {"matmul": _matmul}
+
+    def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return run_schedule(schedule, inputs, run_kernel=self._run_kernel, library=self.library)
+
+    def mode(self, k: Kernel) -> str:
+        """How ``k`` runs here: ``"metal"``, ``"lower"`` or ``"numpy"`` (cached per kernel;
+        a softmax in float32 is ``"metal"`` with ``use_metal``, ``"lower"`` without)."""
+        return self._entry(k)[1]
+
+    def _entry(self, k: Kernel) -> tuple[Kernel, str, Any]:
+        e = self._modes.get(id(k))
+        if e is not None and e[0] is k:
+            return e
+        from .lower import lowerable
+
+        e = (k, "numpy", None)
+        if self.use_metal:
+            from .metal import Unsupported, metal_spec
+
+            with contextlib.suppress(Unsupported):
+                e = (k, "metal", metal_spec(k))
+        if e[1] == "numpy" and lowerable(k):
+            e = (k, "lower", None)
+        with self._lock:
+            if len(self._modes) > 8192:
+                self._modes.clear()
+            self._modes[id(k)] = e
+        return e
+
+    def _run_kernel(self, k: Kernel, bufs: list[Any]) -> None:
+        _, mode, spec = self._entry(k)
+        if mode == "metal" and any(bufs[s].size != st.view.size for s, st in zip(
+                spec.output_slots, k.stores)):
+            mode = "lower"  # a store into part of a larger slot: MLX outputs are whole
+        try:
+            if mode == "metal":
+                from .metal import run_metal
+
+                run_metal(spec, bufs)
+            elif mode == "lower":
+                from .lower import run_lowered
+
+                f64 = any(np.dtype(i.dtype) == np.float64 for i in k.instrs)
+                with _cpu_stream() if f64 else contextlib.nullcontext():
+                    run_lowered(k, bufs, self.stats)
+            else:
+                numpy_run_kernel(k, bufs)
+        except Exception as err:  # noqa: BLE001 - MLX raised: the reference runs instead
+            if mode == "numpy":
+                raise
+            if k.name not in self._warned:
+                self._warned.add(k.name)
+                warnings.warn(f"braze mlx backend: kernel {k.name} failed under MLX ({mode}); "
+                              f"it runs with the numpy executor instead.\n{err}",
+                              RuntimeWarning, stacklevel=3)
+            with self._lock:
+                self._modes[id(k)] = (k, "numpy", None)
+            numpy_run_kernel(k, bufs)
+            mode = "numpy"
+        self.stats[mode] += 1
+
+
+def _cpu_stream() -> Any:
+    import mlx.core as mx
+
+    return mx.stream(mx.cpu)
+
+
+def _matmul(attrs: dict[str, Any], out_dtype: np.dtype, a: np.ndarray,
+            b: np.ndarray) -> np.ndarray:
+    """``mx.matmul`` for floating operands (float16/bfloat16 computed in float32 and
+    rounded once, as the reference does); the numpy reference otherwise."""
+    import mlx.core as mx
+
+    from ...graph.ops import OPS, reference_eval
+    from .lower import to_mx, to_numpy
+
+    if a.dtype != b.dtype or a.dtype.kind != "f" and a.dtype.name != "bfloat16" \
+            or a.size == 0 or b.size == 0:
+        return reference_eval(OPS["matmul"], attrs, out_dtype, a, b)
+    f64 = a.dtype == np.float64
+    with _cpu_stream() if f64 else contextlib.nullcontext():
+        x, y = to_mx(a), to_mx(b)
+        if a.dtype.itemsize == 2:
+            x, y = x.astype(mx.float32), y.astype(mx.float32)
+        out = mx.matmul(x, y)
+        mx.eval(out)
+    return to_numpy(out, out_dtype)
