@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..graph import dtypes as dt
 from .array import Array, as_array, astype
 from .creation import arange, asarray
-from .elementwise import cos, exp, sin, sqrt, where
+from .elementwise import cos, sin, sqrt, where
 from .linalg import matmul
-from .manipulation import concat, reshape, stack
+from .manipulation import concat, reshape
 from .reductions import mean, softmax
 
 __all__ = ["rms_norm", "layer_norm", "rope", "scaled_dot_product_attention"]
@@ -96,29 +98,28 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
     if offset.ndim != 0 or not dt.is_integer(offset.dtype):
         raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
                         f"{offset.shape} ({dt.name(offset.dtype)})")
-    pos = astype(arange(t) + offset, dt.float32) * scale
-    inv_freq = exp(arange(half, dtype=dt.float32) * (-2.0 * _log(base) / dims))
+    # angles from constants and the (runtime) offset: no tables, everything fuses
+    pos = astype(asarray(np.arange(t, dtype=np.int32)) + offset, dt.float32) * scale
+    inv_freq = asarray((base ** (-np.arange(half, dtype=np.float64) * 2.0 / dims))
+                       .astype(np.float32))
     theta = reshape(pos, (t, 1)) * reshape(inv_freq, (1, half))  # (T, half)
     c, s = astype(cos(theta), x.dtype), astype(sin(theta), x.dtype)
     rot, rest = (x, None) if dims == d else (x[..., :dims], x[..., dims:])
     # out = pair * cos + swapped pair * (-sin, sin): the swap is a reversed view, so the
-    # whole rotation is one elementwise kernel (cos/sin are shared by every call in a graph)
+    # whole rotation is one elementwise kernel
     lead = rot.shape[:-1]
+    sign = asarray(np.array([-1.0, 1.0], dtype=x.dtype))
     if traditional:
         pairs = reshape(rot, (*lead, half, 2))
-        cos_b, sin_b = reshape(c, (t, half, 1)), stack([-s, s], axis=-1)
+        cos_b, sin_b = reshape(c, (t, half, 1)), reshape(s, (t, half, 1)) * sign
         swapped = pairs[..., ::-1]
     else:
         pairs = reshape(rot, (*lead, 2, half))
-        cos_b, sin_b = reshape(c, (t, 1, half)), stack([-s, s], axis=-2)
+        cos_b, sin_b = reshape(c, (t, 1, half)), reshape(s, (t, 1, half)) * \
+            reshape(sign, (2, 1))
         swapped = pairs[..., ::-1, :]
     out = reshape(pairs * cos_b + swapped * sin_b, rot.shape)
     return out if rest is None else concat([out, rest], axis=-1)
-
-
-def _log(v: float) -> float:
-    import math
-    return math.log(v)
 
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
@@ -145,19 +146,31 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
     hkv, s = k.shape[1], k.shape[2]
     rep = hq // hkv
     qg = reshape(q, (b, hkv, rep * t, d))  # query heads sharing a key head, stacked as rows
-    scores = reshape(matmul(qg, k.mT) * scale, (b, hkv, rep, t, s))
-    if isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f"scaled_dot_product_attention: mask must be None, 'causal' or an "
-                             f"array, got {mask!r}")
-        allowed = reshape(arange(s), (1, s)) <= reshape(arange(t) + (s - t), (t, 1))
-        scores = where(allowed, scores, float("-inf"))
-    elif mask is not None:
+    scores = matmul(qg, k.mT) * scale  # (b, hkv, rep*t, s)
+    if mask is not None and not isinstance(mask, str):
         m = as_array(mask, "scaled_dot_product_attention")
-        m = _group_heads(m, hkv, rep)
+    elif mask is not None and mask != "causal":
+        raise ValueError(f"scaled_dot_product_attention: mask must be None, 'causal' or an "
+                         f"array, got {mask!r}")
+    else:
+        m = None
+    if t == 1 and (m is None or m.ndim < 2 or m.shape[-2] == 1):
+        # one query row per head (decode): "causal" sees every key, and a mask stays 4-d,
+        # so the masked softmax is one row kernel over the (b, hkv, rep, s) scores
+        if m is not None:
+            m = _group_heads(m, hkv, rep)
+            m = reshape(m, (*m.shape[:2], m.shape[2] * m.shape[3], m.shape[4]))
+            scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
+    elif mask is not None:
+        scores = reshape(scores, (b, hkv, rep, t, s))
+        if m is None:  # causal: query t sees keys up to s - T + t
+            m = reshape(arange(s), (1, s)) <= reshape(arange(t) + (s - t), (t, 1))
+        else:
+            m = _group_heads(m, hkv, rep)
         scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
+        scores = reshape(scores, (b, hkv, rep * t, s))
     p = astype(softmax(astype(scores, dt.float32), axis=-1), q.dtype)
-    out = matmul(reshape(p, (b, hkv, rep * t, s)), v)
+    out = matmul(p, v)
     return reshape(out, (b, hq, t, v.shape[-1]))
 
 

@@ -141,6 +141,14 @@ class Fuser:
                 self.realized.update(n.inputs)
         self.realized = {i for i in self.realized if self.kinds[i] != "const"}
         self.copies: set[int] = set()  # view nodes materialized by a (copy) kernel
+        for i in list(self.realized):  # a reshaped computed value: compute it in its own
+            if self.kinds[i] == "view":  # shape, then view it (a reshape cannot be pushed
+                j, reshaped = i, False   # into the loads of everything it computes from)
+                while self.kinds[j] == "view":
+                    reshaped |= g.nodes[j].op == "reshape"
+                    j = g.nodes[j].inputs[0]
+                if reshaped and self.kinds[j] == "elementwise":
+                    self.realized.add(j)
 
     # ------------------------------------------------------------ spaces and views
     def is_buffer(self, i: int) -> bool:
