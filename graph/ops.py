@@ -563,6 +563,9 @@ RANDOM_BITS = declare(OpDef(
 # ---------------------------------------------------------------- reference semantics
 _LOW = (dt.float16, dt.bfloat16)
 _UPCAST_KINDS = ("elementwise", "reduce", "scan", "library")
+# library ops that only move elements: exact in any dtype, so never upcast (a gather of
+# a few rows of a float16 table must not convert the whole table)
+_MOVES_DATA = frozenset({"gather", "scatter", "take_along_axis"})
 
 
 def upcast(x: np.ndarray) -> np.ndarray:
@@ -574,7 +577,7 @@ def reference_eval(op: OpDef, attrs: dict[str, Any], out_dtype: np.dtype, *xs: n
                    ) -> np.ndarray:
     """Apply ``op``'s numpy reference with braze semantics: low-precision inputs are
     computed in float32 and the result rounded once to ``out_dtype``."""
-    if op.kind in _UPCAST_KINDS and op is not BITCAST:
+    if op.kind in _UPCAST_KINDS and op is not BITCAST and op.name not in _MOVES_DATA:
         for x in xs:
             if x.dtype in _LOW:
                 xs = tuple(upcast(x) for x in xs)
