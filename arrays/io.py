@@ -57,7 +57,7 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
     with open(path, "rb") as f:
         head = f.read(8)
     if head[:4] == GGUF_MAGIC or path.endswith(".gguf"):
-        arrays, meta = _load_gguf(path, head, dequantize)
+        arrays, meta = _load_gguf_cached(path, head, dequantize)
     elif path.endswith(".safetensors"):
         arrays, meta = _load_safetensors(path)
     elif path.endswith(".npz") or head[:2] == b"PK":
@@ -103,6 +103,87 @@ def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- gguf
+MODEL_CACHE_VERSION = 1
+
+
+def _model_cache_dir(path: str) -> str | None:
+    """Where the repacked tensors of a GGUF file are kept (None: caching is off)."""
+    if os.environ.get("BRAZE_MODEL_CACHE", "1") == "0":
+        return None
+    import hashlib
+
+    st = os.stat(path)
+    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{MODEL_CACHE_VERSION}"
+    root = os.environ.get("BRAZE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "braze")
+    return os.path.join(root, "models", hashlib.sha1(key.encode()).hexdigest()[:20])
+
+
+def _load_gguf_cached(path: str, head: bytes, dequantize: bool
+                      ) -> tuple[dict[str, Array], dict[str, Any]]:
+    """GGUF with packed weights, memory-mapped from a cache of the repacked tensors after
+    the first load (parsing the file's metadata and repacking take seconds; the cache
+    is keyed by path, size and mtime, and written atomically)."""
+    where = None if dequantize or head[:4] != GGUF_MAGIC else _model_cache_dir(path)
+    if where is not None and os.path.exists(os.path.join(where, "index.json")):
+        try:
+            return _read_model_cache(where)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged entry: rebuild it below
+    arrays, meta = _load_gguf(path, head, dequantize)
+    if where is not None:
+        try:
+            _write_model_cache(where, arrays, meta)
+        except (OSError, TypeError, ValueError):
+            pass  # caching is an optimization: an unwritable cache is not an error
+    return arrays, meta
+
+
+def _write_model_cache(where: str, arrays: dict[str, Array], meta: dict[str, Any]) -> None:
+    import json
+    import shutil
+    import tempfile
+
+    os.makedirs(os.path.dirname(where), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(where), prefix=".tmp-")
+    try:
+        index = {}
+        for i, (name, a) in enumerate(arrays.items()):
+            data = np.asarray(a)
+            kind = dt.name(data.dtype)
+            if data.dtype == dt.bfloat16:
+                data = data.view(np.uint16)
+            np.save(os.path.join(tmp, f"{i}.npy"), data)
+            index[name] = [f"{i}.npy", kind]
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f)
+        with open(os.path.join(tmp, "index.json"), "w") as f:  # last: marks it complete
+            json.dump(index, f)
+        try:
+            os.rename(tmp, where)
+        except OSError:  # another process won the race: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _read_model_cache(where: str) -> tuple[dict[str, Array], dict[str, Any]]:
+    import json
+
+    with open(os.path.join(where, "index.json")) as f:
+        index = json.load(f)
+    with open(os.path.join(where, "meta.json")) as f:
+        meta = json.load(f)
+    arrays = {}
+    for name, (file, kind) in index.items():
+        data = np.load(os.path.join(where, file), mmap_mode="r", allow_pickle=False)
+        if kind == "bfloat16":
+            data = data.view(dt.bfloat16)
+        arrays[name] = asarray(data)
+    return arrays, meta
+
+
 def _load_gguf(path: str, head: bytes, dequantize: bool
                ) -> tuple[dict[str, Array], dict[str, Any]]:
     if head[:4] != GGUF_MAGIC:

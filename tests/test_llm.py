@@ -140,6 +140,23 @@ def test_tokenizer_round_trips_and_knows_chatml(models) -> None:
     assert [tok.decode([i]) for i in tok.encode("123").ids] == ["1", "2", "3"]
 
 
+def test_the_model_cache_gives_the_same_tensors_and_metadata(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    first, meta1 = bz.load(MODEL, return_metadata=True)  # parses the GGUF, writes the cache
+    assert (tmp_path / "models").is_dir()
+    cached, meta2 = bz.load(MODEL, return_metadata=True)  # memory-mapped from the cache
+    monkeypatch.setenv("BRAZE_MODEL_CACHE", "0")
+    fresh, meta3 = bz.load(MODEL, return_metadata=True)
+    assert set(cached) == set(fresh) == set(first)
+    for name in ("token_embd.weight", "token_embd.scales", "blk.3.ffn_down.weight",
+                 "blk.29.attn_norm.weight"):
+        assert cached[name].dtype == fresh[name].dtype
+        np.testing.assert_array_equal(np.asarray(cached[name]), np.asarray(fresh[name]))
+    assert meta2["quantization"] == meta3["quantization"]
+    assert meta2["tokenizer.ggml.tokens"] == meta3["tokenizer.ggml.tokens"]
+    assert meta2["llama.rope.freq_base"] == meta3["llama.rope.freq_base"]
+
+
 # ---------------------------------------------------------------- bad model files
 def test_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no such file"):
