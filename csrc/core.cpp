@@ -7,7 +7,8 @@
 //   "NVRTC" and "CUDA driver API" sections below.
 // * Generated kernels: `load_kernel(path, symbol)` dlopens a kernel library built
 //   by braze.backends.cpu.build and returns a small integer handle;
-//   `launch(handle, arrays, args)` calls the kernel with the GIL released.
+//   `launch(handle, arrays, args)` calls the kernel with the GIL released;
+//   `Program` runs a prepared schedule's consecutive kernels in one call.
 //
 // Every generated CPU kernel has one ABI (see braze/backends/cpu/codegen.py):
 //
@@ -146,6 +147,91 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
         fn(ptrs, a);
     }
 }
+
+// ---------------------------------------------------------------- replay programs
+// A prepared schedule's native kernels (braze/backends/replay.py): a table of buffer
+// pointers indexed by schedule slot, and a list of kernel calls over it, each with its
+// own prebuilt args array. Python binds the pointers of the slots whose arrays change
+// between calls (inputs, fresh outputs, library results) and runs a range of kernel
+// calls, a segment between library ops, with one transition and the GIL released.
+// One Program belongs to one replay at a time (the caller serializes its use).
+class Program {
+public:
+    explicit Program(size_t n_slots) : ptrs_(n_slots, nullptr) {}
+
+    // Append kernel `handle` over the buffers of `slots` with `args` (kept alive here);
+    // returns the call's index.
+    size_t add(int64_t handle, const std::vector<int64_t> &slots, nb::handle args) {
+        Args a;
+        if (!nb::try_cast<Args>(args, a, /*convert=*/false))
+            throw nb::type_error("braze.Program.add: args must be a C-contiguous int64 array");
+        Call c;
+        c.fn = kernel_fn(handle);
+        c.args = a.data();
+        for (int64_t s : slots) {
+            if (s < 0 || (size_t) s >= ptrs_.size())
+                throw std::out_of_range("braze.Program.add: slot " + std::to_string(s));
+            c.slots.push_back((int32_t) s);
+        }
+        keep_.push_back(nb::borrow(args));
+        calls_.push_back(std::move(c));
+        return calls_.size() - 1;
+    }
+
+    // Point `slot` at the data of `array` (a C-contiguous CPU array, never copied).
+    void set(int64_t slot, nb::handle array) {
+        if (slot < 0 || (size_t) slot >= ptrs_.size())
+            throw std::out_of_range("braze.Program.set: slot " + std::to_string(slot));
+        Buffer b;
+        if (!nb::try_cast<Buffer>(array, b, /*convert=*/false))
+            throw nb::type_error(("braze.Program.set: the array for slot " + std::to_string(slot) +
+                                  " is not a C-contiguous CPU array of a plain dtype").c_str());
+        ptrs_[(size_t) slot] = const_cast<void *>(b.data());
+    }
+
+    // set() for parallel sequences of slots and arrays.
+    void bind(const std::vector<int64_t> &slots, nb::sequence arrays) {
+        if (slots.size() != nb::len(arrays))
+            throw std::invalid_argument("braze.Program.bind: slots and arrays differ in length");
+        for (size_t i = 0; i < slots.size(); ++i) set(slots[i], arrays[i]);
+    }
+
+    // Run calls [lo, hi) in order, the GIL released.
+    void run(size_t lo, size_t hi) {
+        if (lo > hi || hi > calls_.size())
+            throw std::out_of_range("braze.Program.run: bad call range");
+        for (size_t i = lo; i < hi; ++i)
+            for (int32_t s : calls_[i].slots)
+                if (!ptrs_[(size_t) s])
+                    throw std::runtime_error("braze.Program.run: slot " + std::to_string(s) +
+                                             " has no buffer bound");
+        nb::gil_scoped_release release;
+        void *inline_ptrs[kMaxInline];
+        std::vector<void *> heap_ptrs;
+        for (size_t i = lo; i < hi; ++i) {
+            const Call &c = calls_[i];
+            void **p = inline_ptrs;
+            if (c.slots.size() > kMaxInline) {
+                heap_ptrs.resize(c.slots.size());
+                p = heap_ptrs.data();
+            }
+            for (size_t j = 0; j < c.slots.size(); ++j) p[j] = ptrs_[(size_t) c.slots[j]];
+            c.fn(p, c.args);
+        }
+    }
+
+    size_t size() const { return calls_.size(); }
+
+private:
+    struct Call {
+        KernelFn fn;
+        std::vector<int32_t> slots;
+        const int64_t *args;
+    };
+    std::vector<void *> ptrs_;
+    std::vector<Call> calls_;
+    std::vector<nb::object> keep_;
+};
 
 // ---------------------------------------------------------------- NVRTC (CUDA C -> PTX/CUBIN)
 // libnvrtc is dlopen'ed at run time (the path comes from Python: the PyPI package
@@ -438,6 +524,19 @@ NB_MODULE(_core, m) {
           "Call kernel `handle` as kernel(bufs, args) with the GIL released; bufs are the\n"
           "data pointers of `arrays` (C-contiguous numpy arrays, never copied) and args an\n"
           "int64 array.");
+
+    nb::class_<Program>(m, "Program",
+                        "A prepared schedule's native kernel calls over a slot-pointer table.")
+        .def(nb::init<size_t>(), nb::arg("n_slots"))
+        .def("add", &Program::add, nb::arg("handle"), nb::arg("slots"), nb::arg("args"),
+             "Append kernel `handle` over `slots` with int64 `args` (kept alive); its index.")
+        .def("set", &Program::set, nb::arg("slot"), nb::arg("array"),
+             "Point `slot` at a C-contiguous CPU array's data (never copied).")
+        .def("bind", &Program::bind, nb::arg("slots"), nb::arg("arrays"),
+             "set() for each (slot, array) pair.")
+        .def("run", &Program::run, nb::arg("lo"), nb::arg("hi"),
+             "Run kernel calls [lo, hi) in order with the GIL released.")
+        .def("__len__", &Program::size);
 
     m.def("nvrtc_load", &nvrtc_load, nb::arg("path"),
           "dlopen libnvrtc at `path` (absolute, or a name on the loader path); returns its\n"
