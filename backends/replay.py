@@ -8,8 +8,8 @@ work once:
 * an *arena*: every storage of the memory plan allocated once, each slot an ndarray
   view of its storage, each view step of a persistent slot a persistent view (in-place
   plans hold by construction: slots sharing a storage share its memory);
-* per step, a prebound call: a library ``matmul`` writes into its planned slot with
-  ``np.matmul(..., out=...)``, other library ops run their implementation (the
+* per step, a prebound call: a library ``matmul`` or ``concat`` writes into its
+  planned slot (``np.matmul(..., out=...)``), other library ops run their implementation (the
   result is copied into the arena when later kernels reuse its storage, else bound
   as it is), kernels the native backend built run as :class:`braze._core.Program`
   calls — consecutive ones as one *segment*, one Python -> C++ transition with the
@@ -24,6 +24,7 @@ schedule, so two threads replaying one schedule each get their own.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS, reference_eval
 from .numpy_backend import SMALL_BYTES, LibraryImpl, strided
 
+_LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 MAX_IDLE_PLANS = 4  # per schedule: concurrent replays beyond this build throwaway plans
 _MATMUL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
                   np.dtype(np.complex128))
@@ -90,7 +92,7 @@ class ReplayPlan:
         bound_library: set[int] = set()  # library results bound as they are
         for step in s.steps:
             if isinstance(step, LibraryStep) and step.output not in fresh and \
-                    not self._matmul_into(s, step, library) and \
+                    not self._writes_into(s, step, library) and \
                     sid_slots.get(s.storage.get(step.output, -1), [step.output]) == [step.output]:
                 bound_library.add(step.output)
         dynamic |= bound_library
@@ -102,6 +104,7 @@ class ReplayPlan:
 
         # ---- the arena: storages once, slot views of them
         storages: dict[int, np.ndarray] = {}
+        self.arena_bytes = 0  # memory this plan holds between calls
         for slot, value in s.const_slots.items():
             self.bufs[slot] = np.asarray(value, dtype=s.slots[slot].dtype)
         for slot in sorted(written - dynamic):
@@ -109,12 +112,14 @@ class ReplayPlan:
             sid = s.storage.get(slot)
             if sid is None:
                 self.bufs[slot] = np.empty(info.shape, info.dtype)
+                self.arena_bytes += info.nbytes
                 continue
             mem = storages.get(sid)
             if mem is None:
                 size = s.storage_bytes[sid]
                 mem = storages[sid] = (np.empty(size, np.uint8) if size < SMALL_BYTES
                                        else self._alloc(size))
+                self.arena_bytes += size
             self.bufs[slot] = mem[:info.nbytes].view(info.dtype).reshape(info.shape)
 
         # ---- the steps
@@ -139,21 +144,20 @@ class ReplayPlan:
                 kinds.append(("view", step))
             else:  # a persistent view: made once
                 self.bufs[step.output] = strided(self.bufs[step.source], step.view)
+        # bound at the start of a call; library results and their views are bound as made
+        self._bind_native = [d for d in sorted(set(s.input_slots) | fresh) if d in native_slots]
         if calls:
             factory = program_factory
             if factory is None:
-                from .. import _core
-
-                factory = _core.Program
+                factory = _program_factory()
             self.program = factory(n)
             for nat, _ in calls:
                 self.program.add(nat.handle, list(nat.slots), nat.args)
             for slot in native_slots - dynamic:
                 self.program.set(slot, self.bufs[slot])
+            self.program.set_bound(self._bind_native)
         self.n_native = len(calls)
         self.n_python_kernels = sum(1 for k in kinds if k[0] == "kernel")
-        # bound at the start of a call; library results and their views are bound as made
-        self._bind_native = [d for d in sorted(set(s.input_slots) | fresh) if d in native_slots]
         self._inputs = [(slot, s.slots[slot].shape, s.slots[slot].dtype)
                         for slot in s.input_slots]
         self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
@@ -162,17 +166,23 @@ class ReplayPlan:
         # numpy floating-point warnings are off while replaying, as in run_schedule; a plan
         # of native kernels and matmuls only skips the (measurable) context switch
         self._errstate = any(k[0] != "native" and not (
-            k[0] == "library" and self._matmul_into(s, k[1], library)) for k in kinds)
+            k[0] == "library" and self._writes_into(s, k[1], library)) for k in kinds)
         self.ops = self._ops(kinds, run_kernel, library, native_slots, dynamic)
 
     # ------------------------------------------------------------ building
     @staticmethod
-    def _matmul_into(s: Schedule, step: LibraryStep, library: Mapping[str, Any] | None) -> bool:
-        """Can this library step write straight into its planned slot (``out=``)?"""
-        if step.op != "matmul" or step.attrs or (library and "matmul" in library):
+    def _writes_into(s: Schedule, step: LibraryStep, library: Mapping[str, Any] | None) -> bool:
+        """Can this library step write straight into its planned slot (``out=``)?
+        matmul (BLAS dtypes) and concat, when no native implementation replaces them and
+        every input already has the result's dtype (no casts, no low precision)."""
+        if library and step.op in library:
             return False
         d = s.slots[step.output].dtype
-        return d in _MATMUL_DTYPES and all(s.slots[i].dtype == d for i in step.inputs)
+        if any(s.slots[i].dtype != d for i in step.inputs):
+            return False
+        if step.op == "matmul":
+            return not step.attrs and d in _MATMUL_DTYPES
+        return step.op == "concat" and set(step.attrs) == {"axis"} and d not in _LOW
 
     def _ops(self, kinds: list[Any], run_kernel: Callable[[Kernel, list[Any]], None],
              library: Mapping[str, LibraryImpl] | None, native_slots: set[int],
@@ -197,8 +207,9 @@ class ReplayPlan:
                 step: LibraryStep = what
                 out = step.output
                 bind = prog if out in native_slots else None
-                if self._matmul_into(s, step, library) and out not in dynamic:
-                    ops.append(_matmul_op(bufs, step.inputs, bufs[out]))
+                if self._writes_into(s, step, library) and out not in dynamic:
+                    ops.append(_matmul_op(bufs, step.inputs, bufs[out]) if step.op == "matmul"
+                               else _concat_op(bufs, step.inputs, step.attrs["axis"], bufs[out]))
                 else:
                     impl = library.get(step.op) if library else None
                     ops.append(_library_op(bufs, step, s.slots[out].dtype, impl,
@@ -213,12 +224,15 @@ class ReplayPlan:
         bufs = self.bufs
         if len(inputs) != len(self._inputs):
             return None
-        for a, (slot, shape, dtype) in zip(inputs, self._inputs):
-            if getattr(a, "shape", None) != shape or getattr(a, "dtype", None) != dtype:
-                for d in self.dynamic:
-                    bufs[d] = None
-                return None
-            bufs[slot] = a if a.flags.c_contiguous else np.array(a, order="C")
+        try:
+            for a, (slot, shape, dtype) in zip(inputs, self._inputs):
+                if a.shape != shape or a.dtype != dtype:
+                    raise TypeError
+                bufs[slot] = a if a.flags.c_contiguous else np.array(a, order="C")
+        except (TypeError, AttributeError):  # not the arrays this plan was built for
+            for d in self.dynamic:
+                bufs[d] = None
+            return None
         try:
             for slot, shape, dtype, nbytes in self._fresh:
                 if nbytes < SMALL_BYTES:
@@ -226,7 +240,7 @@ class ReplayPlan:
                 else:
                     bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
             if self._bind_native:
-                self.program.bind(self._bind_native, [bufs[d] for d in self._bind_native])
+                self.program.bind([bufs[d] for d in self._bind_native])
             if self._errstate:
                 with np.errstate(all="ignore"):
                     for op in self.ops:
@@ -234,15 +248,34 @@ class ReplayPlan:
             else:
                 for op in self.ops:
                     op()
-            if self._stats is not None:
+            if self._stats is not None and self.n_native:
                 self._stats["native"] += self.n_native
             outs = [bufs[o] for o in self.schedule.output_slots]
-            for j in self._const_outputs:
-                outs[j] = np.array(outs[j])  # the plan's constant stays the plan's
+            if self._const_outputs:
+                for j in self._const_outputs:
+                    outs[j] = np.array(outs[j])  # the plan's constant stays the plan's
             return outs
         finally:
             for d in self.dynamic:
                 bufs[d] = None
+
+
+_PROGRAM: list[Any] = []
+
+
+def _program_factory() -> Any:
+    """``braze._core.Program``, after letting it read numpy.ndarray data pointers
+    directly where its view of numpy's object layout checks out on probe arrays."""
+    if not _PROGRAM:
+        from .. import _core
+
+        base = np.zeros((4, 6), np.float32)
+        probes = [base, base[:, 1:], base.T, np.zeros((), np.int8), base[1:], np.zeros(0)]
+        if all(_core.numpy_probe(a, np.ndarray) == (a.ctypes.data, a.flags.c_contiguous)
+               for a in probes):
+            _core.numpy_register(np.ndarray)
+        _PROGRAM.append(_core.Program)
+    return _PROGRAM[0]
 
 
 def _segment(prog: Any, lo: int, hi: int) -> Callable[[], None]:
@@ -279,6 +312,12 @@ def _matmul_op(bufs: list[Any], inputs: tuple[int, ...], out: np.ndarray) -> Cal
     return lambda: matmul(bufs[a], bufs[b], out=out)
 
 
+def _concat_op(bufs: list[Any], inputs: tuple[int, ...], axis: int,
+               out: np.ndarray) -> Callable[[], None]:
+    concatenate = np.concatenate
+    return lambda: concatenate([bufs[i] for i in inputs], axis=axis, out=out)
+
+
 def _library_op(bufs: list[Any], step: LibraryStep, dtype: np.dtype, impl: LibraryImpl | None,
                 into: np.ndarray | None, prog: Any) -> Callable[[], None]:
     """A library op: its result is copied ``into`` the arena slot, or bound as it is."""
@@ -303,12 +342,20 @@ def _library_op(bufs: list[Any], step: LibraryStep, dtype: np.dtype, impl: Libra
 
 
 class PlanCache:
-    """Idle :class:`ReplayPlan` s per schedule (a plan serves one call at a time), the
-    oldest schedules dropped beyond ``max_schedules``."""
+    """Idle :class:`ReplayPlan` s per schedule (a plan serves one call at a time).
 
-    def __init__(self, build: Callable[[Schedule], ReplayPlan], max_schedules: int = 64) -> None:
+    Their arenas are memory held between calls: at most ``max_bytes`` of them are kept
+    (``BRAZE_REPLAY_BYTES``, default 1 GiB; the oldest schedules' plans go first; a plan
+    larger than that is used once and dropped), for at most ``max_schedules`` schedules."""
+
+    def __init__(self, build: Callable[[Schedule], ReplayPlan], max_schedules: int = 64,
+                 max_bytes: int | None = None) -> None:
         self._build = build
         self._max = max_schedules
+        if max_bytes is None:
+            max_bytes = int(os.environ.get("BRAZE_REPLAY_BYTES", 1 << 30))
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
         self._idle: dict[int, tuple[Schedule, list[ReplayPlan]]] = {}
         self._lock = threading.Lock()
 
@@ -321,20 +368,45 @@ class PlanCache:
             with self._lock:  # checks and tunes the kernels); plans from the second on
                 self._idle[id(s)] = (s, [])
                 while len(self._idle) > self._max:
-                    del self._idle[next(iter(self._idle))]  # the oldest
+                    self._drop_oldest()
             return None
         idle = e[1]
         try:
             plan = idle.pop()  # atomic: a plan serves one call at a time
+            kept = True
         except IndexError:
-            plan = self._build(s)
+            plan, kept = self._build(s), False
         try:
             return plan.run(inputs)
         finally:
-            if len(idle) < MAX_IDLE_PLANS:
-                idle.append(plan)
+            self._give_back(s, e, plan, kept)
+
+    def _give_back(self, s: Schedule, e: tuple[Schedule, list[ReplayPlan]], plan: ReplayPlan,
+                   kept: bool) -> None:
+        with self._lock:
+            if self._idle.get(id(s)) is not e:  # the schedule was dropped meanwhile
+                if kept:
+                    self.held_bytes -= plan.arena_bytes
+                return
+            if not kept:
+                if len(e[1]) >= MAX_IDLE_PLANS or plan.arena_bytes > self.max_bytes:
+                    return
+                self.held_bytes += plan.arena_bytes
+                while self.held_bytes > self.max_bytes and next(iter(self._idle)) != id(s):
+                    self._drop_oldest()
+                if self.held_bytes > self.max_bytes:  # only this schedule's plans are left
+                    self.held_bytes -= plan.arena_bytes
+                    return
+            e[1].append(plan)
+
+    def _drop_oldest(self) -> None:
+        """Forget the oldest schedule's idle plans (under the lock); plans in use are
+        uncounted when they come back."""
+        key = next(iter(self._idle))
+        self.held_bytes -= sum(p.arena_bytes for p in self._idle.pop(key)[1])
 
     def clear(self) -> None:
-        """Forget every plan (their arenas go back to the allocator)."""
+        """Forget every idle plan (their arenas go back to the allocator)."""
         with self._lock:
-            self._idle.clear()
+            while self._idle:
+                self._drop_oldest()

@@ -20,6 +20,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include <dlfcn.h>
@@ -148,6 +149,52 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
     }
 }
 
+// ---------------------------------------------------------------- numpy data pointers
+// Program::set runs for every dynamic slot of every replay: nanobind's ndarray cast
+// (buffer protocol / DLPack) costs ~0.3 us there. An exact numpy.ndarray is read through
+// numpy's public object layout instead (what numpy's own PyArray_DATA / PyArray_FLAGS
+// macros do), once Python has registered the type and checked the layout against
+// ndarray.ctypes on probe arrays (`numpy_probe`, `numpy_register`); anything else
+// goes through the cast.
+struct NpyArrayHead {  // the leading fields of numpy's PyArrayObject_fields
+    PyObject ob_base;
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+};
+constexpr int kNpyCContiguous = 0x0001;
+PyObject *g_ndarray_type = nullptr;
+
+// (data pointer, C-contiguous flag) of an ndarray as the layout above reads them.
+std::pair<uint64_t, bool> numpy_probe(nb::handle array, nb::handle ndarray_type) {
+    if ((PyObject *) Py_TYPE(array.ptr()) != ndarray_type.ptr())
+        throw nb::type_error("braze.numpy_probe: expected an array of exactly ndarray_type");
+    auto *a = reinterpret_cast<NpyArrayHead *>(array.ptr());
+    return {(uint64_t) (uintptr_t) a->data, (a->flags & kNpyCContiguous) != 0};
+}
+
+void numpy_register(nb::handle type) {
+    Py_XINCREF(type.ptr());  // kept for the life of the process
+    g_ndarray_type = type.ptr();
+}
+
+void *array_data(nb::handle array, int64_t slot) {
+    PyObject *o = array.ptr();
+    if (g_ndarray_type && (PyObject *) Py_TYPE(o) == g_ndarray_type) {
+        auto *a = reinterpret_cast<NpyArrayHead *>(o);
+        if (a->flags & kNpyCContiguous) return a->data;
+    }
+    Buffer b;
+    if (!nb::try_cast<Buffer>(array, b, /*convert=*/false))
+        throw nb::type_error(("braze.Program.set: the array for slot " + std::to_string(slot) +
+                              " is not a C-contiguous CPU array of a plain dtype").c_str());
+    return const_cast<void *>(b.data());
+}
+
 // ---------------------------------------------------------------- replay programs
 // A prepared schedule's native kernels (braze/backends/replay.py): a table of buffer
 // pointers indexed by schedule slot, and a list of kernel calls over it, each with its
@@ -182,18 +229,26 @@ public:
     void set(int64_t slot, nb::handle array) {
         if (slot < 0 || (size_t) slot >= ptrs_.size())
             throw std::out_of_range("braze.Program.set: slot " + std::to_string(slot));
-        Buffer b;
-        if (!nb::try_cast<Buffer>(array, b, /*convert=*/false))
-            throw nb::type_error(("braze.Program.set: the array for slot " + std::to_string(slot) +
-                                  " is not a C-contiguous CPU array of a plain dtype").c_str());
-        ptrs_[(size_t) slot] = const_cast<void *>(b.data());
+        ptrs_[(size_t) slot] = array_data(array, slot);
     }
 
-    // set() for parallel sequences of slots and arrays.
-    void bind(const std::vector<int64_t> &slots, nb::sequence arrays) {
-        if (slots.size() != nb::len(arrays))
-            throw std::invalid_argument("braze.Program.bind: slots and arrays differ in length");
-        for (size_t i = 0; i < slots.size(); ++i) set(slots[i], arrays[i]);
+    // The slots bind() sets, in order (fixed when the plan is built).
+    void set_bound(const std::vector<int64_t> &slots) {
+        for (int64_t s : slots)
+            if (s < 0 || (size_t) s >= ptrs_.size())
+                throw std::out_of_range("braze.Program.set_bound: slot " + std::to_string(s));
+        bound_ = slots;
+    }
+
+    // set() each slot of set_bound() to the array at the same position of `arrays`.
+    void bind(nb::list arrays) {
+        size_t n = nb::len(arrays);
+        if (n != bound_.size())
+            throw std::invalid_argument("braze.Program.bind: expected " +
+                                        std::to_string(bound_.size()) + " arrays, got " +
+                                        std::to_string(n));
+        for (size_t i = 0; i < n; ++i)
+            ptrs_[(size_t) bound_[i]] = array_data(arrays[i], bound_[i]);
     }
 
     // Run calls [lo, hi) in order, the GIL released.
@@ -229,6 +284,7 @@ private:
         const int64_t *args;
     };
     std::vector<void *> ptrs_;
+    std::vector<int64_t> bound_;
     std::vector<Call> calls_;
     std::vector<nb::object> keep_;
 };
@@ -525,6 +581,11 @@ NB_MODULE(_core, m) {
           "data pointers of `arrays` (C-contiguous numpy arrays, never copied) and args an\n"
           "int64 array.");
 
+    m.def("numpy_probe", &numpy_probe, nb::arg("array"), nb::arg("ndarray_type"),
+          "(data pointer, C-contiguous) of a numpy.ndarray read through numpy's object layout.");
+    m.def("numpy_register", &numpy_register, nb::arg("type"),
+          "Let Program.set/bind read numpy.ndarray pointers directly (after numpy_probe\n"
+          "agreed with ndarray.ctypes).");
     nb::class_<Program>(m, "Program",
                         "A prepared schedule's native kernel calls over a slot-pointer table.")
         .def(nb::init<size_t>(), nb::arg("n_slots"))
@@ -532,8 +593,10 @@ NB_MODULE(_core, m) {
              "Append kernel `handle` over `slots` with int64 `args` (kept alive); its index.")
         .def("set", &Program::set, nb::arg("slot"), nb::arg("array"),
              "Point `slot` at a C-contiguous CPU array's data (never copied).")
-        .def("bind", &Program::bind, nb::arg("slots"), nb::arg("arrays"),
-             "set() for each (slot, array) pair.")
+        .def("set_bound", &Program::set_bound, nb::arg("slots"),
+             "The slots bind() sets, in order.")
+        .def("bind", &Program::bind, nb::arg("arrays"),
+             "set() each slot of set_bound() to the array at its position in `arrays`.")
         .def("run", &Program::run, nb::arg("lo"), nb::arg("hi"),
              "Run kernel calls [lo, hi) in order with the GIL released.")
         .def("__len__", &Program::size);

@@ -166,3 +166,30 @@ def test_random_graphs_replay_like_run_schedule(spec) -> None:
     if isinstance(backend, NumpyBackend) and backend.fast_replay:
         for _ in range(3):  # the backend's own plans (native kernels on cpu)
             assert_close_lists(backend.run_schedule(schedule, inputs), want)
+
+
+def test_plan_cache_memory_budget() -> None:
+    """Plans larger than the budget run once and are dropped; within it they are kept
+    and the oldest schedules' plans make room."""
+    from braze.backends.replay import PlanCache
+
+    scheds = []
+    for i in range(3):
+        x, w = data(64, 128, seed=i), data(128, 128, seed=i + 10)
+        out = bz.tanh(bz.asarray(x) @ bz.asarray(w)) * (i + 2)  # x @ w: in the arena
+        schedule, leaves = compile_graph([out._node])
+        scheds.append((schedule, [leaf.data for leaf in leaves], np.tanh(x @ w) * (i + 2)))
+    build = lambda s: ReplayPlan(s, numpy_run_kernel)  # noqa: E731
+    arena = build(scheds[0][0]).arena_bytes
+    assert arena > 0
+    for budget, kept in [(0, 0), (arena, 1), (10 * arena, 3)]:
+        cache = PlanCache(build, max_bytes=budget)
+        for _ in range(3):
+            for s, inputs, want in scheds:
+                out = cache.run(s, inputs)
+                if out is not None:
+                    np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
+        assert cache.held_bytes == kept * arena
+        assert sum(len(p) for _, p in cache._idle.values()) == kept
+        cache.clear()
+        assert cache.held_bytes == 0
