@@ -162,7 +162,9 @@ class ReplayPlan:
                         for slot in s.input_slots]
         self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
                        for slot in self.fresh]
-        self._const_outputs = [j for j, o in enumerate(s.output_slots) if o in s.const_slots]
+        # constants (and views of them) are the plan's: handed out as copies
+        self._const_outputs = [j for j, o in enumerate(s.output_slots)
+                               if root[o] in s.const_slots]
         # numpy floating-point warnings are off while replaying, as in run_schedule; a plan
         # of native kernels and matmuls only skips the (measurable) context switch
         self._errstate = any(k[0] != "native" and not (
@@ -295,10 +297,15 @@ def _view_op(bufs: list[Any], step: ViewStep, prog: Any) -> Callable[[], None]:
 
     def op() -> None:
         b = bufs[src]
+        v = None
         if fast and b.flags.c_contiguous:  # ~10x cheaper than as_strided; numpy checks bounds
             item = b.dtype.itemsize
-            v = ndarray(shape, b.dtype, b, view.offset * item, [x * item for x in view.strides])
-        else:
+            try:
+                v = ndarray(shape, b.dtype, b, view.offset * item,
+                            [x * item for x in view.strides])
+            except (TypeError, ValueError):  # a dtype without the buffer protocol
+                v = None
+        if v is None:
             v = strided(b, view)
         bufs[out] = v
         if prog is not None:

@@ -66,6 +66,22 @@ def test_view_and_input_outputs() -> None:
         assert float(c) == 7.0
 
 
+def test_writing_into_a_result_does_not_change_the_next_call() -> None:
+    @bz.compile
+    def f(x):
+        c = bz.broadcast_to(bz.asarray(7.0, dtype=bz.float32), (3, 4))
+        return c, c + x, bz.permute_dims(x * 2, (1, 0)), bz.sum(x, axis=0)
+
+    x = data(3, 4)
+    want = [np.full((3, 4), 7.0, np.float32), 7.0 + x, (x * 2).T, x.sum(0)]
+    for _ in range(3):
+        outs = [np.asarray(o) for o in f(bz.asarray(x))]
+        for got, expect in zip(outs, want):
+            np.testing.assert_allclose(got, expect, rtol=1e-6)
+            if got.flags.writeable:
+                got[...] = -1  # scribble over what the caller was handed
+
+
 def test_in_place_plans_and_library_steps() -> None:
     """Kernels running in place over matmul results (library outputs that become
     planned storage), a concat, several replays with new data."""
