@@ -9,7 +9,8 @@ Each is timed with prepared replay plans (the default) and without
 (``backend.fast_replay = False``: the general ``run_schedule`` executor), alternating
 between the two in one process, so a busy machine slows both alike.
 
-``python benchmarks/replay.py [--no-llm]``
+``python benchmarks/replay.py [--no-llm] [--quantized]`` (``--quantized``: the GGUF's
+quantized weights too)
 """
 
 from __future__ import annotations
@@ -56,13 +57,13 @@ def small_call_us(k: int = 5000) -> tuple[float, float]:
     return off / k * 1e6, on / k * 1e6
 
 
-def llm_decode_ms(n: int = 20) -> tuple[float, float] | None:
+def llm_decode_ms(n: int = 20, quantized: bool = False) -> tuple[float, float] | None:
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "llm")
     sys.path.insert(0, here)
     try:
         import llama  # type: ignore[import-not-found]
 
-        m, _ = llama.load(quantized=False)
+        m, _ = llama.load(quantized=quantized)
     except Exception as e:  # model package missing
         print(f"LLM decode step: skipped ({type(e).__name__}: {e})")
         return None
@@ -80,9 +81,11 @@ def main() -> None:
     off, on = small_call_us()
     print(f"{'compiled 3-op call, 16 floats':<32}{off:8.2f}us{on:8.2f}us")
     if "--no-llm" not in sys.argv:
-        t = llm_decode_ms()
-        if t is not None:
-            print(f"{'LLM float32 decode step':<32}{t[0]:8.2f}ms{t[1]:8.2f}ms  (median of 20)")
+        for quantized in (False, True) if "--quantized" in sys.argv else (False,):
+            t = llm_decode_ms(quantized=quantized)
+            if t is not None:
+                name = "LLM Q8/Q4 decode step" if quantized else "LLM float32 decode step"
+                print(f"{name:<32}{t[0]:8.2f}ms{t[1]:8.2f}ms  (median of 20)")
 
 
 if __name__ == "__main__":
