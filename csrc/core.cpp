@@ -7,7 +7,8 @@
 //   "NVRTC" and "CUDA driver API" sections below.
 // * Generated kernels: `load_kernel(path, symbol)` dlopens a kernel library built
 //   by braze.backends.cpu.build and returns a small integer handle;
-//   `launch(handle, arrays, args)` calls the kernel with the GIL released.
+//   `launch(handle, arrays, args)` calls the kernel with the GIL released;
+//   `Program` runs a prepared schedule's consecutive kernels in one call.
 //
 // Every generated CPU kernel has one ABI (see braze/backends/cpu/codegen.py):
 //
@@ -19,6 +20,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include <dlfcn.h>
@@ -146,6 +148,146 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
         fn(ptrs, a);
     }
 }
+
+// ---------------------------------------------------------------- numpy data pointers
+// Program::set runs for every dynamic slot of every replay: nanobind's ndarray cast
+// (buffer protocol / DLPack) costs ~0.3 us there. An exact numpy.ndarray is read through
+// numpy's public object layout instead (what numpy's own PyArray_DATA / PyArray_FLAGS
+// macros do), once Python has registered the type and checked the layout against
+// ndarray.ctypes on probe arrays (`numpy_probe`, `numpy_register`); anything else
+// goes through the cast.
+struct NpyArrayHead {  // the leading fields of numpy's PyArrayObject_fields
+    PyObject ob_base;
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+};
+constexpr int kNpyCContiguous = 0x0001;
+PyObject *g_ndarray_type = nullptr;
+
+// (data pointer, C-contiguous flag) of an ndarray as the layout above reads them.
+std::pair<uint64_t, bool> numpy_probe(nb::handle array, nb::handle ndarray_type) {
+    if ((PyObject *) Py_TYPE(array.ptr()) != ndarray_type.ptr())
+        throw nb::type_error("braze.numpy_probe: expected an array of exactly ndarray_type");
+    auto *a = reinterpret_cast<NpyArrayHead *>(array.ptr());
+    return {(uint64_t) (uintptr_t) a->data, (a->flags & kNpyCContiguous) != 0};
+}
+
+void numpy_register(nb::handle type) {
+    Py_XINCREF(type.ptr());  // kept for the life of the process
+    g_ndarray_type = type.ptr();
+}
+
+void *array_data(nb::handle array, int64_t slot) {
+    PyObject *o = array.ptr();
+    if (g_ndarray_type && (PyObject *) Py_TYPE(o) == g_ndarray_type) {
+        auto *a = reinterpret_cast<NpyArrayHead *>(o);
+        if (a->flags & kNpyCContiguous) return a->data;
+    }
+    Buffer b;
+    if (!nb::try_cast<Buffer>(array, b, /*convert=*/false))
+        throw nb::type_error(("braze.Program.set: the array for slot " + std::to_string(slot) +
+                              " is not a C-contiguous CPU array of a plain dtype").c_str());
+    return const_cast<void *>(b.data());
+}
+
+// ---------------------------------------------------------------- replay programs
+// A prepared schedule's native kernels (braze/backends/replay.py): a table of buffer
+// pointers indexed by schedule slot, and a list of kernel calls over it, each with its
+// own prebuilt args array. Python binds the pointers of the slots whose arrays change
+// between calls (inputs, fresh outputs, library results) and runs a range of kernel
+// calls, a segment between library ops, with one transition and the GIL released.
+// One Program belongs to one replay at a time (the caller serializes its use).
+class Program {
+public:
+    explicit Program(size_t n_slots) : ptrs_(n_slots, nullptr) {}
+
+    // Append kernel `handle` over the buffers of `slots` with `args` (kept alive here);
+    // returns the call's index.
+    size_t add(int64_t handle, const std::vector<int64_t> &slots, nb::handle args) {
+        Args a;
+        if (!nb::try_cast<Args>(args, a, /*convert=*/false))
+            throw nb::type_error("braze.Program.add: args must be a C-contiguous int64 array");
+        Call c;
+        c.fn = kernel_fn(handle);
+        c.args = a.data();
+        for (int64_t s : slots) {
+            if (s < 0 || (size_t) s >= ptrs_.size())
+                throw std::out_of_range("braze.Program.add: slot " + std::to_string(s));
+            c.slots.push_back((int32_t) s);
+        }
+        keep_.push_back(nb::borrow(args));
+        calls_.push_back(std::move(c));
+        return calls_.size() - 1;
+    }
+
+    // Point `slot` at the data of `array` (a C-contiguous CPU array, never copied).
+    void set(int64_t slot, nb::handle array) {
+        if (slot < 0 || (size_t) slot >= ptrs_.size())
+            throw std::out_of_range("braze.Program.set: slot " + std::to_string(slot));
+        ptrs_[(size_t) slot] = array_data(array, slot);
+    }
+
+    // The slots bind() sets, in order (fixed when the plan is built).
+    void set_bound(const std::vector<int64_t> &slots) {
+        for (int64_t s : slots)
+            if (s < 0 || (size_t) s >= ptrs_.size())
+                throw std::out_of_range("braze.Program.set_bound: slot " + std::to_string(s));
+        bound_ = slots;
+    }
+
+    // set() each slot of set_bound() to the array at the same position of `arrays`.
+    void bind(nb::list arrays) {
+        size_t n = nb::len(arrays);
+        if (n != bound_.size())
+            throw std::invalid_argument("braze.Program.bind: expected " +
+                                        std::to_string(bound_.size()) + " arrays, got " +
+                                        std::to_string(n));
+        for (size_t i = 0; i < n; ++i)
+            ptrs_[(size_t) bound_[i]] = array_data(arrays[i], bound_[i]);
+    }
+
+    // Run calls [lo, hi) in order, the GIL released.
+    void run(size_t lo, size_t hi) {
+        if (lo > hi || hi > calls_.size())
+            throw std::out_of_range("braze.Program.run: bad call range");
+        for (size_t i = lo; i < hi; ++i)
+            for (int32_t s : calls_[i].slots)
+                if (!ptrs_[(size_t) s])
+                    throw std::runtime_error("braze.Program.run: slot " + std::to_string(s) +
+                                             " has no buffer bound");
+        nb::gil_scoped_release release;
+        void *inline_ptrs[kMaxInline];
+        std::vector<void *> heap_ptrs;
+        for (size_t i = lo; i < hi; ++i) {
+            const Call &c = calls_[i];
+            void **p = inline_ptrs;
+            if (c.slots.size() > kMaxInline) {
+                heap_ptrs.resize(c.slots.size());
+                p = heap_ptrs.data();
+            }
+            for (size_t j = 0; j < c.slots.size(); ++j) p[j] = ptrs_[(size_t) c.slots[j]];
+            c.fn(p, c.args);
+        }
+    }
+
+    size_t size() const { return calls_.size(); }
+
+private:
+    struct Call {
+        KernelFn fn;
+        std::vector<int32_t> slots;
+        const int64_t *args;
+    };
+    std::vector<void *> ptrs_;
+    std::vector<int64_t> bound_;
+    std::vector<Call> calls_;
+    std::vector<nb::object> keep_;
+};
 
 // ---------------------------------------------------------------- NVRTC (CUDA C -> PTX/CUBIN)
 // libnvrtc is dlopen'ed at run time (the path comes from Python: the PyPI package
@@ -438,6 +580,26 @@ NB_MODULE(_core, m) {
           "Call kernel `handle` as kernel(bufs, args) with the GIL released; bufs are the\n"
           "data pointers of `arrays` (C-contiguous numpy arrays, never copied) and args an\n"
           "int64 array.");
+
+    m.def("numpy_probe", &numpy_probe, nb::arg("array"), nb::arg("ndarray_type"),
+          "(data pointer, C-contiguous) of a numpy.ndarray read through numpy's object layout.");
+    m.def("numpy_register", &numpy_register, nb::arg("type"),
+          "Let Program.set/bind read numpy.ndarray pointers directly (after numpy_probe\n"
+          "agreed with ndarray.ctypes).");
+    nb::class_<Program>(m, "Program",
+                        "A prepared schedule's native kernel calls over a slot-pointer table.")
+        .def(nb::init<size_t>(), nb::arg("n_slots"))
+        .def("add", &Program::add, nb::arg("handle"), nb::arg("slots"), nb::arg("args"),
+             "Append kernel `handle` over `slots` with int64 `args` (kept alive); its index.")
+        .def("set", &Program::set, nb::arg("slot"), nb::arg("array"),
+             "Point `slot` at a C-contiguous CPU array's data (never copied).")
+        .def("set_bound", &Program::set_bound, nb::arg("slots"),
+             "The slots bind() sets, in order.")
+        .def("bind", &Program::bind, nb::arg("arrays"),
+             "set() each slot of set_bound() to the array at its position in `arrays`.")
+        .def("run", &Program::run, nb::arg("lo"), nb::arg("hi"),
+             "Run kernel calls [lo, hi) in order with the GIL released.")
+        .def("__len__", &Program::size);
 
     m.def("nvrtc_load", &nvrtc_load, nb::arg("path"),
           "dlopen libnvrtc at `path` (absolute, or a name on the loader path); returns its\n"

@@ -33,6 +33,7 @@ from ...graph import dtypes as dt
 from ...graph.kernel import SOURCE_GENERATORS, Kernel, Schedule
 from ..numpy_backend import NumpyBackend, run_schedule
 from ..numpy_backend import run_kernel as numpy_run_kernel
+from ..replay import NativeCall, ReplayPlan
 from . import autotune
 from . import build as _build
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
@@ -100,6 +101,24 @@ class CpuBackend(NumpyBackend):
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
+    def _build_plan(self, schedule: Schedule) -> ReplayPlan:
+        """A replay plan whose built kernels run as ``_core.Program`` segments."""
+        return ReplayPlan(schedule, self._run_kernel, self._native_call, self.library,
+                          self.pool.alloc, stats=self.stats)
+
+    def _native_call(self, k: Kernel) -> NativeCall | str | None:
+        """``k`` as a prepared native call; "skip" when empty; None: run it through
+        ``_run_kernel`` (not built, numpy fallback, or not yet checked and tuned)."""
+        entry = self._kernels.get(id(k))
+        if entry is None or entry[0] is not k or entry[1] is None:
+            return None
+        native = entry[1]
+        if native.empty:
+            return "skip"
+        if not (native.checked and native.tuned):
+            return None
+        return NativeCall(native.handle, native.slots, native.args)
+
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self._schedules.get(id(schedule)) is not schedule:
             self.prepare(schedule)
@@ -221,6 +240,7 @@ class CpuBackend(NumpyBackend):
         """In a forked child: libgomp's thread pool did not survive the fork, and a
         parallel region would wait for it forever; run every kernel on one thread."""
         self.num_threads = 1
+        self._replays = self._plan_cache()  # plans hold the old args arrays
         for _, native in list(self._kernels.values()):
             if native is not None:
                 native.args = native.args.copy()

@@ -100,7 +100,7 @@ class CudaBackend(NumpyBackend):
     name = "cuda"
 
     def __init__(self, optimize: bool | None = None, skip_tiny: bool = True) -> None:
-        super().__init__(optimize, skip_tiny)
+        super().__init__(optimize, skip_tiny, fast_replay=False)  # host plans: not yet
         info = device_info()
         self.arch = f"sm_{info['cc'][0]}{info['cc'][1]}"
         self.sms = info["sms"]

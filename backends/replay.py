@@ -1,0 +1,419 @@
+"""Prepared replay of a compiled schedule: the per-call Python reduced to binding data.
+
+``bz.compile`` runs the same :class:`~braze.graph.kernel.Schedule` again and again;
+:func:`~braze.backends.numpy_backend.run_schedule` re-derives everything on every
+call (slot arrays, views, library dispatch, frees). A :class:`ReplayPlan` does that
+work once:
+
+* an *arena*: every storage of the memory plan allocated once, each slot an ndarray
+  view of its storage, each view step of a persistent slot a persistent view (in-place
+  plans hold by construction: slots sharing a storage share its memory);
+* per step, a prebound call: a library ``matmul`` or ``concat`` writes into its
+  planned slot (``np.matmul(..., out=...)``), other library ops run their implementation (the
+  result is copied into the arena when later kernels reuse its storage, else bound
+  as it is), kernels the native backend built run as :class:`braze._core.Program`
+  calls — consecutive ones as one *segment*, one Python -> C++ transition with the
+  GIL released;
+* per call only the *dynamic* slots are bound: graph inputs, the outputs (a fresh
+  buffer each call, so results never alias the arena or each other across calls),
+  library results bound as they are, and the views of those.
+
+A plan serves one call at a time; :class:`PlanCache` keeps a few idle plans per
+schedule, so two threads replaying one schedule each get their own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
+from ..graph.ops import OPS, reference_eval
+from .numpy_backend import SMALL_BYTES, LibraryImpl, strided
+
+_LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
+MAX_IDLE_PLANS = 4  # per schedule: concurrent replays beyond this build throwaway plans
+_MATMUL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
+                  np.dtype(np.complex128))
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    """A built kernel as a :class:`braze._core.Program` call: the kernel handle, the
+    schedule slot of each of its buffers, its int64 args."""
+
+    handle: int
+    slots: tuple[int, ...]
+    args: np.ndarray
+
+
+# kernel -> its native call, None (run it with ``run_kernel``), or "skip" (nothing to do)
+NativeOf = Callable[[Kernel], "NativeCall | str | None"]
+
+
+def _empty_bytes(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8)
+
+
+class ReplayPlan:
+    """One schedule prepared for replay (see the module docstring)."""
+
+    def __init__(self, s: Schedule, run_kernel: Callable[[Kernel, list[Any]], None],
+                 native_of: NativeOf | None = None,
+                 library: Mapping[str, LibraryImpl] | None = None,
+                 alloc: Callable[[int], np.ndarray] | None = None,
+                 program_factory: Callable[[int], Any] | None = None,
+                 stats: dict[str, int] | None = None) -> None:
+        self.schedule = s
+        self._stats = stats
+        self._alloc = alloc or _empty_bytes
+        n = len(s.slots)
+        self.bufs: list[Any] = [None] * n
+        root = list(range(n))  # a view step's output -> the slot owning its memory
+        written: set[int] = set()
+        for step in s.steps:
+            if isinstance(step, ViewStep):
+                root[step.output] = root[step.source]
+            elif isinstance(step, KernelStep):
+                written.update(st.slot for st in step.kernel.stores)
+            else:
+                written.add(step.output)
+        sid_slots: dict[int, list[int]] = {}
+        for slot, sid in s.storage.items():
+            sid_slots.setdefault(sid, []).append(slot)
+        # slots that get new arrays every call
+        fresh = {root[o] for o in s.output_slots if root[o] in written}
+        dynamic = set(s.input_slots) | fresh
+        bound_library: set[int] = set()  # library results bound as they are
+        for step in s.steps:
+            if isinstance(step, LibraryStep) and step.output not in fresh and \
+                    not self._writes_into(s, step, library) and \
+                    sid_slots.get(s.storage.get(step.output, -1), [step.output]) == [step.output]:
+                bound_library.add(step.output)
+        dynamic |= bound_library
+        for step in s.steps:
+            if isinstance(step, ViewStep) and step.source in dynamic:
+                dynamic.add(step.output)
+        self.fresh = sorted(fresh)
+        self.dynamic = sorted(dynamic)
+
+        # ---- the arena: storages once, slot views of them
+        storages: dict[int, np.ndarray] = {}
+        self.arena_bytes = 0  # memory this plan holds between calls
+        for slot, value in s.const_slots.items():
+            self.bufs[slot] = np.asarray(value, dtype=s.slots[slot].dtype)
+        for slot in sorted(written - dynamic):
+            info = s.slots[slot]
+            sid = s.storage.get(slot)
+            if sid is None:
+                self.bufs[slot] = np.empty(info.shape, info.dtype)
+                self.arena_bytes += info.nbytes
+                continue
+            mem = storages.get(sid)
+            if mem is None:
+                size = s.storage_bytes[sid]
+                mem = storages[sid] = (np.empty(size, np.uint8) if size < SMALL_BYTES
+                                       else self._alloc(size))
+                self.arena_bytes += size
+            self.bufs[slot] = mem[:info.nbytes].view(info.dtype).reshape(info.shape)
+
+        # ---- the steps
+        native_slots: set[int] = set()
+        self.program = None
+        calls: list[tuple[NativeCall, int]] = []  # (call, step index)
+        kinds: list[Any] = []
+        for t, step in enumerate(s.steps):
+            if isinstance(step, KernelStep):
+                nat = native_of(step.kernel) if native_of is not None else None
+                if nat == "skip":
+                    continue
+                if isinstance(nat, NativeCall):
+                    calls.append((nat, t))
+                    native_slots.update(nat.slots)
+                    kinds.append(("native", len(calls) - 1))
+                else:
+                    kinds.append(("kernel", step.kernel))
+            elif isinstance(step, LibraryStep):
+                kinds.append(("library", step))
+            elif step.output in dynamic:
+                kinds.append(("view", step))
+            else:  # a persistent view: made once
+                self.bufs[step.output] = strided(self.bufs[step.source], step.view)
+        # bound at the start of a call; library results and their views are bound as made
+        self._bind_native = [d for d in sorted(set(s.input_slots) | fresh) if d in native_slots]
+        if calls:
+            factory = program_factory
+            if factory is None:
+                factory = _program_factory()
+            self.program = factory(n)
+            for nat, _ in calls:
+                self.program.add(nat.handle, list(nat.slots), nat.args)
+            for slot in native_slots - dynamic:
+                self.program.set(slot, self.bufs[slot])
+            self.program.set_bound(self._bind_native)
+        self.n_native = len(calls)
+        self.n_python_kernels = sum(1 for k in kinds if k[0] == "kernel")
+        self._inputs = [(slot, s.slots[slot].shape, s.slots[slot].dtype)
+                        for slot in s.input_slots]
+        self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
+                       for slot in self.fresh]
+        # constants (and views of them) are the plan's: handed out as copies
+        self._const_outputs = [j for j, o in enumerate(s.output_slots)
+                               if root[o] in s.const_slots]
+        # numpy floating-point warnings are off while replaying, as in run_schedule; a plan
+        # of native kernels and matmuls only skips the (measurable) context switch
+        self._errstate = any(k[0] != "native" and not (
+            k[0] == "library" and self._writes_into(s, k[1], library)) for k in kinds)
+        self.ops = self._ops(kinds, run_kernel, library, native_slots, dynamic)
+
+    # ------------------------------------------------------------ building
+    @staticmethod
+    def _writes_into(s: Schedule, step: LibraryStep, library: Mapping[str, Any] | None) -> bool:
+        """Can this library step write straight into its planned slot (``out=``)?
+        matmul (BLAS dtypes) and concat, when no native implementation replaces them and
+        every input already has the result's dtype (no casts, no low precision)."""
+        if library and step.op in library:
+            return False
+        d = s.slots[step.output].dtype
+        if any(s.slots[i].dtype != d for i in step.inputs):
+            return False
+        if step.op == "matmul":
+            return not step.attrs and d in _MATMUL_DTYPES
+        return step.op == "concat" and set(step.attrs) == {"axis"} and d not in _LOW
+
+    def _ops(self, kinds: list[Any], run_kernel: Callable[[Kernel, list[Any]], None],
+             library: Mapping[str, LibraryImpl] | None, native_slots: set[int],
+             dynamic: set[int]) -> list[Callable[[], None]]:
+        s, bufs, prog = self.schedule, self.bufs, self.program
+        ops: list[Callable[[], None]] = []
+        i = 0
+        while i < len(kinds):
+            kind, what = kinds[i]
+            if kind == "native":  # a segment: this call and the native ones right after
+                j = i
+                while j + 1 < len(kinds) and kinds[j + 1][0] == "native":
+                    j += 1
+                ops.append(_segment(prog, what, kinds[j][1] + 1))
+                i = j + 1
+                continue
+            if kind == "kernel":
+                ops.append(_kernel_op(run_kernel, what, bufs))
+            elif kind == "view":
+                ops.append(_view_op(bufs, what, prog if what.output in native_slots else None))
+            else:
+                step: LibraryStep = what
+                out = step.output
+                bind = prog if out in native_slots else None
+                if self._writes_into(s, step, library) and out not in dynamic:
+                    ops.append(_matmul_op(bufs, step.inputs, bufs[out]) if step.op == "matmul"
+                               else _concat_op(bufs, step.inputs, step.attrs["axis"], bufs[out]))
+                else:
+                    impl = library.get(step.op) if library else None
+                    ops.append(_library_op(bufs, step, s.slots[out].dtype, impl,
+                                           None if out in dynamic else bufs[out], bind))
+            i += 1
+        return ops
+
+    # ------------------------------------------------------------ running
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Execute on ``inputs``; returns fresh outputs, or None (nothing run) when the
+        inputs' shapes or dtypes are not the ones the plan was built for."""
+        bufs = self.bufs
+        if len(inputs) != len(self._inputs):
+            return None
+        try:
+            for a, (slot, shape, dtype) in zip(inputs, self._inputs):
+                if a.shape != shape or a.dtype != dtype:
+                    raise TypeError
+                bufs[slot] = a if a.flags.c_contiguous else np.array(a, order="C")
+        except (TypeError, AttributeError):  # not the arrays this plan was built for
+            for d in self.dynamic:
+                bufs[d] = None
+            return None
+        try:
+            for slot, shape, dtype, nbytes in self._fresh:
+                if nbytes < SMALL_BYTES:
+                    bufs[slot] = np.empty(shape, dtype)
+                else:
+                    bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
+            if self._bind_native:
+                self.program.bind([bufs[d] for d in self._bind_native])
+            if self._errstate:
+                with np.errstate(all="ignore"):
+                    for op in self.ops:
+                        op()
+            else:
+                for op in self.ops:
+                    op()
+            if self._stats is not None and self.n_native:
+                self._stats["native"] += self.n_native
+            outs = [bufs[o] for o in self.schedule.output_slots]
+            if self._const_outputs:
+                for j in self._const_outputs:
+                    outs[j] = np.array(outs[j])  # the plan's constant stays the plan's
+            return outs
+        finally:
+            for d in self.dynamic:
+                bufs[d] = None
+
+
+_PROGRAM: list[Any] = []
+
+
+def _program_factory() -> Any:
+    """``braze._core.Program``, after letting it read numpy.ndarray data pointers
+    directly where its view of numpy's object layout checks out on probe arrays."""
+    if not _PROGRAM:
+        from .. import _core
+
+        base = np.zeros((4, 6), np.float32)
+        probes = [base, base[:, 1:], base.T, np.zeros((), np.int8), base[1:], np.zeros(0)]
+        if all(_core.numpy_probe(a, np.ndarray) == (a.ctypes.data, a.flags.c_contiguous)
+               for a in probes):
+            _core.numpy_register(np.ndarray)
+        _PROGRAM.append(_core.Program)
+    return _PROGRAM[0]
+
+
+def _segment(prog: Any, lo: int, hi: int) -> Callable[[], None]:
+    run = prog.run
+    return lambda: run(lo, hi)
+
+
+def _kernel_op(run_kernel: Callable[[Kernel, list[Any]], None], k: Kernel,
+               bufs: list[Any]) -> Callable[[], None]:
+    return lambda: run_kernel(k, bufs)
+
+
+def _view_op(bufs: list[Any], step: ViewStep, prog: Any) -> Callable[[], None]:
+    src, out, view = step.source, step.output, step.view
+    shape, ndarray = view.shape, np.ndarray
+    fast = view.size > 0
+
+    def op() -> None:
+        b = bufs[src]
+        v = None
+        if fast and b.flags.c_contiguous:  # ~10x cheaper than as_strided; numpy checks bounds
+            item = b.dtype.itemsize
+            try:
+                v = ndarray(shape, b.dtype, b, view.offset * item,
+                            [x * item for x in view.strides])
+            except (TypeError, ValueError):  # a dtype without the buffer protocol
+                v = None
+        if v is None:
+            v = strided(b, view)
+        bufs[out] = v
+        if prog is not None:
+            prog.set(out, v)
+    return op
+
+
+def _matmul_op(bufs: list[Any], inputs: tuple[int, ...], out: np.ndarray) -> Callable[[], None]:
+    a, b = inputs
+    matmul = np.matmul
+    return lambda: matmul(bufs[a], bufs[b], out=out)
+
+
+def _concat_op(bufs: list[Any], inputs: tuple[int, ...], axis: int,
+               out: np.ndarray) -> Callable[[], None]:
+    concatenate = np.concatenate
+    return lambda: concatenate([bufs[i] for i in inputs], axis=axis, out=out)
+
+
+def _library_op(bufs: list[Any], step: LibraryStep, dtype: np.dtype, impl: LibraryImpl | None,
+                into: np.ndarray | None, prog: Any) -> Callable[[], None]:
+    """A library op: its result is copied ``into`` the arena slot, or bound as it is."""
+    ins, out, attrs = step.inputs, step.output, step.attrs
+    opdef = OPS[step.op]
+
+    def op() -> None:
+        xs = [bufs[i] for i in ins]
+        r = impl(attrs, dtype, *xs) if impl is not None else reference_eval(opdef, attrs, dtype,
+                                                                          *xs)
+        if into is not None:
+            np.copyto(into, r, casting="unsafe")
+            return
+        if not r.flags.c_contiguous:
+            r = np.array(r, order="C")
+        if any(np.may_share_memory(r, x) for x in xs):
+            r = r.copy()  # the caller (or a later step) must not see it change
+        bufs[out] = r
+        if prog is not None:
+            prog.set(out, r)
+    return op
+
+
+class PlanCache:
+    """Idle :class:`ReplayPlan` s per schedule (a plan serves one call at a time).
+
+    Their arenas are memory held between calls: at most ``max_bytes`` of them are kept
+    (``BRAZE_REPLAY_BYTES``, default 1 GiB; the oldest schedules' plans go first; a plan
+    larger than that is used once and dropped), for at most ``max_schedules`` schedules."""
+
+    def __init__(self, build: Callable[[Schedule], ReplayPlan], max_schedules: int = 64,
+                 max_bytes: int | None = None) -> None:
+        self._build = build
+        self._max = max_schedules
+        if max_bytes is None:
+            max_bytes = int(os.environ.get("BRAZE_REPLAY_BYTES", 1 << 30))
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
+        self._idle: dict[int, tuple[Schedule, list[ReplayPlan]]] = {}
+        self._lock = threading.Lock()
+
+    def run(self, s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Replay ``s`` on ``inputs`` with an idle plan (built if none is); None on the
+        schedule's first call or when the inputs do not fit it (the caller then runs it
+        the general way)."""
+        e = self._idle.get(id(s))
+        if e is None or e[0] is not s:  # first call: the general executor (it also builds,
+            with self._lock:  # checks and tunes the kernels); plans from the second on
+                self._idle[id(s)] = (s, [])
+                while len(self._idle) > self._max:
+                    self._drop_oldest()
+            return None
+        idle = e[1]
+        try:
+            plan = idle.pop()  # atomic: a plan serves one call at a time
+            kept = True
+        except IndexError:
+            plan, kept = self._build(s), False
+        try:
+            return plan.run(inputs)
+        finally:
+            self._give_back(s, e, plan, kept)
+
+    def _give_back(self, s: Schedule, e: tuple[Schedule, list[ReplayPlan]], plan: ReplayPlan,
+                   kept: bool) -> None:
+        with self._lock:
+            if self._idle.get(id(s)) is not e:  # the schedule was dropped meanwhile
+                if kept:
+                    self.held_bytes -= plan.arena_bytes
+                return
+            if not kept:
+                if len(e[1]) >= MAX_IDLE_PLANS or plan.arena_bytes > self.max_bytes:
+                    return
+                self.held_bytes += plan.arena_bytes
+                while self.held_bytes > self.max_bytes and next(iter(self._idle)) != id(s):
+                    self._drop_oldest()
+                if self.held_bytes > self.max_bytes:  # only this schedule's plans are left
+                    self.held_bytes -= plan.arena_bytes
+                    return
+            e[1].append(plan)
+
+    def _drop_oldest(self) -> None:
+        """Forget the oldest schedule's idle plans (under the lock); plans in use are
+        uncounted when they come back."""
+        key = next(iter(self._idle))
+        self.held_bytes -= sum(p.arena_bytes for p in self._idle.pop(key)[1])
+
+    def clear(self) -> None:
+        """Forget every idle plan (their arenas go back to the allocator)."""
+        with self._lock:
+            while self._idle:
+                self._drop_oldest()

@@ -1,0 +1,211 @@
+"""Prepared replay plans (braze/backends/replay.py): bz.compile's second call on."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import braze as bz
+from braze.backends.numpy_backend import NumpyBackend, run_schedule
+from braze.backends.numpy_backend import run_kernel as numpy_run_kernel
+from braze.backends.replay import ReplayPlan
+from braze.graph.compiler import compile_graph
+from braze.graph.kernel import KernelStep, LibraryStep
+
+from .test_compiler import RANDOM_GRAPH_EXAMPLES, assert_close_lists, build_program, programs
+
+
+def data(*shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _plans(fn) -> list[ReplayPlan]:
+    """The idle plans of a compiled function's schedules on the current backend."""
+    b = bz.backends.current()
+    scheds = [s for e in fn._entries.values() for s in e.schedules.values()]
+    return [p for s in scheds for p in b._replays._idle.get(id(s), (None, []))[1]]
+
+
+def _uses_plans() -> bool:
+    return getattr(bz.backends.current(), "fast_replay", False)
+
+
+@pytest.mark.parametrize("n", [16, 1 << 16])  # unplanned small buffers, planned storage
+def test_outputs_never_alias_between_calls(n: int) -> None:
+    f = bz.compile(lambda x: bz.exp(x * 0.5) + 1.0)
+    x1, x2, x3 = data(n), data(n, seed=1), data(n, seed=2)
+    first = f(bz.asarray(x1))
+    keep = np.asarray(first).copy()
+    second = f(bz.asarray(x2))
+    third = f(bz.asarray(x3))
+    np.testing.assert_allclose(np.asarray(first), keep)  # untouched by the later calls
+    np.testing.assert_allclose(np.asarray(second), np.exp(x2 * 0.5) + 1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(third), np.exp(x3 * 0.5) + 1, rtol=1e-6)
+    assert not np.may_share_memory(np.asarray(second), np.asarray(third))
+    if _uses_plans():
+        assert _plans(f), "the replays did not go through a prepared plan"
+
+
+def test_view_and_input_outputs() -> None:
+    """Outputs that are views of intermediates, inputs themselves, or constants."""
+    @bz.compile
+    def f(x):
+        y = bz.tanh(x) * 2
+        return bz.permute_dims(y, (1, 0)), bz.reshape(y, (-1,))[3:9], x, bz.asarray(7.0)
+
+    xs = [data(300, 70, seed=i) for i in range(3)]
+    outs = [f(bz.asarray(x)) for x in xs]
+    for x, (t, r, same, c) in zip(xs, outs):
+        y = np.tanh(x) * 2
+        np.testing.assert_allclose(np.asarray(t), y.T, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(r), y.reshape(-1)[3:9], rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(same), x)
+        assert float(c) == 7.0
+
+
+def test_writing_into_a_result_does_not_change_the_next_call() -> None:
+    @bz.compile
+    def f(x):
+        c = bz.broadcast_to(bz.asarray(7.0, dtype=bz.float32), (3, 4))
+        return c, c + x, bz.permute_dims(x * 2, (1, 0)), bz.sum(x, axis=0)
+
+    x = data(3, 4)
+    want = [np.full((3, 4), 7.0, np.float32), 7.0 + x, (x * 2).T, x.sum(0)]
+    for _ in range(3):
+        outs = [np.asarray(o) for o in f(bz.asarray(x))]
+        for got, expect in zip(outs, want):
+            np.testing.assert_allclose(got, expect, rtol=1e-6)
+            if got.flags.writeable:
+                got[...] = -1  # scribble over what the caller was handed
+
+
+def test_in_place_plans_and_library_steps() -> None:
+    """Kernels running in place over matmul results (library outputs that become
+    planned storage), a concat, several replays with new data."""
+    @bz.compile
+    def f(x, w1, w2):
+        h = x @ w1
+        a = bz.tanh(h) + 1.0  # in place over h's storage
+        b = a @ w2
+        c = bz.concat([b * 2.0, b - 1.0], axis=0)
+        return bz.exp(-c * c) + c
+
+    def want(x, w1, w2):
+        b = (np.tanh(x @ w1) + 1.0) @ w2
+        c = np.concatenate([b * 2.0, b - 1.0], axis=0)
+        return np.exp(-c * c) + c
+
+    shapes = [(128, 96), (96, 160), (160, 128)]  # results above SMALL_BYTES: planned storage
+    results = []
+    for i in range(4):
+        args = [data(*s, seed=10 * i + j) for j, s in enumerate(shapes)]
+        results.append((f(*[bz.asarray(a) for a in args]), want(*args)))
+    for got, expect in results:  # every result still holds its own values
+        np.testing.assert_allclose(np.asarray(got), expect, rtol=2e-4, atol=2e-4)
+
+    s = next(iter(f._entries.values())).schedules[None]
+    assert any(isinstance(st, LibraryStep) for st in s.steps)
+    lib_storage = {s.storage[st.output] for st in s.steps if isinstance(st, LibraryStep)}
+    kernel_out = {s.storage[st.slot] for st_ in s.steps if isinstance(st_, KernelStep)
+                  for st in st_.kernel.stores}
+    assert lib_storage & kernel_out, "no kernel reuses a library result's storage"
+
+
+def test_two_threads_replay_one_compiled_function() -> None:
+    f = bz.compile(lambda x, w: bz.softmax((x @ w) * 0.25, axis=-1) + x[:, :1])
+    w = data(64, 64, seed=99)
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        try:
+            for i in range(30):
+                x = data(128, 64, seed=seed * 1000 + i)
+                z = (x @ w) * 0.25
+                e = np.exp(z - z.max(-1, keepdims=True))
+                expect = e / e.sum(-1, keepdims=True) + x[:, :1]
+                np.testing.assert_allclose(np.asarray(f(bz.asarray(x), bz.asarray(w))), expect,
+                                           rtol=1e-4, atol=1e-5)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            errors.append(err)
+
+    f(bz.asarray(data(128, 64)), bz.asarray(w))  # trace and build once, first
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_general_executor_still_used_when_disabled() -> None:
+    b = bz.backends.current()
+    if not hasattr(b, "fast_replay"):
+        pytest.skip("backend without replay plans")
+    f = bz.compile(lambda x: x * 3 + 1)
+    x = bz.asarray(data(1000))
+    old = b.fast_replay
+    b.fast_replay = False
+    try:
+        for _ in range(3):
+            np.testing.assert_allclose(np.asarray(f(x)), np.asarray(x) * 3 + 1, rtol=1e-6)
+        assert not _plans(f)
+    finally:
+        b.fast_replay = old
+
+
+@settings(max_examples=RANDOM_GRAPH_EXAMPLES, deadline=None, derandomize=True)
+@given(programs())
+def test_random_graphs_replay_like_run_schedule(spec) -> None:
+    """A plan gives run_schedule's values, twice in a row, and results never alias."""
+    outs = build_program(spec)
+    schedule, leaves = compile_graph([o._node for o in outs])
+    inputs = [leaf.data for leaf in leaves]
+    with np.errstate(all="ignore"):
+        want = run_schedule(schedule, inputs)
+    want = [np.array(w) for w in want]
+    plan = ReplayPlan(schedule, numpy_run_kernel)
+    first = plan.run(inputs)
+    kept = [np.array(a) for a in first]
+    second = plan.run(inputs)
+    assert_close_lists(first, want)
+    assert_close_lists(second, want)
+    assert_close_lists(first, kept)  # the second run did not write into the first's outputs
+    for a, b in zip(first, second):
+        if a is b:  # an input or one shared constant returned as it is
+            continue
+        computed = not any(np.may_share_memory(a, x) for x in inputs)
+        assert not (computed and np.may_share_memory(a, b))
+    backend = bz.backends.current()
+    if isinstance(backend, NumpyBackend) and backend.fast_replay:
+        for _ in range(3):  # the backend's own plans (native kernels on cpu)
+            assert_close_lists(backend.run_schedule(schedule, inputs), want)
+
+
+def test_plan_cache_memory_budget() -> None:
+    """Plans larger than the budget run once and are dropped; within it they are kept
+    and the oldest schedules' plans make room."""
+    from braze.backends.replay import PlanCache
+
+    scheds = []
+    for i in range(3):
+        x, w = data(64, 128, seed=i), data(128, 128, seed=i + 10)
+        out = bz.tanh(bz.asarray(x) @ bz.asarray(w)) * (i + 2)  # x @ w: in the arena
+        schedule, leaves = compile_graph([out._node])
+        scheds.append((schedule, [leaf.data for leaf in leaves], np.tanh(x @ w) * (i + 2)))
+    build = lambda s: ReplayPlan(s, numpy_run_kernel)  # noqa: E731
+    arena = build(scheds[0][0]).arena_bytes
+    assert arena > 0
+    for budget, kept in [(0, 0), (arena, 1), (10 * arena, 3)]:
+        cache = PlanCache(build, max_bytes=budget)
+        for _ in range(3):
+            for s, inputs, want in scheds:
+                out = cache.run(s, inputs)
+                if out is not None:
+                    np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
+        assert cache.held_bytes == kept * arena
+        assert sum(len(p) for _, p in cache._idle.values()) == kept
+        cache.clear()
+        assert cache.held_bytes == 0
