@@ -7,7 +7,9 @@ N in {576 (q, o), 192 (k, v), 1536 (gate, up)}, K=1536 N=576 (down), 4-bit; and 
 tied embedding output K=576 N=49152 at 8 bits. Columns (medians in ms):
 
 * ``native``: the kernel called directly on numpy arrays
-  (``braze.backends.cpu.qmatmul.quantized_matmul``), the weight hot in cache;
+  (``braze.backends.cpu.qmatmul.quantized_matmul``), exact float path (``act="float"``),
+  the weight hot in cache;
+* ``int8``: the same with int8 activations (``act="int8"``, VNNI; ``-`` without it);
 * ``bz``: ``bz.quantized_matmul`` evaluated on the ``cpu`` backend (adds the graph
   and library-step overhead);
 * ``np f32``: numpy float32 ``x @ w.T`` with the dequantized weight (BLAS);
@@ -18,7 +20,8 @@ tied embedding output K=576 N=49152 at 8 bits. Columns (medians in ms):
 
 Then a whole decode token: 30 layers of distinct weights (q, k, v, o, gate, up, down)
 plus the 8-bit output projection, run back to back as one token would (the weights
-cycle through the caches, as in real decode), native vs numpy float32 matvecs; and
+cycle through the caches, as in real decode): float, int8 and the default (``auto``:
+int8 at 4 bits, float at 8) on 1 and on N threads, vs numpy float32 matvecs; and
 prefill (M = 33, 128) for the largest 4-bit shape.
 """
 
@@ -63,8 +66,8 @@ def shapes_table(rng: np.random.Generator, gs: int, half: bool, threads: int,
     rows.append((HEAD[0], HEAD[1], HEAD[2], 8))
     print(f"M=1, float32 x, group_size={gs}, {'float16' if half else 'float32'} scales, "
           f"{threads} threads, kernel ISA {qmatmul.ISA_NAMES[qmatmul.kernel_isa(4, gs, half)]}")
-    print(f"{'shape':>22} {'bits':>4} {'native':>8} {'bz':>8} {'np f32':>8} {'np deq':>8} "
-          f"{'GB/s':>6} {'f32/nat':>7} {'deq/nat':>7}")
+    print(f"{'shape':>22} {'bits':>4} {'native':>8} {'int8':>8} {'bz':>8} {'np f32':>8} "
+          f"{'np deq':>8} {'GB/s':>6} {'f32/nat':>7} {'deq/nat':>7}")
     reps = 7 if quick else 21
     for name, k, n, bits in rows:
         wq, s, b = make(rng, k, n, bits, gs, half)
@@ -73,21 +76,23 @@ def shapes_table(rng: np.random.Generator, gs: int, half: bool, threads: int,
                               bits=bits).T.copy()
         xb, wqb, sb, bb = (bz.asarray(a) for a in (x, wq, s, b))
 
-        def native(x=x, wq=wq, s=s, b=b, bits=bits) -> np.ndarray:
+        def native(x=x, wq=wq, s=s, b=b, bits=bits, act="float") -> np.ndarray:
             return qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits,
-                                            num_threads=threads)
+                                            num_threads=threads, act=act)
 
         def via_bz(xb=xb, wqb=wqb, sb=sb, bb=bb, bits=bits) -> np.ndarray:
             return np.asarray(bz.quantized_matmul(xb, wqb, sb, bb, group_size=gs, bits=bits))
 
         t_nat = median_ms(native, reps)
+        t_i8 = (f"{median_ms(lambda: native(act='int8'), reps):8.4f}"
+                if qmatmul.int8_available(bits, gs, half) else f"{'-':>8}")
         with bz.backend("cpu"):
             t_bz = median_ms(via_bz, reps)
         t_f32 = median_ms(lambda x=x, w=w: x @ w.T, reps)
         t_deq = median_ms(lambda x=x, wq=wq, s=s, b=b, bits=bits: qmatmul.reference(
             x, wq, s, b, group_size=gs, bits=bits), max(3, reps // 3), 1)
         gbs = packed_bytes(wq, s, b) / (t_nat * 1e-3) / 1e9
-        print(f"{name + f' {k}x{n}':>22} {bits:>4} {t_nat:8.4f} {t_bz:8.4f} {t_f32:8.4f} "
+        print(f"{name + f' {k}x{n}':>22} {bits:>4} {t_nat:8.4f} {t_i8} {t_bz:8.4f} {t_f32:8.4f} "
               f"{t_deq:8.3f} {gbs:6.1f} {t_f32 / t_nat:7.2f} {t_deq / t_nat:7.1f}")
 
 
@@ -101,12 +106,16 @@ def token(rng: np.random.Generator, gs: int, half: bool, threads: int, quick: bo
     xs = {k: rng.standard_normal((1, k)).astype(np.float32) for k in (576, 1536)}
     total = packed_bytes(*(a for m in mats for a in m[2:]))
 
-    def run_native() -> None:
+    def run_native(act: str = "float", nt: int = threads) -> None:
         for k, bits, wq, s, b in mats:
             qmatmul.quantized_matmul(xs[k], wq, s, b, group_size=gs, bits=bits,
-                                     num_threads=threads)
+                                     num_threads=nt, act=act)
 
-    t_nat = median_ms(run_native, 5 if quick else 11, 1)
+    reps = 5 if quick else 11
+    acts = ("float", "int8", "auto") if qmatmul.int8_available(4, gs, half) else ("float",)
+    per = {(a, nt): median_ms(lambda a=a, nt=nt: run_native(a, nt), reps, 1)
+           for nt in sorted({1, threads}) for a in acts}
+    t_nat = per["float", threads]
     f32 = [(k, qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
                                  bits=bits).T.copy()) for k, bits, wq, s, b in mats]
     f32_bytes = sum(w.nbytes for _, w in f32)
@@ -120,6 +129,9 @@ def token(rng: np.random.Generator, gs: int, half: bool, threads: int, quick: bo
           f"{total / 1e6:.1f} MB packed / {f32_bytes / 1e6:.1f} MB float32):")
     print(f"  native {t_nat:.2f} ms ({total / t_nat / 1e6:.1f} GB/s)   numpy float32 matvecs "
           f"{t_f32:.2f} ms   ratio {t_f32 / t_nat:.2f}")
+    for (a, nt), t in per.items():
+        print(f"  act={a:<5} {nt} thread{'s' if nt > 1 else ' '}: {t:6.2f} ms per token "
+              f"({total / t / 1e6:.1f} GB/s)")
     if quick:
         print(f"  (--quick: {layers} of {LAYERS} layers)")
 

@@ -12,7 +12,13 @@ Error bounds (stated, then asserted):
   dequantized weight, ``|y - y64| <= 1e-5 * (|x| @ (|code*scale| + |bias|).T)``
   elementwise (float32 rounding of the weight and of a K-term sum in any order). The
   same bound holds for every instruction-set path of the native kernel (scalar, AVX2,
-  AVX-512, forced with ``isa=``) and for the tiled prefill path (M >= 16).
+  AVX-512, forced with ``isa=``) and for the tiled prefill path (M >= 16). The module
+  runs with ``BRAZE_QMM_ACT=float`` (the exact path) unless a test says otherwise;
+* quantized_matmul, int8-activation path (``act="int8"``, M <= 8, VNNI kernels): x is
+  rounded per block of 32 to ``q * dx`` (``dx = max|x| / 127``) and the codes are centred
+  on ``Z`` (8 at 4 bits, 128 at 8 bits) exactly, so against float64,
+  ``|y - y64| <= 0.5 * sum_blocks |s| * dx * sum_k |code_k - Z|`` (the rounding of x) plus
+  float32 rounding ``1e-5 * (|x| @ (|code*scale| + |bias|).T + Z * |x| @ |scale|.T)``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ from braze.backends import cpu as cpu_mod
 from braze.graph import dtypes as dt
 
 RTOL = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _exact_float_activations(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("BRAZE_QMM_ACT", "float")
 
 
 def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
@@ -310,3 +321,146 @@ def test_build_failure_falls_back_to_numpy_with_one_warning(backend_name, monkey
     assert impl.calls == {"native": 0, "numpy": 2}
     check_qmm(y1, x, wq, s, b, 4, 32)
     np.testing.assert_array_equal(y1, y2)
+
+
+# ---------------------------------------------------------------- int8-activation path
+def int8_bound(x: np.ndarray, wq: np.ndarray, s: np.ndarray, b: np.ndarray, bits: int,
+               gs: int) -> np.ndarray:
+    """The stated elementwise bound of the int8-activation path (module docstring)."""
+    z = 8.0 if bits == 4 else 128.0
+    x64 = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
+    m, k = x64.shape
+    dx = np.abs(x64.reshape(m, k // 32, 32)).max(axis=-1) / 127.0  # (M, K/32)
+    q = unpack(wq, bits).astype(np.float64)
+    s64 = np.abs(np.repeat(np.asarray(s, np.float64), gs, axis=-1))  # (N, K)
+    cen = (np.abs(q - z) * s64).reshape(q.shape[0], k // 32, 32).sum(-1)  # (N, K/32)
+    _, mag = terms64(wq, s, b, bits, gs)
+    return (0.5 * (1 + 1e-4) * dx @ cen.T
+            + 1e-5 * (np.abs(x64) @ mag.T + z * np.abs(x64) @ s64.T) + 1e-30)
+
+
+@st.composite
+def int8_problems(draw):  # type: ignore[no-untyped-def]
+    bits = draw(st.sampled_from([4, 8]))
+    gs = draw(st.sampled_from([32, 32, 64, 128]))
+    k = gs * draw(st.integers(1, 1536 // gs))
+    # not multiples of the vector width; 301 rows run on 2 threads (above PARALLEL_WEIGHTS)
+    n = draw(st.sampled_from([1, 3, 5, 17, 37, 45, 301]))
+    m = draw(st.integers(1, 8))
+    half = draw(st.booleans())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
+    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
+    x = (rng.standard_normal((m, k)) * draw(st.sampled_from([1e-3, 1.0, 30.0]))).astype(np.float32)
+    if draw(st.booleans()):  # outliers and an all-zero block
+        x[:, rng.integers(0, k, 3)] *= 50.0
+        x[:, :32] = 0.0
+    return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
+
+
+def _int8_isas() -> list[int]:
+    from braze.backends.cpu import qmatmul
+
+    return [i for i in (1, 2) if qmatmul.int8_available(isa=i) and qmatmul.kernel_isa(isa=i) == i]
+
+
+@needs_cpu
+@given(int8_problems())
+def test_int8_path_within_stated_bound(backend_name, p) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, bits, gs = p
+    isas = _int8_isas()
+    if not isas:
+        pytest.skip("no VNNI: the int8 path is not compiled on this CPU")
+    w64, _ = terms64(wq, s, b, bits, gs)
+    want = x.astype(np.float64) @ w64.T
+    bound = int8_bound(x, wq, s, b, bits, gs)
+    for isa in isas:  # AVX-512 VNNI and AVX-VNNI (isa=1 on a CPU that has both)
+        y1 = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                      act="int8", num_threads=1)
+        y2 = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                      act="int8", num_threads=2)
+        err = np.abs(y1.astype(np.float64) - want)
+        worst = np.unravel_index(np.argmax(err / bound), err.shape)
+        assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > bound {bound[worst]}"
+        np.testing.assert_array_equal(y1, y2)  # each output summed the same way
+
+
+@needs_cpu
+def test_int8_switch(backend_name, monkeypatch) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    impl = qmatmul.QuantizedMatmul()
+    rng = np.random.default_rng(7)
+    n, k = 37, 192
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    sw = {}
+    for bits in (4, 8):
+        wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+        s = (rng.random((n, k // 32)) * 0.1).astype(np.float16)
+        b = (rng.standard_normal((n, k // 32)) * 0.5).astype(np.float16)
+        run = {}
+        for mode in ("float", "int8", "auto", None):
+            if mode is None:
+                monkeypatch.delenv("BRAZE_QMM_ACT")
+            else:
+                monkeypatch.setenv("BRAZE_QMM_ACT", mode)
+            run[mode] = qmatmul.quantized_matmul(x, wq, s, b, bits=bits)
+            # the backend's library op reads the same variable at every call
+            y = impl({"group_size": 32, "bits": bits}, np.dtype(np.float32), x, wq, s, b)
+            np.testing.assert_array_equal(y, run[mode])
+        check_qmm(run["float"], x, wq, s, b, bits, 32)
+        np.testing.assert_array_equal(run[None], run["auto"])
+        np.testing.assert_array_equal(
+            qmatmul.quantized_matmul(x, wq, s, b, bits=bits, act="float"), run["float"])
+        sw[bits] = run
+    if qmatmul.int8_available(4, 32, True):
+        for bits in (4, 8):
+            assert not np.array_equal(sw[bits]["int8"], sw[bits]["float"])
+        np.testing.assert_array_equal(sw[4]["auto"], sw[4]["int8"])  # auto: int8 at 4 bits
+        np.testing.assert_array_equal(sw[8]["auto"], sw[8]["float"])  # and float at 8
+    else:  # no VNNI: every mode runs the exact path
+        for bits in (4, 8):
+            np.testing.assert_array_equal(sw[bits]["int8"], sw[bits]["float"])
+    # more than INT8_MAX_M rows, or the scalar kernel: the exact path whatever the mode
+    wq = pack(rng.integers(0, 16, (n, k)), 4)
+    s, b = np.full((n, k // 32), 0.01, np.float32), np.zeros((n, k // 32), np.float32)
+    x9 = rng.standard_normal((qmatmul.INT8_MAX_M + 1, k)).astype(np.float32)
+    np.testing.assert_array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="int8"),
+                                  qmatmul.quantized_matmul(x9, wq, s, b, act="float"))
+    np.testing.assert_array_equal(qmatmul.quantized_matmul(x, wq, s, b, act="int8", isa=0),
+                                  qmatmul.quantized_matmul(x, wq, s, b, act="float", isa=0))
+    monkeypatch.setenv("BRAZE_QMM_ACT", "int4")
+    with pytest.raises(ValueError, match="BRAZE_QMM_ACT"):
+        qmatmul.quantized_matmul(x, wq, s, b)
+    with pytest.raises(ValueError, match="act must be"):
+        qmatmul.quantized_matmul(x, wq, s, b, act="fp8")
+
+
+@needs_cpu
+@pytest.mark.parametrize("bits", [4, 8])
+def test_int8_path_same_on_1_and_2_threads(backend_name, bits) -> None:
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    rng = np.random.default_rng(bits)
+    n, k = 1001, 608  # above PARALLEL_WEIGHTS: really split between 2 threads; K % 64 == 32
+    wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+    s = (rng.random((n, k // 32)) * 0.1).astype(np.float16)
+    b = (rng.standard_normal((n, k // 32)) * 0.5).astype(np.float16)
+    for m in (1, 2, 5, 8):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        y1, y2 = (qmatmul.quantized_matmul(x, wq, s, b, bits=bits, act="int8", num_threads=t)
+                  for t in (1, 2))
+        np.testing.assert_array_equal(y1, y2)
+        if qmatmul.int8_available(bits, 32, True):
+            w64, _ = terms64(wq, s, b, bits, 32)
+            err = np.abs(y1.astype(np.float64) - x.astype(np.float64) @ w64.T)
+            assert np.all(err <= int8_bound(x, wq, s, b, bits, 32))
