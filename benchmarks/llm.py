@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import braze  # noqa: F401  (before numpy: braze tunes OpenBLAS's thread pool)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "llm"))
 

@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+import braze  # noqa: F401, E402  (before numpy: braze tunes OpenBLAS's thread pool)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama  # noqa: E402
 
