@@ -27,8 +27,9 @@ class NumpyLlama:
         self.n_layers = f["llama.block_count"]
         self.n_heads = f["llama.attention.head_count"]
         self.n_kv = f["llama.attention.head_count_kv"]
-        self.eps = f["llama.attention.layer_norm_rms_epsilon"]
-        self.base = f["llama.rope.freq_base"]
+        # Python floats: a numpy float64 scalar would promote the float32 activations
+        self.eps = float(f["llama.attention.layer_norm_rms_epsilon"])
+        self.base = float(f["llama.rope.freq_base"])
         self.w: dict[str, np.ndarray] = {}  # vectors and the embedding table (row lookups)
         self.wt: dict[str, np.ndarray] = {}  # matrices as (in, out): x @ w, BLAS-friendly
         for t in r.tensors:
@@ -77,7 +78,7 @@ class NumpyLlama:
                 v = np.concatenate([self.v[i], v], axis=1)  # type: ignore[list-item]
             self.k[i], self.v[i] = k, v
             qg = q.reshape(self.n_kv, rep * t, -1)  # query heads sharing a key head
-            s = (qg @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])).reshape(self.n_kv, rep, t, -1)
+            s = (qg @ k.transpose(0, 2, 1) * q.shape[-1] ** -0.5).reshape(self.n_kv, rep, t, -1)
             s_len = k.shape[1]
             visible = np.arange(s_len)[None, :] <= np.arange(t)[:, None] + offset
             s = np.where(visible, s, -np.inf)
