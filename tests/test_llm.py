@@ -75,6 +75,24 @@ def test_prefill_then_decode_equals_one_long_forward(models, reference) -> None:
     assert cache.offset == len(ids)
 
 
+def test_decoding_across_cache_sizes_and_turns_matches_the_reference(models, reference) -> None:
+    """Pre-fill 250 tokens, decode across the 256-row cache-view boundary (a new trace),
+    then pre-fill a second turn on top of the cache: logits match one long forward."""
+    f32, _, tok = models
+    ids = (tok.encode(PROMPT).ids * 8)[:250] + [28, 29, 30, 31, 32, 33, 34, 35]
+    turn2 = tok.encode("<|im_end|>\n<|im_start|>user\nAnd Germany?<|im_end|>\n").ids
+    want = reference(ids + turn2)
+    scale = np.abs(want).max()
+    cache = f32.make_cache(512)
+    f32(np.asarray([ids[:250]], np.int32), cache, last_only=True)
+    for i, t in enumerate(ids[250:]):
+        row = np.asarray(f32(np.asarray([[t]], np.int32), cache, last_only=True))[0, 0]
+        np.testing.assert_allclose(row, want[250 + i], atol=1e-3 * scale)
+    second = np.asarray(f32(np.asarray([turn2], np.int32), cache))[0]
+    np.testing.assert_allclose(second, want[len(ids):], atol=1e-3 * scale)
+    assert cache.offset == len(ids) + len(turn2)
+
+
 def test_the_reference_decodes_with_its_cache_like_one_forward(reference, models) -> None:
     ids = models[2].encode(PROMPT).ids
     full = reference(ids)
