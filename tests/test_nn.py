@@ -114,6 +114,19 @@ def test_sdpa_matches_numpy_with_grouped_heads(b, hkv, rep, t, extra, d, kind) -
     np.testing.assert_allclose(got, np_sdpa(q, k, v, 0.3, mask), rtol=2e-5, atol=2e-5)
 
 
+def test_decode_attention_is_two_matmuls_around_one_softmax_kernel() -> None:
+    q, k = bz.asarray(randn(1, 9, 1, 64)), bz.asarray(randn(1, 3, 65, 64))
+    mask = bz.asarray(np.arange(65)[None, :] < 40)
+
+    def f(q, k, m):
+        return bz.fast.scaled_dot_product_attention(q, k, k, scale=0.125, mask=m)
+
+    report = bz.explain(f, q, k, mask)
+    assert [k.name if k.kind == "library" else k.kind for k in report.kernels] == \
+        ["matmul", report.kernels[1].kind, "matmul"]
+    assert report.kernels[1].kind != "library" and "exp" in report.kernels[1].ops
+
+
 def test_sdpa_rejects_mismatched_heads() -> None:
     with pytest.raises(ValueError, match="Hq a multiple of Hkv"):
         bz.fast.scaled_dot_product_attention(bz.ones((1, 3, 2, 4)), bz.ones((1, 2, 2, 4)),
