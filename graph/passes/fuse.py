@@ -286,15 +286,31 @@ def _recorders(g: Graph, r: int, loads: dict[int, list[tuple[int, View]]],
                members: dict[int, set[int]]) -> tuple[Any, Any]:
     """Callbacks for Fuser.walk that record root r's buffer reads and inlined nodes."""
     def on_load(i: int, c: Chain) -> None:
-        v = apply_chain(View.contiguous(g.nodes[i].shape), c)
+        shape = g.nodes[i].shape
+        try:  # identical chains recur (every layer of a model): fold each shape once
+            key: Any = (shape, tuple((op, arg) for op, arg, _ in c))
+            v = _CHAIN_VIEWS.get(key, _MISSING)
+        except TypeError:  # unhashable args (slices before Python 3.12)
+            key, v = None, _MISSING
+        if v is _MISSING:
+            v = apply_chain(View.contiguous(shape), c)
+            v = v.canonical() if v is not None else None
+            if key is not None:
+                if len(_CHAIN_VIEWS) > 65536:
+                    _CHAIN_VIEWS.clear()
+                _CHAIN_VIEWS[key] = v
         if v is None:
-            raise _Restart(_break_point(g.nodes[i].shape, i, c))
-        loads.setdefault(r, []).append((i, v.canonical()))
+            raise _Restart(_break_point(shape, i, c))
+        loads.setdefault(r, []).append((i, v))
 
     def on_inline(i: int) -> None:
         members.setdefault(i, set()).add(r)
 
     return on_load, on_inline
+
+
+_CHAIN_VIEWS: dict[Any, Any] = {}
+_MISSING = object()
 
 
 def _break_point(shape: tuple[int, ...], buf: int, chain: Chain) -> int:
