@@ -38,9 +38,22 @@ from braze.graph import dtypes as dt
 RTOL = 1e-5
 
 
+def _reload_env() -> None:
+    """BRAZE_QMM_ACT is read at import: re-read it after changing it."""
+    try:
+        from braze.backends.cpu import qmatmul
+    except ImportError:  # pragma: no cover
+        return
+    qmatmul.reload_env()
+
+
 @pytest.fixture(autouse=True)
 def _exact_float_activations(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("BRAZE_QMM_ACT", "float")
+    _reload_env()
+    yield
+    monkeypatch.undo()
+    _reload_env()
 
 
 def unpack(wq: np.ndarray, bits: int) -> np.ndarray:
@@ -411,8 +424,9 @@ def test_int8_switch(backend_name, monkeypatch) -> None:
                 monkeypatch.delenv("BRAZE_QMM_ACT")
             else:
                 monkeypatch.setenv("BRAZE_QMM_ACT", mode)
+            qmatmul.reload_env()
             run[mode] = qmatmul.quantized_matmul(x, wq, s, b, bits=bits)
-            # the backend's library op reads the same variable at every call
+            # the backend's library op follows the same variable
             y = impl({"group_size": 32, "bits": bits}, np.dtype(np.float32), x, wq, s, b)
             np.testing.assert_array_equal(y, run[mode])
         check_qmm(run["float"], x, wq, s, b, bits, 32)
@@ -437,6 +451,7 @@ def test_int8_switch(backend_name, monkeypatch) -> None:
     np.testing.assert_array_equal(qmatmul.quantized_matmul(x, wq, s, b, act="int8", isa=0),
                                   qmatmul.quantized_matmul(x, wq, s, b, act="float", isa=0))
     monkeypatch.setenv("BRAZE_QMM_ACT", "int4")
+    qmatmul.reload_env()
     with pytest.raises(ValueError, match="BRAZE_QMM_ACT"):
         qmatmul.quantized_matmul(x, wq, s, b)
     with pytest.raises(ValueError, match="act must be"):
