@@ -773,6 +773,7 @@ def test_autotuning_times_thread_counts_once_and_remembers(tmp_path, monkeypatch
     if cpu_build.compiler() is None:
         pytest.skip("no C++ compiler")
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "busy", lambda: False)  # an idle machine
     autotune.reset_memory()
     try:
         b = CpuBackend(num_threads=2)
@@ -796,5 +797,19 @@ def test_autotuning_times_thread_counts_once_and_remembers(tmp_path, monkeypatch
         np.testing.assert_allclose(run(CpuBackend(num_threads=2)), np.tanh(x) * 0.5 + 1.0,
                                    rtol=1e-6)
         assert calls == [] and not (tmp_path / "autotune.json").exists()
+    finally:
+        autotune.reset_memory()
+
+
+def test_autotuning_on_a_busy_machine_is_not_persisted(tmp_path, monkeypatch) -> None:
+    from braze.backends.cpu import autotune
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "busy", lambda: True)
+    autotune.reset_memory()
+    try:
+        assert autotune.tune("bz_k", [2, 7], [1, 2], lambda threads: None) in (1, 2)
+        assert autotune.lookup("bz_k", [2, 7]) is not None  # this process remembers it
+        assert not (tmp_path / "autotune.json").exists()
     finally:
         autotune.reset_memory()
