@@ -73,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             turn = 0
             continue
         print()
-        print(f"[prompt: {stats.prompt_tokens} tokens, {stats.prompt_tps:.1f} tok/s | "
-              f"decode: {stats.tokens} tokens, {stats.decode_tps:.1f} tok/s]", file=sys.stderr)
+        compiled = f" (+{stats.compile_seconds:.1f} s compiling a decode step)" \
+            if stats.compile_seconds else ""
+        first = " incl. compiling" if stats.prompt_compiled else ""
+        print(f"[prompt: {stats.prompt_tokens} tokens, {stats.prompt_tps:.1f} tok/s{first} | "
+              f"decode: {stats.tokens} tokens, {stats.decode_tps:.1f} tok/s{compiled}]",
+              file=sys.stderr)
         turn += 1
         if args.prompt is not None:
             return 0

@@ -309,9 +309,12 @@ class Stats:
     """Token counts and timings of one :func:`generate` call."""
 
     prompt_tokens: int = 0
-    prompt_seconds: float = 0.0
+    prompt_seconds: float = 0.0  # the pre-fill call (with its compilation, if it traced)
+    prompt_compiled: bool = False  # the pre-fill traced a new step
     tokens: int = 0
-    decode_seconds: float = 0.0
+    decode_steps: int = 0  # decode calls that replayed a compiled step
+    decode_seconds: float = 0.0  # their time
+    compile_seconds: float = 0.0  # decode calls that traced a new step (new cache size)
 
     @property
     def prompt_tps(self) -> float:
@@ -319,7 +322,8 @@ class Stats:
 
     @property
     def decode_tps(self) -> float:
-        return self.tokens / self.decode_seconds if self.decode_seconds else 0.0
+        """Tokens/s of the decode steps, compilation excluded (reported separately)."""
+        return self.decode_steps / self.decode_seconds if self.decode_seconds else 0.0
 
 
 def sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator
@@ -359,12 +363,13 @@ def generate(model: Llama, tokenizer: Any, prompt: str, max_tokens: int = 256,
                          f"in the context ({cache.max_size} positions, {cache.offset} used)")
     max_tokens = min(max_tokens, room - len(ids))
     rng = np.random.default_rng(seed)
+    traces = model._step_last.trace_count
     t0 = time.perf_counter()
     logits = np.asarray(model([ids], cache, last_only=True))[0, -1]
     stats.prompt_tokens, stats.prompt_seconds = len(ids), time.perf_counter() - t0
+    stats.prompt_compiled = model._step_last.trace_count != traces
     out: list[int] = []
     text = ""
-    t0 = time.perf_counter()
     for _ in range(max_tokens):
         token = sample(logits, temperature, top_p, rng)
         if token in model.stop_ids:  # type: ignore[attr-defined]
@@ -377,8 +382,14 @@ def generate(model: Llama, tokenizer: Any, prompt: str, max_tokens: int = 256,
             text = full
         if len(out) == max_tokens:
             break
+        traces = model._step_last.trace_count
+        t0 = time.perf_counter()
         logits = np.asarray(model([[token]], cache, last_only=True))[0, -1]
-    stats.decode_seconds = time.perf_counter() - t0
+        if model._step_last.trace_count != traces:
+            stats.compile_seconds += time.perf_counter() - t0
+        else:
+            stats.decode_steps += 1
+            stats.decode_seconds += time.perf_counter() - t0
 
 
 CHATML_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
