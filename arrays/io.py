@@ -34,6 +34,7 @@ __all__ = ["load", "save"]
 GGUF_MAGIC = b"GGUF"
 PROGRESS_BYTES = 64 << 20  # show a progress bar for files larger than this
 QK = 32  # elements per GGUF quantization block
+BF16_SUFFIX = ".__bfloat16__"
 
 
 def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
@@ -62,7 +63,12 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
         arrays, meta = _load_safetensors(path)
     elif path.endswith(".npz") or head[:2] == b"PK":
         with np.load(path, allow_pickle=False) as z:
-            arrays, meta = {k: asarray(z[k]) for k in z.files}, {}
+            arrays, meta = {}, {}
+            for k in z.files:  # bfloat16 is stored as its uint16 bits (npz has no such dtype)
+                if k.endswith(BF16_SUFFIX):
+                    arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16))
+                else:
+                    arrays[k] = asarray(z[k])
     else:
         raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors or .npz)")
     return (arrays, meta) if return_metadata else arrays
@@ -84,7 +90,9 @@ def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
     elif path.endswith(".npz"):
         if metadata:
             raise ValueError("save: .npz files cannot hold metadata; use .safetensors")
-        np.savez(path, **data)
+        np.savez(path, **{k + BF16_SUFFIX if v.dtype == dt.bfloat16 else k:
+                          v.view(np.uint16) if v.dtype == dt.bfloat16 else v
+                          for k, v in data.items()})
     else:
         raise ValueError(f"save: {path}: unknown format (expected .safetensors or .npz)")
 

@@ -221,7 +221,8 @@ def test_attention_with_a_cache_equals_attention_over_the_whole_sequence() -> No
 @pytest.mark.parametrize("ext", ["npz", "safetensors"])
 def test_save_load_round_trip(tmp_path, ext) -> None:
     arrays = {"a": bz.asarray(randn(3, 4)), "b": bz.arange(5, dtype=bz.int32),
-              "c": bz.asarray(randn(2).astype(np.float16))}
+              "c": bz.asarray(randn(2).astype(np.float16)),
+              "d": bz.astype(bz.asarray(randn(3)), bz.bfloat16)}
     path = str(tmp_path / f"w.{ext}")
     bz.save(path, arrays)
     back = bz.load(path)
