@@ -84,8 +84,7 @@ def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
     path = os.fspath(path)
     data = {k: np.ascontiguousarray(np.asarray(v)) for k, v in arrays.items()}
     if path.endswith(".safetensors"):
-        from safetensors.numpy import save_file
-
+        save_file = _require("safetensors.numpy", "save").save_file
         save_file(data, path, metadata=dict(metadata) if metadata else None)
     elif path.endswith(".npz"):
         if metadata:
@@ -99,7 +98,8 @@ def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
 
 # ---------------------------------------------------------------- safetensors
 def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
-    from safetensors import SafetensorError, safe_open
+    st = _require("safetensors", "load")
+    SafetensorError, safe_open = st.SafetensorError, st.safe_open  # noqa: N806
 
     try:
         with safe_open(path, framework="numpy") as f:
@@ -197,8 +197,7 @@ def _load_gguf(path: str, head: bytes, dequantize: bool
     if head[:4] != GGUF_MAGIC:
         raise ValueError(f"load: {path}: not a GGUF file (starts with {head[:4]!r}, "
                          f"expected {GGUF_MAGIC!r})")
-    import gguf
-
+    gguf = _require("gguf", "load")
     try:
         reader = gguf.GGUFReader(path)
         meta: dict[str, Any] = {k: _field_value(f) for k, f in reader.fields.items()
@@ -301,6 +300,17 @@ def _q8_0(raw: np.ndarray, shape: tuple[int, ...]) -> tuple[Any, ...]:
 _QUANT_REPACK = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q8_0": _q8_0}
 
 
+def _require(module: str, op: str) -> Any:
+    """Import an optional dependency, or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{op}: needs the '{module.split('.')[0]}' package: "
+                          "pip install 'braze[llm]'") from None
+
+
 def _field_value(field: Any) -> Any:
     v = field.contents()
     return v.tolist() if isinstance(v, np.ndarray) else v
@@ -310,7 +320,6 @@ def _progress(items: list[Any], path: str, size: int | None = None) -> Any:
     size = os.path.getsize(path) if size is None else size
     if size < PROGRESS_BYTES:
         return items
-    from tqdm import tqdm
-
+    tqdm = _require("tqdm", "load").tqdm
     return tqdm(items, desc=f"loading {os.path.basename(path)}", unit="tensor", leave=False,
                 disable=None)
