@@ -21,8 +21,9 @@ tied embedding output K=576 N=49152 at 8 bits. Columns (medians in ms):
 Then a whole decode token: 30 layers of distinct weights (q, k, v, o, gate, up, down)
 plus the 8-bit output projection, run back to back as one token would (the weights
 cycle through the caches, as in real decode): float, int8 and the default (``auto``:
-int8 at 4 bits, float at 8) on 1 and on N threads, vs numpy float32 matvecs; and
-prefill (M = 33, 128) for the largest 4-bit shape.
+int8 at 4 bits, float at 8) on 1 and on N threads, vs numpy float32 matvecs;
+prefill (M = 33, 128) for the largest 4-bit shape; and SmolLM2's prefill shapes at
+M = 96, the exact tiled float path vs the int8 VNNI GEMM.
 """
 
 from __future__ import annotations
@@ -148,6 +149,31 @@ def prefill(rng: np.random.Generator, gs: int, half: bool, threads: int) -> None
         t_f32 = median_ms(lambda x=x: x @ w.T, 11)
         t_deq = median_ms(lambda x=x: qmatmul.reference(x, wq, s, b, group_size=gs, bits=4), 5)
         print(f"{'':>26}{m:>4} {t_nat:8.3f} {t_f32:8.3f} {t_deq:8.3f}")
+    prefill_int8(rng, gs, half, threads)
+
+
+def prefill_int8(rng: np.random.Generator, gs: int, half: bool, threads: int, m: int = 96
+                 ) -> None:
+    """SmolLM2-135M's prefill shapes (one layer: qkv, o, gate_up, down) at M = 96 rows,
+    4 bits: the exact tiled float path vs the int8 VNNI GEMM (``act="int8"``)."""
+    if not qmatmul.int8_available(4, gs, half):
+        return
+    print(f"\nprefill M={m}, 4-bit: {'shape':>12} {'float':>8} {'int8':>8} {'GF/s f':>7} "
+          f"{'GF/s i8':>7} {'ratio':>6}")
+    tot = {"float": 0.0, "int8": 0.0}
+    for k, n in ((576, 960), (576, 576), (576, 3072), (1536, 576)):
+        wq, s, b = make(rng, k, n, 4, gs, half)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        t = {a: median_ms(lambda a=a, x=x, wq=wq, s=s, b=b: qmatmul.quantized_matmul(
+            x, wq, s, b, group_size=gs, bits=4, num_threads=threads, act=a), 11)
+            for a in ("float", "int8")}
+        for a in t:
+            tot[a] += t[a]
+        gf = {a: 2 * m * k * n / (t[a] * 1e-3) / 1e9 for a in t}
+        print(f"{'':>21}{f'{k}x{n}':>12} {t['float']:8.3f} {t['int8']:8.3f} {gf['float']:7.0f} "
+              f"{gf['int8']:7.0f} {t['float'] / t['int8']:6.2f}")
+    print(f"{'':>21}{'layer':>12} {tot['float']:8.3f} {tot['int8']:8.3f} {'':>15} "
+          f"{tot['float'] / tot['int8']:6.2f}")
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import braze as bz
@@ -442,12 +442,19 @@ def test_int8_switch(backend_name, monkeypatch) -> None:
     else:  # no VNNI: every mode runs the exact path
         for bits in (4, 8):
             np.testing.assert_array_equal(sw[bits]["int8"], sw[bits]["float"])
-    # more than INT8_MAX_M rows, or the scalar kernel: the exact path whatever the mode
+    # more than INT8_MAX_M rows: the exact path under auto, and at 8 bits whatever the
+    # mode; the int8 GEMM at 4 bits under "int8" only
     wq = pack(rng.integers(0, 16, (n, k)), 4)
     s, b = np.full((n, k // 32), 0.01, np.float32), np.zeros((n, k // 32), np.float32)
     x9 = rng.standard_normal((qmatmul.INT8_MAX_M + 1, k)).astype(np.float32)
-    np.testing.assert_array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="int8"),
+    np.testing.assert_array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="auto"),
                                   qmatmul.quantized_matmul(x9, wq, s, b, act="float"))
+    if qmatmul.int8_available(4, 32, False):
+        assert not np.array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="int8"),
+                                  qmatmul.quantized_matmul(x9, wq, s, b, act="float"))
+    wq8 = pack(rng.integers(0, 256, (n, k)), 8)
+    np.testing.assert_array_equal(qmatmul.quantized_matmul(x9, wq8, s, b, bits=8, act="int8"),
+                                  qmatmul.quantized_matmul(x9, wq8, s, b, bits=8, act="float"))
     np.testing.assert_array_equal(qmatmul.quantized_matmul(x, wq, s, b, act="int8", isa=0),
                                   qmatmul.quantized_matmul(x, wq, s, b, act="float", isa=0))
     monkeypatch.setenv("BRAZE_QMM_ACT", "int4")
@@ -479,3 +486,53 @@ def test_int8_path_same_on_1_and_2_threads(backend_name, bits) -> None:
             w64, _ = terms64(wq, s, b, bits, 32)
             err = np.abs(y1.astype(np.float64) - x.astype(np.float64) @ w64.T)
             assert np.all(err <= int8_bound(x, wq, s, b, bits, 32))
+
+
+@st.composite
+def int8_gemm_problems(draw):  # type: ignore[no-untyped-def]
+    gs = draw(st.sampled_from([32, 32, 64, 128]))
+    k = gs * draw(st.integers(1, 1536 // gs))
+    n = draw(st.sampled_from([1, 5, 16, 17, 45, 301]))  # tiles of 16 weight rows and a tail
+    m = draw(st.sampled_from([9, 16, 33, 96, 130]))
+    half = draw(st.booleans())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
+    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
+    x = (rng.standard_normal((m, k)) * draw(st.sampled_from([1e-3, 1.0, 30.0]))).astype(np.float32)
+    if draw(st.booleans()):  # outliers and an all-zero block
+        x[:, rng.integers(0, k, 3)] *= 50.0
+        x[:, :32] = 0.0
+    return x, pack(rng.integers(0, 16, (n, k)), 4), s, b, gs
+
+
+@needs_cpu
+@settings(max_examples=25, deadline=None)
+@given(int8_gemm_problems())
+def test_int8_gemm_within_stated_bound(backend_name, p) -> None:
+    """M > INT8_MAX_M at 4 bits with act="int8": the VNNI GEMM (AVX-512 VNNI; the
+    AVX-VNNI kernel runs its matvec path for every M), same bound, same on 1 and 2 threads."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, gs = p
+    isas = _int8_isas()
+    if not isas:
+        pytest.skip("no VNNI: the int8 path is not compiled on this CPU")
+    w64, _ = terms64(wq, s, b, 4, gs)
+    want = x.astype(np.float64) @ w64.T
+    bound = int8_bound(x, wq, s, b, 4, gs)
+    for isa in isas:
+        y1 = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=4, isa=isa,
+                                      act="int8", num_threads=1)
+        y2 = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=4, isa=isa,
+                                      act="int8", num_threads=2)
+        err = np.abs(y1.astype(np.float64) - want)
+        worst = np.unravel_index(np.argmax(err / bound), err.shape)
+        assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > bound {bound[worst]}"
+        np.testing.assert_array_equal(y1, y2)
+        # each row is computed independently of the others (row blocks of 8, tails)
+        np.testing.assert_array_equal(
+            qmatmul.quantized_matmul(x[-9:], wq, s, b, group_size=gs, bits=4, isa=isa,
+                                     act="int8", num_threads=2), y1[-9:])
