@@ -248,9 +248,10 @@ class QuantizedLinear(Module):
     """
 
     def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
-                 group_size: int = 32, bits: int = 4) -> None:
+                 group_size: int = 32, bits: int = 4, act: str | None = None) -> None:
         super().__init__()
         self.group_size, self.bits = group_size, bits
+        self.act = act  # activations: see bz.quantized_matmul
         self.weight = zeros((output_dims, input_dims * bits // 32), dtype=dt.uint32)
         self.scales = zeros((output_dims, input_dims // group_size))
         self.biases = zeros((output_dims, input_dims // group_size))
@@ -270,7 +271,8 @@ class QuantizedLinear(Module):
 
     def __call__(self, x: Any) -> Array:
         y = quantized_matmul(x, self.weight, self.scales, self.biases,
-                             group_size=self.group_size, bits=self.bits)
+                             group_size=self.group_size, bits=self.bits,
+                             act=getattr(self, "act", None))
         return y + self.bias if "bias" in vars(self) else y
 
 

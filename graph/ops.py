@@ -475,7 +475,9 @@ def dequantize_ref(wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,
     return w.reshape(q.shape)
 
 
-def _qmm_ref(x, wq, scales, biases, *, group_size, bits):  # type: ignore[no-untyped-def]
+def _qmm_ref(x, wq, scales, biases, *, group_size, bits, act=None):  # type: ignore[no-untyped-def]
+    # ``act`` lets a backend approximate the activations (int8, with a stated bound); the
+    # reference is the exact product
     w = dequantize_ref(wq, scales, biases, group_size=group_size, bits=bits)
     return np.matmul(x.astype(np.float32, copy=False), w.T)
 

@@ -188,6 +188,21 @@ def test_linear_quantized_linear_and_concat() -> None:
         nn.concat_linears([lin, q])
 
 
+def test_quantized_matmul_act_is_an_op_attribute(backend_name) -> None:
+    w = randn(64, 128)
+    wq, sc, bi = bz.quantize(bz.asarray(w), bits=4)
+    x = randn(20, 128)
+    exact = x @ np.asarray(bz.dequantize(wq, sc, bi, bits=4)).T
+    got = {a: np.asarray(bz.quantized_matmul(bz.asarray(x), wq, sc, bi, act=a))
+           for a in ("float", "int8")}
+    np.testing.assert_allclose(got["float"], exact, rtol=1e-5, atol=1e-4)
+    # int8 activations: about 1 % of the output scale at most (the kernel's stated bound
+    # is per element; this is a loose summary of it)
+    assert np.abs(got["int8"] - exact).max() <= 0.02 * np.abs(exact).max()
+    with pytest.raises(ValueError, match="act must be"):
+        bz.quantized_matmul(bz.asarray(x), wq, sc, bi, act="int4")
+
+
 def test_embeddings_and_tied_output() -> None:
     emb = nn.Embedding(50, 32)
     ids = np.array([[3, 7, 49]])

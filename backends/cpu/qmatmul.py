@@ -1412,7 +1412,7 @@ class QuantizedMatmul:
         gs, bits = attrs["group_size"], attrs["bits"]
         try:
             out = _native(x if x.dtype == _F32 else x.astype(np.float32), wq, scales, biases,
-                          gs, bits, self._num_threads(), _ENV_ISA)
+                          gs, bits, self._num_threads(), _ENV_ISA, attrs.get("act"))
         except _build.BuildError as e:
             if not self._warned:
                 self._warned = True
