@@ -175,6 +175,15 @@ def test_the_model_cache_gives_the_same_tensors_and_metadata(monkeypatch, tmp_pa
     assert meta2["llama.rope.freq_base"] == meta3["llama.rope.freq_base"]
 
 
+@pytest.mark.parametrize("module", ["llama", "tokenizer", "numpy_llama", "chat"])
+def test_example_docstrings(models, module) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0
+
+
 # ---------------------------------------------------------------- bad model files
 def test_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no such file"):

@@ -305,11 +305,6 @@ def _contents(field: Any) -> Any:
     return v.tolist() if isinstance(v, np.ndarray) else v
 
 
-def DEFAULT_META() -> dict[str, Any]:  # noqa: N802 - used by doctests
-    """Metadata of the default model."""
-    return bz.load(default_model_path(), return_metadata=True)[1]
-
-
 @dataclass
 class Stats:
     """Token counts and timings of one :func:`generate` call."""

@@ -5,7 +5,7 @@ GGUF files of Llama-architecture models with a byte-level BPE vocabulary
 token types; this module turns them into a :class:`tokenizers.Tokenizer`.
 
 >>> import llama
->>> tok = load_tokenizer(llama.DEFAULT_META())
+>>> tok = llama.load_tokenizer_only()
 >>> tok.decode(tok.encode("Paris 2024").ids)
 'Paris 2024'
 """
