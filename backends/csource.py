@@ -565,6 +565,43 @@ class ExprGen:
                             if k.instrs[i].op not in ("load", "const"))
         self.el_stores = [si for si in range(len(k.stores)) if not self._is_row_store(si)]
 
+    # -------------------------------------------------------- the argument layout
+    def emit_arguments(self, dims: list[str], arg: Any, pointer: Any, f32: str, f64: str
+                       ) -> int:
+        """Declare the kernel's uniform arguments from ``arg(a)`` (the a-th int64): the
+        sizes ``dims``, then per view its base pointer (``pointer(vi, slot, ctype, offset)``
+        gives the declaration) and strides, then every constant (floats from their bits
+        through the ``f32``/``f64`` format strings). Returns the argument count."""
+        k, a = self.k, 1
+        for name in dims:
+            self.emit(f"const int64_t {name} = {arg(a)};")
+            a += 1
+        n_o_full = len(self.norm.outer) if k.n_red else 0
+        for vi in range(self.n_loads + len(k.stores)):
+            slot = k.loads[vi].slot if vi < self.n_loads else k.stores[vi - self.n_loads].slot
+            self.emit(pointer(vi, slot, self.view_st(vi), arg(a)))
+            a += 1
+            row_store = vi >= self.n_loads and self._is_row_store(vi - self.n_loads)
+            for d in range(n_o_full if row_store else len(dims)):
+                self.emit(f"const int64_t {self.sname(vi, d)} = {arg(a)};")
+                a += 1
+        for i, ins in enumerate(k.instrs):  # every constant has an argument, live or not
+            if ins.op != "const":
+                continue
+            if i in self.live_set:
+                n = self.names[i]
+                if n == "float64":
+                    val = f64.format(arg(a))
+                elif _kind(n) == "f":
+                    val = f32.format(arg(a))
+                elif n == "bool":
+                    val = f"({arg(a)} != 0)"
+                else:
+                    val = f"({_CT[n]}){arg(a)}"
+                self.emit(f"const {_CT[n]} v{i} = {val};")
+            a += 1
+        return a
+
     # -------------------------------------------------------- small utilities
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.ind + line)

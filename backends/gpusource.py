@@ -329,37 +329,12 @@ class GpuGen(ExprGen):
             slot_const[slot] = const
             q = d.ptr(t, const)
             params.append(f"{q} b{b}" + (f" [[buffer({b})]]" if d.target == "metal" else ""))
-        a = 1
-        for name in self.dims:
-            self.emit(f"const int64_t {name} = {self.arg(a)};")
-            a += 1
-        n_o_full = len(norm.outer) if k.n_red else 0
-        for vi in range(self.n_views):
-            slot = k.loads[vi].slot if vi < self.n_loads else k.stores[vi - self.n_loads].slot
-            t = self.view_st(vi)
-            const = vi < self.n_loads
-            self.emit(f"{d.ptr(t, const and slot_const[slot])} L{vi} = b{self.slots.index(slot)}"
-                      f" + {self.arg(a)};")
-            a += 1
-            row_store = vi >= self.n_loads and self._is_row_store(vi - self.n_loads)
-            for dd in range(n_o_full if row_store else len(self.dims)):
-                self.emit(f"const int64_t {self.sname(vi, dd)} = {self.arg(a)};")
-                a += 1
-        for i, ins in enumerate(k.instrs):
-            if ins.op != "const":
-                continue
-            if i in self.live_set:
-                n = self.names[i]
-                if n == "float64":
-                    val = f"bz_dfrom((uint64_t){self.arg(a)})"
-                elif _kind(n) == "f":
-                    val = f"bz_ffrom((uint32_t){self.arg(a)})"
-                elif n == "bool":
-                    val = f"({self.arg(a)} != 0)"
-                else:
-                    val = f"({_CT[n]}){self.arg(a)}"
-                self.emit(f"const {_CT[n]} v{i} = {val};")
-            a += 1
+        def pointer(vi: int, slot: int, t: str, offset: str) -> str:
+            const = vi < self.n_loads and slot_const[slot]
+            return f"{d.ptr(t, const)} L{vi} = b{self.slots.index(slot)} + {offset};"
+
+        a = self.emit_arguments(self.dims, self.arg, pointer, "bz_ffrom((uint32_t){})",
+                                "bz_dfrom((uint64_t){})")
         self.n_args = a
         if a > MAX_ARGS:
             raise Unsupported(f"{a} kernel arguments (at most {MAX_ARGS})")

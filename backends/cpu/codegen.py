@@ -345,39 +345,15 @@ class _Gen(ExprGen):
         self.needs.bits = any(k.instrs[i].op == "const" and _kind(self.names[i]) == "f"
                               for i in self.live)
         self.emit("const int bz_nt = (int)args[0];")
-        a = 1
-        dims = []
-        for d in range(len(norm.outer) + len(norm.red)):
-            dims.append(f"n{d}")
-            self.emit(f"const int64_t n{d} = args[{a}];")
-            a += 1
-        n_o_full = len(norm.outer) if k.n_red else 0
-        for vi in range(self.n_loads + len(k.stores)):
-            slot = k.loads[vi].slot if vi < self.n_loads else k.stores[vi - self.n_loads].slot
-            t = self.view_st(vi)
+        dims = [f"n{d}" for d in range(len(norm.outer) + len(norm.red))]
+
+        def pointer(vi: int, slot: int, t: str, offset: str) -> str:
             c = "const " if vi < self.n_loads else ""
-            self.emit(f"{c}{t}* __restrict L{vi} = ({c}{t}*)bufs[{self.slots.index(slot)}]"
-                      f" + args[{a}];")
-            a += 1
-            row_store = vi >= self.n_loads and self._is_row_store(vi - self.n_loads)
-            for d in range(n_o_full if row_store else len(dims)):
-                self.emit(f"const int64_t {self.sname(vi, d)} = args[{a}];")
-                a += 1
-        for i, ins in enumerate(k.instrs):  # every constant has an argument, live or not
-            if ins.op != "const":
-                continue
-            if i in self.live_set:
-                n = self.names[i]
-                if n == "float64":
-                    val = f"bz_f64(args[{a}])"
-                elif _kind(n) == "f":
-                    val = f"bz_f32(args[{a}])"
-                elif n == "bool":
-                    val = f"(args[{a}] != 0)"
-                else:
-                    val = f"({_CT[n]})args[{a}]"
-                self.emit(f"const {_CT[n]} v{i} = {val};")
-            a += 1
+            return f"{c}{t}* __restrict L{vi} = ({c}{t}*)bufs[{self.slots.index(slot)}]" \
+                f" + {offset};"
+
+        a = self.emit_arguments(dims, lambda i: f"args[{i}]", pointer, "bz_f32({})",
+                                "bz_f64({})")
         self.n_args = a
         if norm.empty:
             self.emit("(void)bz_nt;")
