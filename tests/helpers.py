@@ -119,3 +119,21 @@ def assert_matches(result: bz.Array, expected: np.ndarray | Any, dtype: Any = No
 def upcast(x: np.ndarray) -> np.ndarray:
     """float16/bfloat16 -> float32: how every backend computes low-precision floats."""
     return x.astype(np.float32) if dt.is_low_precision(x.dtype) else x
+
+
+def elementwise_ops(arity: int, d: np.dtype) -> list[tuple[str, np.dtype]]:
+    """(name, result dtype) of every elementwise op of the table with this arity whose
+    compute dtype is ``d`` (casts excluded: their target is an attribute)."""
+    from braze.graph.ops import OPS, elementwise_dtypes
+
+    out = []
+    for name, op in OPS.items():
+        if op.kind != "elementwise" or op.arity != arity or name in ("cast", "bitcast"):
+            continue
+        try:
+            compute, result = elementwise_dtypes(op, d)
+        except TypeError:
+            continue
+        if compute == d:
+            out.append((name, result))
+    return out

@@ -16,8 +16,9 @@ from braze.graph import dtypes as dt
 from braze.graph.compiler import compile_graph
 from braze.graph.kernel import Kernel
 from braze.graph.node import Node
-from braze.graph.ops import OPS, elementwise_dtypes
+from braze.graph.ops import OPS
 
+from .helpers import elementwise_ops
 from .test_compiler import build_program
 
 REAL_DTYPES = [d for d in dt.ALL if d.kind != "c"]
@@ -79,17 +80,9 @@ def _op_nodes(d: np.dtype) -> list[list[bz.Array]]:
     x, y = _arr((64,), d, 1)._node, _arr((64,), d, 2)._node
     for arity in (1, 2):
         nodes = []
-        for name, op in OPS.items():
-            if op.kind != "elementwise" or op.arity != arity or name in ("cast", "bitcast"):
-                continue
-            try:
-                compute, result = elementwise_dtypes(op, d)
-            except TypeError:
-                continue
-            if compute != d:
-                continue
+        for name, result in elementwise_ops(arity, d):
             attrs = {"dtype": d} if name == "nextafter" else {}
-            nodes.append(Node(op, (x, y)[:arity], attrs, (64,), result))
+            nodes.append(Node(OPS[name], (x, y)[:arity], attrs, (64,), result))
         if nodes:
             groups.append([bz.Array(n) for n in nodes])
     return groups

@@ -42,8 +42,9 @@ from braze.backends.numpy_backend import NumpyBackend
 from braze.graph import dtypes as dt
 from braze.graph.compiler import compile_graph
 from braze.graph.node import Node, constant
-from braze.graph.ops import OPS, PERMUTE, SLICE, elementwise_dtypes
+from braze.graph.ops import OPS, PERMUTE, SLICE
 
+from .helpers import elementwise_ops
 from .test_compiler import RANDOM_GRAPH_EXAMPLES, build_program, programs
 
 pytestmark = pytest.mark.skipif(not cpu_mod.available(), reason="no C++ compiler")
@@ -139,20 +140,6 @@ def random_values(d: np.dtype, n: int, seed: int = 0) -> np.ndarray:
 REAL_DTYPES = [d for d in dt.ALL if d.kind != "c"]
 
 
-def _ops(arity: int, d: np.dtype) -> list[tuple[str, np.dtype]]:
-    out = []
-    for name, op in OPS.items():
-        if op.kind != "elementwise" or op.arity != arity or name in ("cast", "bitcast"):
-            continue
-        try:
-            compute, result = elementwise_dtypes(op, d)
-        except TypeError:
-            continue
-        if compute == d:
-            out.append((name, result))
-    return out
-
-
 def _attrs(name: str, d: np.dtype) -> dict:
     return {"dtype": d} if name == "nextafter" else {}
 
@@ -166,14 +153,14 @@ def test_every_elementwise_op_matches_numpy(cpu, d) -> None:
     (over every pair of edge values)."""
     ev = edge_values(d)
     xs = np.concatenate([ev, random_values(d, 600)])
-    unary = _ops(1, d)
+    unary = elementwise_ops(1, d)
     a, b = run_both(lambda: _unary_nodes(xs, unary), cpu)
     for (name, _), g, w in zip(unary, a, b):
         assert_same(g, w, f"{name}[{d}]", _ulp(name, d))
     A, B = np.meshgrid(ev, ev, indexing="ij")
     r = random_values(d, 600, seed=1)
     xa, xb = np.concatenate([A.ravel(), r]), np.concatenate([B.ravel(), r[::-1]])
-    binary = _ops(2, d)
+    binary = elementwise_ops(2, d)
 
     def nodes():
         x, y = constant(xa), constant(xb)
@@ -202,7 +189,7 @@ def test_elementwise_ops_through_strided_views(cpu, d) -> None:
     vals[:2, :] = np.resize(edge_values(d), (2, 41))
     xt = vals.T[:40:2]  # non-contiguous
     yt = vals[::-1].T[1::2]
-    ops = _ops(2, d)
+    ops = elementwise_ops(2, d)
 
     def nodes():
         x, y = constant(np.asarray(vals)), constant(np.asarray(vals[::-1].copy()))

@@ -352,14 +352,9 @@ def int8_bound(x: np.ndarray, wq: np.ndarray, s: np.ndarray, b: np.ndarray, bits
             + 1e-5 * (np.abs(x64) @ mag.T + z * np.abs(x64) @ s64.T) + 1e-30)
 
 
-@st.composite
-def int8_problems(draw):  # type: ignore[no-untyped-def]
-    bits = draw(st.sampled_from([4, 8]))
-    gs = draw(st.sampled_from([32, 32, 64, 128]))
-    k = gs * draw(st.integers(1, 1536 // gs))
-    # not multiples of the vector width; 301 rows run on 2 threads (above PARALLEL_WEIGHTS)
-    n = draw(st.sampled_from([1, 3, 5, 17, 37, 45, 301]))
-    m = draw(st.integers(1, 8))
+def _int8_operands(draw, m: int, n: int, k: int, gs: int):  # type: ignore[no-untyped-def]
+    """rng, x (m, k) at a drawn scale (sometimes with outliers and an all-zero block), and
+    float16 or float32 scales/biases (n, k // gs) for the int8 strategies below."""
     half = draw(st.booleans())
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     sdt = np.float16 if half else np.float32
@@ -369,6 +364,18 @@ def int8_problems(draw):  # type: ignore[no-untyped-def]
     if draw(st.booleans()):  # outliers and an all-zero block
         x[:, rng.integers(0, k, 3)] *= 50.0
         x[:, :32] = 0.0
+    return rng, x, s, b
+
+
+@st.composite
+def int8_problems(draw):  # type: ignore[no-untyped-def]
+    bits = draw(st.sampled_from([4, 8]))
+    gs = draw(st.sampled_from([32, 32, 64, 128]))
+    k = gs * draw(st.integers(1, 1536 // gs))
+    # not multiples of the vector width; 301 rows run on 2 threads (above PARALLEL_WEIGHTS)
+    n = draw(st.sampled_from([1, 3, 5, 17, 37, 45, 301]))
+    m = draw(st.integers(1, 8))
+    rng, x, s, b = _int8_operands(draw, m, n, k, gs)
     return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
 
 
@@ -494,15 +501,7 @@ def int8_gemm_problems(draw):  # type: ignore[no-untyped-def]
     k = gs * draw(st.integers(1, 1536 // gs))
     n = draw(st.sampled_from([1, 5, 16, 17, 45, 301]))  # tiles of 16 weight rows and a tail
     m = draw(st.sampled_from([9, 16, 33, 96, 130]))
-    half = draw(st.booleans())
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    sdt = np.float16 if half else np.float32
-    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
-    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
-    x = (rng.standard_normal((m, k)) * draw(st.sampled_from([1e-3, 1.0, 30.0]))).astype(np.float32)
-    if draw(st.booleans()):  # outliers and an all-zero block
-        x[:, rng.integers(0, k, 3)] *= 50.0
-        x[:, :32] = 0.0
+    rng, x, s, b = _int8_operands(draw, m, n, k, gs)
     return x, pack(rng.integers(0, 16, (n, k)), 4), s, b, gs
 
 
