@@ -292,17 +292,8 @@ def load(path: str | None = None, *, quantized: bool = True) -> tuple[Llama, Any
 
 
 def load_tokenizer_only(path: str | None = None) -> Any:
-    """The tokenizer of a GGUF file, without loading its weights."""
-    import gguf
-
-    reader = gguf.GGUFReader(path or default_model_path())
-    return load_tokenizer({k: _contents(f) for k, f in reader.fields.items()
-                           if k.startswith("tokenizer.")})
-
-
-def _contents(field: Any) -> Any:
-    v = field.contents()
-    return v.tolist() if isinstance(v, np.ndarray) else v
+    """The tokenizer of a GGUF file (its tensors are memory-mapped by bz.load, not read)."""
+    return load_tokenizer(bz.load(path or default_model_path(), return_metadata=True)[1])
 
 
 @dataclass
