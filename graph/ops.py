@@ -51,6 +51,9 @@ class OpDef:
     # the result depends on the exact compute dtype (not float32 for float16/bfloat16):
     # elementwise nodes of the op carry it as attrs["dtype"]
     exact_dtype: bool = False
+    # the op only moves elements (gather, scatter...): exact in any dtype, so its reference
+    # never upcasts float16/bfloat16 (a row lookup must not convert a whole table)
+    moves_data: bool = False
     doc: str = field(default="", repr=False)
 
     def __repr__(self) -> str:
@@ -565,9 +568,6 @@ RANDOM_BITS = declare(OpDef(
 # ---------------------------------------------------------------- reference semantics
 _LOW = (dt.float16, dt.bfloat16)
 _UPCAST_KINDS = ("elementwise", "reduce", "scan", "library")
-# library ops that only move elements: exact in any dtype, so never upcast (a gather of
-# a few rows of a float16 table must not convert the whole table)
-_MOVES_DATA = frozenset({"gather", "scatter", "take_along_axis"})
 
 
 def upcast(x: np.ndarray) -> np.ndarray:
@@ -579,7 +579,7 @@ def reference_eval(op: OpDef, attrs: dict[str, Any], out_dtype: np.dtype, *xs: n
                    ) -> np.ndarray:
     """Apply ``op``'s numpy reference with braze semantics: low-precision inputs are
     computed in float32 and the result rounded once to ``out_dtype``."""
-    if op.kind in _UPCAST_KINDS and op is not BITCAST and op.name not in _MOVES_DATA:
+    if op.kind in _UPCAST_KINDS and op is not BITCAST and not op.moves_data:
         for x in xs:
             if x.dtype in _LOW:
                 xs = tuple(upcast(x) for x in xs)
@@ -616,7 +616,7 @@ def broadcast_shapes(*shapes: Shape, op: str = "broadcast_shapes") -> Shape:
 # ---------------------------------------------------------------- Array API library ops (issue 3)
 # Library ops: every backend runs them through ``reference_eval`` unless it has its own.
 def _library(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "any",
-             doc: str = "") -> OpDef:
+             doc: str = "", moves_data: bool = False) -> OpDef:
     def fresh(*xs: Any, **attrs: Any) -> Any:
         # A library result must own its memory: backends plan in-place reuse of it, which
         # must never write through into an input (np.linalg.matrix_power(a, 1) returns a).
@@ -625,7 +625,8 @@ def _library(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "an
             out = np.array(out, copy=True)
         return out
 
-    return declare(OpDef(name, "library", -1, fresh, domain, infer=infer, doc=doc))
+    return declare(OpDef(name, "library", -1, fresh, domain, infer=infer, doc=doc,
+                         moves_data=moves_data))
 
 
 def _same_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
@@ -707,9 +708,9 @@ def _scatter_ref(x, v, *idx, spec):  # type: ignore[no-untyped-def]
     return out
 
 
-GATHER = _library("gather", _gather_ref, _gather_infer,
+GATHER = _library("gather", _gather_ref, _gather_infer, moves_data=True,
                   doc="x[key] with integer index arrays (numpy advanced indexing).")
-SCATTER = _library("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]),
+SCATTER = _library("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]), moves_data=True,
                    doc="x with x[key] = v (integer index arrays; last write wins).")
 
 
@@ -721,7 +722,7 @@ _library("take_along_axis", _take_along_ref,
          lambda s, d, a: (broadcast_shapes(s[0][:a["axis"]] + (s[1][a["axis"]],)
                                            + s[0][a["axis"] + 1:], s[1],
                                            op="take_along_axis"), d[0]),
-         doc="Elements of x at idx along attrs['axis'].")
+         doc="Elements of x at idx along attrs['axis'].", moves_data=True)
 
 
 def _cumprod_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
