@@ -48,6 +48,18 @@ def test_layer_norm_matches_numpy_in_one_kernel() -> None:
     assert kernel_count(lambda a: bz.fast.layer_norm(a, None, None, 1e-5), bz.asarray(x)) == 1
 
 
+def test_norms_reject_bad_weights_and_dtypes() -> None:
+    x = bz.ones((2, 8))
+    with pytest.raises(ValueError, match=r"rms_norm: weight of shape \(4,\)"):
+        bz.fast.rms_norm(x, bz.ones(4), 1e-5)
+    with pytest.raises(ValueError, match="layer_norm: bias of shape"):
+        bz.fast.layer_norm(x, None, bz.ones(3), 1e-5)
+    with pytest.raises(TypeError, match="rms_norm: expected a real floating array, got int32"):
+        bz.fast.rms_norm(bz.ones((2, 8), dtype=bz.int32), None, 1e-5)
+    with pytest.raises(ValueError, match="n_heads .6. must be a multiple of n_kv_heads .4."):
+        nn.Attention(24, 6, n_kv_heads=4)
+
+
 def np_rope(x, dims, traditional, base, offset):
     t = x.shape[-2]
     half = dims // 2
