@@ -4,7 +4,8 @@ Each function records primitive ops that the fusion compiler turns into the
 fewest kernels: ``rms_norm`` and ``layer_norm`` become one row kernel (one read
 of x, one write), ``rope`` one elementwise kernel (the angles are computed in
 registers from the positions, no tables), and ``scaled_dot_product_attention``
-two matrix products around one fused mask+softmax row kernel. Grouped-query
+one op (one native kernel on the ``cpu`` backend; two matrix products around one
+fused mask+softmax row kernel with an array mask). Grouped-query
 attention (fewer key/value heads than query heads) is handled by grouping query
 heads, never by repeating keys and values in memory.
 
@@ -21,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..graph import dtypes as dt
+from ..graph.node import Node
+from ..graph.ops import SDPA
 from .array import Array, as_array, astype
-from .creation import arange, asarray
+from .creation import asarray
 from .elementwise import cos, sin, sqrt, where
 from .linalg import matmul
 from .manipulation import concat, reshape
@@ -123,50 +126,73 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
 
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
-                                 mask: Any | str | None = None) -> Array:
+                                 mask: Any | str | None = None,
+                                 past: tuple[Any, Any] | None = None,
+                                 past_length: Any = None) -> Array:
     """``softmax(q @ k.T * scale + mask) @ v`` with grouped-query heads.
 
     q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a multiple of Hkv; ``mask`` is
     None, ``"causal"`` (query t sees keys up to ``S - T + t``) or a boolean (True =
     attend) / additive float array broadcastable to (B, Hq, T, S).
 
+    ``past=(keys, values)`` (B, Hkv, P, D), of which the first ``past_length`` rows
+    are valid (an int or a 0-d int array: a runtime input of a compiled step; clamped
+    to [0, P]), puts those rows before k and v without concatenating them: every query
+    sees them, and ``"causal"`` then means query t sees new keys up to t (the KV-cache
+    decode/pre-fill case). With ``mask`` None or ``"causal"`` the whole attention is
+    one op (the ``cpu`` backend runs it as one native kernel: scores, softmax and the
+    weighted sum per query row, never materializing the scores); an array mask is
+    composed of two matmuls around one fused masked-softmax kernel (no ``past``).
+
     >>> import braze as bz
     >>> q = k = v = bz.ones((1, 2, 3, 4))
     >>> bz.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal").shape
     (1, 2, 3, 4)
     """
-    q, k, v = (_float(a, "scaled_dot_product_attention") for a in (q, k, v))
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or k.shape != v.shape[:3] + k.shape[3:] \
+    op = "scaled_dot_product_attention"
+    q, k, v = (_float(a, op) for a in (q, k, v))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or k.shape[:3] != v.shape[:3] \
             or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1] \
             or k.shape[1] == 0 or q.shape[1] % k.shape[1]:
-        raise ValueError("scaled_dot_product_attention: expected q (B, Hq, T, D), k and v "
-                         "(B, Hkv, S, D) with Hq a multiple of Hkv; got shapes "
-                         f"{q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(f"{op}: expected q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a "
+                         f"multiple of Hkv; got shapes {q.shape}, {k.shape}, {v.shape}")
+    if isinstance(mask, str) and mask != "causal":
+        raise ValueError(f"{op}: mask must be None, 'causal' or an array, got {mask!r}")
+    if mask is None or isinstance(mask, str):
+        ins = [q, k, v]
+        if past is not None:
+            pk, pv = (_float(a, op) for a in past)
+            n = asarray(past_length) if isinstance(past_length, int) else \
+                as_array(past_length, op)
+            ins += [pk, pv, n]
+        elif past_length is not None:
+            raise ValueError(f"{op}: past_length without past")
+        dtype = dt.result_type(q.dtype, k.dtype, v.dtype)
+        ins = [a if a.dtype == dtype or i == 5 else astype(a, dtype) for i, a in enumerate(ins)]
+        attrs = {"scale": float(scale), "causal": mask == "causal"}
+        shape, out_dtype = SDPA.infer(  # type: ignore[misc]
+            tuple(a.shape for a in ins), tuple(a.dtype for a in ins), attrs)
+        return Array(Node(SDPA, tuple(a._node for a in ins), attrs, shape, out_dtype))
+    if past is not None:
+        raise ValueError(f"{op}: past keys/values need mask None or 'causal'")
+    return _attention_masked(q, k, v, scale, as_array(mask, op))
+
+
+def _attention_masked(q: Array, k: Array, v: Array, scale: float, m: Array) -> Array:
+    """Two matmuls around one fused masked-softmax row kernel (an array mask)."""
     b, hq, t, d = q.shape
     hkv, s = k.shape[1], k.shape[2]
     rep = hq // hkv
     qg = reshape(q, (b, hkv, rep * t, d))  # query heads sharing a key head, stacked as rows
     scores = matmul(qg, k.mT) * scale  # (b, hkv, rep*t, s)
-    if mask is not None and not isinstance(mask, str):
-        m = as_array(mask, "scaled_dot_product_attention")
-    elif mask is not None and mask != "causal":
-        raise ValueError(f"scaled_dot_product_attention: mask must be None, 'causal' or an "
-                         f"array, got {mask!r}")
+    m = _group_heads(m, hkv, rep)
+    if t == 1 and m.shape[-2] == 1:
+        # one query row per head (decode): the mask stays 4-d, so the masked softmax is one
+        # row kernel over the (b, hkv, rep, s) scores
+        m = reshape(m, (*m.shape[:2], m.shape[2] * m.shape[3], m.shape[4]))
+        scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
     else:
-        m = None
-    if t == 1 and (m is None or m.ndim < 2 or m.shape[-2] == 1):
-        # one query row per head (decode): "causal" sees every key, and a mask stays 4-d,
-        # so the masked softmax is one row kernel over the (b, hkv, rep, s) scores
-        if m is not None:
-            m = _group_heads(m, hkv, rep)
-            m = reshape(m, (*m.shape[:2], m.shape[2] * m.shape[3], m.shape[4]))
-            scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
-    elif mask is not None:
         scores = reshape(scores, (b, hkv, rep, t, s))
-        if m is None:  # causal: query t sees keys up to s - T + t
-            m = reshape(arange(s), (1, s)) <= reshape(arange(t) + (s - t), (t, 1))
-        else:
-            m = _group_heads(m, hkv, rep)
         scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
         scores = reshape(scores, (b, hkv, rep * t, s))
     p = astype(softmax(astype(scores, dt.float32), axis=-1), q.dtype)

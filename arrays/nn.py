@@ -26,7 +26,7 @@ from ..graph import dtypes as dt
 from . import fast
 from .array import Array, as_array
 from .array import eval as _eval
-from .creation import arange, asarray, zeros
+from .creation import asarray, zeros
 from .elementwise import abs as _abs
 from .elementwise import exp, sigmoid, tanh, where
 from .indexing import take
@@ -501,14 +501,8 @@ def attend(q: Array, k: Array, v: Array, scale: float, offset: Any,
     """
     if past is None:
         return fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal")
-    pk, pv = past
-    s, t = pk.shape[2], q.shape[2]
-    keys, values = concat([pk, k], axis=2), concat([pv, v], axis=2)
-    offset = asarray(offset) if isinstance(offset, int) else offset
-    cols = arange(s + t)
-    # cached column j is valid below offset; new column s+i is visible to query rows >= i
-    visible = where(cols < s, cols < offset,
-                    reshape(cols - s, (1, s + t)) <= reshape(arange(t), (t, 1)))
-    return fast.scaled_dot_product_attention(q, keys, values, scale=scale, mask=visible)
+    # the cached rows are read in place (no concatenation): one attention op
+    return fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal", past=past,
+                                             past_length=offset)
 
 

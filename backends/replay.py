@@ -34,6 +34,7 @@ import numpy as np
 
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS, reference_eval
+from ..graph.view import View
 from .numpy_backend import SMALL_BYTES, LibraryImpl, strided
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -54,6 +55,20 @@ class NativeCall:
 
 # kernel -> its native call, None (run it with ``run_kernel``), or "skip" (nothing to do)
 NativeOf = Callable[[Kernel], "NativeCall | str | None"]
+
+
+@dataclass(frozen=True)
+class NativeLibraryCall:
+    """A library op as a program step, from ``impl.native_call(attrs, inputs, out)``
+    (``inputs``: (View over the buffer owning its memory, dtype) per input; ``out``:
+    (shape, dtype)): the kernel ``handle`` runs over the buffers [inputs..., output,
+    scratch...] with ``args``; ``scratch``: the byte size of each scratch buffer (the
+    plan owns them). Views' offsets and strides are the implementation's to encode in
+    ``args``: the program passes each input's owning buffer."""
+
+    handle: int
+    args: np.ndarray
+    scratch: tuple[int, ...] = ()
 
 
 def _empty_bytes(nbytes: int) -> np.ndarray:
@@ -89,10 +104,12 @@ class ReplayPlan:
         # slots that get new arrays every call
         fresh = {root[o] for o in s.output_slots if root[o] in written}
         dynamic = set(s.input_slots) | fresh
+        # library steps whose implementation runs as a program step: (call, its slots)
+        lib_native = self._library_calls(s, library, root) if native_of is not None else {}
         bound_library: set[int] = set()  # library results bound as they are
-        for step in s.steps:
+        for t, step in enumerate(s.steps):
             if isinstance(step, LibraryStep) and step.output not in fresh and \
-                    not self._writes_into(s, step, library) and \
+                    t not in lib_native and not self._writes_into(s, step, library) and \
                     sid_slots.get(s.storage.get(step.output, -1), [step.output]) == [step.output]:
                 bound_library.add(step.output)
         dynamic |= bound_library
@@ -123,12 +140,32 @@ class ReplayPlan:
             self.bufs[slot] = mem[:info.nbytes].view(info.dtype).reshape(info.shape)
 
         # ---- the steps
+        read = set(s.output_slots)  # slots something other than a native library call reads
+        for t, step in enumerate(s.steps):
+            if isinstance(step, KernelStep):
+                read.update(ld.slot for ld in step.kernel.loads)
+            elif isinstance(step, LibraryStep) and t not in lib_native:
+                read.update(step.inputs)
+        for step in reversed(s.steps):
+            if isinstance(step, ViewStep) and step.output in read:
+                read.add(step.source)
         native_slots: set[int] = set()
         self.program = None
         calls: list[tuple[NativeCall, int]] = []  # (call, step index)
         kinds: list[Any] = []
+        self._scratch: list[np.ndarray] = []  # library calls' scratch, slots n, n+1, ...
         for t, step in enumerate(s.steps):
-            if isinstance(step, KernelStep):
+            if t in lib_native:
+                lc, slots = lib_native[t]
+                extra = []
+                for nbytes in lc.scratch:
+                    extra.append(n + len(self._scratch))
+                    self._scratch.append(np.empty(max(nbytes, 1), np.uint8))
+                nat = NativeCall(lc.handle, (*slots, *extra), lc.args)
+                calls.append((nat, t))
+                native_slots.update(slots)
+                kinds.append(("native", len(calls) - 1))
+            elif isinstance(step, KernelStep):
                 nat = native_of(step.kernel) if native_of is not None else None
                 if nat == "skip":
                     continue
@@ -141,7 +178,9 @@ class ReplayPlan:
             elif isinstance(step, LibraryStep):
                 kinds.append(("library", step))
             elif step.output in dynamic:
-                kinds.append(("view", step))
+                if step.output in read:
+                    kinds.append(("view", step))
+                # else: only native library calls read it (through its buffer): no op
             else:  # a persistent view: made once
                 self.bufs[step.output] = strided(self.bufs[step.source], step.view)
         # bound at the start of a call; library results and their views are bound as made
@@ -150,11 +189,13 @@ class ReplayPlan:
             factory = program_factory
             if factory is None:
                 factory = _program_factory()
-            self.program = factory(n)
+            self.program = factory(n + len(self._scratch))
             for nat, _ in calls:
                 self.program.add(nat.handle, list(nat.slots), nat.args)
             for slot in native_slots - dynamic:
                 self.program.set(slot, self.bufs[slot])
+            for j, buf in enumerate(self._scratch):
+                self.program.set(n + j, buf)
             self.program.set_bound(self._bind_native)
         self.n_native = len(calls)
         self.n_python_kernels = sum(1 for k in kinds if k[0] == "kernel")
@@ -172,6 +213,43 @@ class ReplayPlan:
         self.ops = self._ops(kinds, run_kernel, library, native_slots, dynamic)
 
     # ------------------------------------------------------------ building
+    @staticmethod
+    def _library_calls(s: Schedule, library: Mapping[str, Any] | None, root: list[int]
+                       ) -> dict[int, tuple[NativeLibraryCall, tuple[int, ...]]]:
+        """Step index -> (native call, buffer slots) for each library step whose
+        implementation offers ``native_call`` and accepts these inputs: every input a
+        buffer or a view of one (its View passed along), never a constant."""
+        if not library:
+            return {}
+        views: dict[int, View] = {}  # view output -> its View over root[output]
+        for step in s.steps:
+            if isinstance(step, ViewStep):
+                src = views.get(step.source)
+                if src is None:
+                    views[step.output] = step.view
+                elif src.is_contiguous():  # a view of a contiguous view: shift the offset
+                    v = step.view
+                    views[step.output] = View(v.shape, v.strides, v.offset + src.offset)
+        out: dict[int, tuple[NativeLibraryCall, tuple[int, ...]]] = {}
+        for t, step in enumerate(s.steps):
+            if not isinstance(step, LibraryStep):
+                continue
+            make = getattr(library.get(step.op), "native_call", None)
+            if make is None:
+                continue
+            ins = []
+            for i in step.inputs:
+                if root[i] in s.const_slots or (root[i] != i and i not in views):
+                    break
+                ins.append((views[i] if i in views else View.contiguous(s.slots[i].shape),
+                            s.slots[i].dtype))
+            else:
+                o = s.slots[step.output]
+                call = make(step.attrs, ins, (o.shape, o.dtype))
+                if call is not None:
+                    out[t] = (call, (*(root[i] for i in step.inputs), step.output))
+        return out
+
     @staticmethod
     def _writes_into(s: Schedule, step: LibraryStep, library: Mapping[str, Any] | None) -> bool:
         """Can this library step write straight into its planned slot (``out=``)?

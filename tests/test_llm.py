@@ -110,7 +110,7 @@ def test_quantized_logits_stay_within_the_documented_bound(models) -> None:
 
 
 @pytest.mark.parametrize("question", ["What is the capital of France?",
-                                      "What is 2 + 2?", "Name a primary color."])
+                                      "How many days are in a week?", "Name a primary color."])
 def test_quantized_and_float32_greedy_answers_agree(models, question) -> None:
     f32, q4, tok = models
     prompt = llama.chat_prompt(question)

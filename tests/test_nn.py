@@ -126,7 +126,93 @@ def test_sdpa_matches_numpy_with_grouped_heads(b, hkv, rep, t, extra, d, kind) -
     np.testing.assert_allclose(got, np_sdpa(q, k, v, 0.3, mask), rtol=2e-5, atol=2e-5)
 
 
-def test_decode_attention_is_two_matmuls_around_one_softmax_kernel() -> None:
+def np_sdpa_past(q, k, v, pk, pv, n, scale, causal):
+    """Keys/values = the first n (clamped) past rows, then the new ones; new key j is
+    visible to query i when j <= i (causal)."""
+    n = min(max(n, 0), pk.shape[2])
+    t, s = q.shape[2], k.shape[2]
+    keys, vals = np.concatenate([pk[:, :, :n], k], 2), np.concatenate([pv[:, :, :n], v], 2)
+    mask = None
+    if causal:
+        cols = np.arange(n + s)[None, :]
+        mask = (cols < n) | (cols - n <= np.arange(t)[:, None])
+    return np_sdpa(q, keys, vals, scale, mask)
+
+
+@settings(max_examples=30, deadline=None)
+@given(b=st.integers(1, 2), hkv=st.integers(1, 3), rep=st.integers(1, 3),
+       t=st.integers(1, 4), s_extra=st.integers(0, 2), p=st.integers(0, 9),
+       n=st.integers(-2, 11), d=st.sampled_from([1, 5, 16, 33]), dv=st.sampled_from([3, 16]),
+       causal=st.booleans(), permuted=st.booleans())
+def test_sdpa_over_a_cached_prefix_matches_numpy(b, hkv, rep, t, s_extra, p, n, d, dv, causal,
+                                                 permuted) -> None:
+    """One op (one kernel on cpu) reading the past rows in place, for any past length
+    (clamped to [0, P]), grouped heads, and q/k/v given as strided views."""
+    s = t + s_extra
+    q, k, v = randn(b, hkv * rep, t, d), randn(b, hkv, s, d), randn(b, hkv, s, dv)
+    pk, pv = randn(b, hkv, p, d), randn(b, hkv, p, dv)
+    want = np_sdpa_past(q, k, v, pk, pv, n, 0.4, causal)
+
+    def heads(a):  # (B, H, T, D) as a permuted view of a (B, T, H, D) buffer
+        if not permuted:
+            return bz.asarray(a)
+        return bz.permute_dims(bz.asarray(np.ascontiguousarray(a.transpose(0, 2, 1, 3))),
+                               (0, 2, 1, 3))
+
+    def f(q, k, v, pk, pv, n):
+        return bz.fast.scaled_dot_product_attention(q, k, v, scale=0.4,
+                                                    mask="causal" if causal else None,
+                                                    past=(pk, pv), past_length=n)
+
+    args = (heads(q), heads(k), heads(v), bz.asarray(pk), bz.asarray(pv),
+            bz.asarray(np.int32(n)))
+    np.testing.assert_allclose(np.asarray(f(*args)), want, rtol=2e-5, atol=2e-5)
+    step = bz.compile(f)
+    for _ in range(2):  # traced, then replayed (on cpu: a native program step)
+        np.testing.assert_allclose(np.asarray(step(*args)), want, rtol=2e-5, atol=2e-5)
+    assert kernel_count(f, *args) == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_sdpa_in_other_float_dtypes(dtype) -> None:
+    """float16 is computed in float32 and rounded once; float64 stays float64."""
+    q, k, v = randn(1, 4, 3, 8), randn(1, 2, 5, 8), randn(1, 2, 5, 8)
+    got = bz.fast.scaled_dot_product_attention(*(bz.asarray(a.astype(dtype)) for a in (q, k, v)),
+                                               scale=0.5, mask="causal")
+    assert got.dtype == dtype
+    m = np.arange(5)[None, :] <= np.arange(3)[:, None] + 2
+    want = np_sdpa(*(a.astype(dtype).astype(np.float64) for a in (q, k, v)), 0.5, m)
+    tol = 2e-3 if dtype == np.float16 else 1e-12
+    np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=tol, atol=tol)
+
+
+def test_sdpa_row_that_sees_no_key_is_nan_and_empty_shapes_work() -> None:
+    q, k = randn(1, 1, 3, 4), randn(1, 1, 1, 4)  # causal, T > S: rows 0, 1 see nothing
+    got = np.asarray(bz.fast.scaled_dot_product_attention(bz.asarray(q), bz.asarray(k),
+                                                          bz.asarray(k), scale=1.0,
+                                                          mask="causal"))
+    assert np.isnan(got[0, 0, :2]).all() and np.isfinite(got[0, 0, 2]).all()
+    empty = bz.fast.scaled_dot_product_attention(bz.zeros((1, 2, 0, 4)), bz.zeros((1, 1, 3, 4)),
+                                                 bz.zeros((1, 1, 3, 4)), scale=1.0)
+    assert np.asarray(empty).shape == (1, 2, 0, 4)
+
+
+def test_sdpa_rejects_bad_past() -> None:
+    q = bz.ones((1, 2, 1, 4))
+    with pytest.raises(ValueError, match="do not match"):
+        bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past=(bz.ones((1, 2, 5, 3)),
+                                             bz.ones((1, 2, 5, 4))), past_length=1)
+    with pytest.raises(TypeError, match="0-d integer"):
+        bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past=(q, q),
+                                             past_length=bz.asarray(1.0))
+    with pytest.raises(ValueError, match="past_length without past"):
+        bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past_length=1)
+    with pytest.raises(ValueError, match="need mask None or 'causal'"):
+        bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past=(q, q), past_length=1,
+                                             mask=bz.ones((1, 1), dtype=bz.bool))
+
+
+def test_masked_decode_attention_is_two_matmuls_around_one_softmax_kernel() -> None:
     q, k = bz.asarray(randn(1, 9, 1, 64)), bz.asarray(randn(1, 3, 65, 64))
     mask = bz.asarray(np.arange(65)[None, :] < 40)
 

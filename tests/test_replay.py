@@ -209,3 +209,37 @@ def test_plan_cache_memory_budget() -> None:
         assert sum(len(p) for _, p in cache._idle.values()) == kept
         cache.clear()
         assert cache.held_bytes == 0
+
+
+def test_native_library_ops_run_inside_the_program() -> None:
+    """On cpu, quantized_matmul and attention (library ops with ``native_call``) become
+    steps of the replay program: a decode-like step of norm -> qmm -> attention over a
+    strided cache view -> qmm -> residual runs as one native segment, matching numpy."""
+    w1, w2 = data(96, 32, seed=1), data(32, 32, seed=2)
+    q1, q2 = (bz.quantize(bz.asarray(w), group_size=32, bits=4) for w in (w1, w2))
+    cache = data(1, 40, 2, 16, seed=3)  # (B, S, H, D): heads are a strided view
+
+    @bz.compile
+    def f(x, pk, n):
+        h = bz.quantized_matmul(bz.fast.rms_norm(x, None, 1e-5), *q1, bits=4, group_size=32,
+                               act="float")
+        q, k, v = (bz.reshape(h[..., i * 32:(i + 1) * 32], (1, 1, 2, 16)) for i in range(3))
+        q, k, v = (bz.permute_dims(a, (0, 2, 1, 3)) for a in (q, k, v))
+        pkv = bz.permute_dims(pk, (0, 2, 1, 3))
+        a = bz.fast.scaled_dot_product_attention(q, k, v, scale=0.35, mask="causal",
+                                                 past=(pkv, pkv), past_length=n)
+        a = bz.reshape(bz.permute_dims(a, (0, 2, 1, 3)), (1, 1, 32))
+        return x + bz.quantized_matmul(a, *q2, bits=4, group_size=32, act="float")
+
+    x = data(1, 1, 32, seed=4)
+    for n in (33, 33, 7):  # traced, replayed, replayed with another past length
+        args = (bz.asarray(x), bz.asarray(cache), bz.asarray(np.int32(n)))
+        got = np.asarray(f(*args))
+        with bz.backend("numpy"):
+            want = np.asarray(f(*args))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if bz.backends.current().name == "cpu":
+        plans = _plans(f)
+        assert plans and plans[0].n_python_kernels == 0
+        assert plans[0].n_native == len(plans[0].schedule.steps) - sum(
+            1 for st in plans[0].schedule.steps if not isinstance(st, (KernelStep, LibraryStep)))

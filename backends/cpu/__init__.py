@@ -98,6 +98,9 @@ class CpuBackend(NumpyBackend):
         from .qmatmul import QuantizedMatmul  # dequantize-fused kernels, built on first use
 
         self.library["quantized_matmul"] = QuantizedMatmul(self)
+        from .attention import ScaledDotProductAttention  # one kernel per attention
+
+        self.library["scaled_dot_product_attention"] = ScaledDotProductAttention(self)
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution

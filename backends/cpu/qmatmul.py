@@ -112,6 +112,8 @@ import numpy as np
 from ... import _core
 from ...graph import dtypes as dt
 from ...graph.ops import QUANTIZED_MATMUL, _qmm_ref, quant_check, reference_eval
+from ...graph.view import View
+from ..replay import NativeLibraryCall
 from . import build as _build
 from . import default_num_threads
 
@@ -1327,21 +1329,29 @@ def _native(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarra
         e = _Weights((), _handle(bits, group_size, half, isa),
                      _levels(bits, group_size, half, isa)[1])
     out = np.empty((m, n), np.float32)
+    args, scratch_len = _launch_args(e, m, n, k, bits, num_threads, act)
+    scratch = np.empty(scratch_len, np.float32) if scratch_len else _NO_SCRATCH
+    _core.launch(e.h, [x2, wq, scales, biases, out, scratch], args)
+    return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
+
+
+def _launch_args(e: _Weights, m: int, n: int, k: int, bits: int, num_threads: int,
+                 act: str | None) -> tuple[np.ndarray, int]:
+    """The kernel's int64 args for an (M, K) x against N packed rows, and the float32
+    scratch it needs (0: none; the kernel then gets a 1-element placeholder)."""
     mode = act_mode(act)
     # int8: M <= INT8_MAX_M at 4 bits under auto (and any bits under "int8"); the GEMM
     # (M > INT8_MAX_M) at 4 bits under "int8" only (under auto it flips SmolLM2's answer)
     int8 = e.vnni > 0 and (
         (m <= INT8_MAX_M and (mode == "int8" or (mode == "auto" and bits == 4)))
         or (m > INT8_MAX_M and bits == 4 and mode == "int8"))
-    scratch = np.empty(m * k, np.float32) if bits == 4 and not int8 else _NO_SCRATCH
     # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
     threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
     akey = (m, threads, int8)
     args = e.args.get(akey)
     if args is None:
         args = e.args[akey] = np.array([threads, m, n, k, int(int8)], np.int64)
-    _core.launch(e.h, [x2, wq, scales, biases, out, scratch], args)
-    return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
+    return args, (m * k if bits == 4 and not int8 else 0)
 
 
 def _check(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray,
@@ -1424,6 +1434,30 @@ class QuantizedMatmul:
             return reference_eval(QUANTIZED_MATMUL, attrs, out_dtype, x, wq, scales, biases)
         self.calls["native"] += 1
         return out if out.dtype == out_dtype else out.astype(out_dtype)
+
+    def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                    out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+        """The op as a step of a replay program (no Python per call): the kernel over
+        [x, wq, scales, biases, out, scratch], for contiguous inputs, float32 x and
+        output, float16/float32 scales and biases; None otherwise (or if the kernel
+        does not build: the Python call then warns and falls back)."""
+        (xv, xd), (wv, wd), (sv, sd), (bv, bd) = inputs
+        if xd != _F32 or out[1] != _F32 or sd != bd or sd not in (_F16, _F32) \
+                or not all(v.offset == 0 and v.is_contiguous() for v in (xv, wv, sv, bv)):
+            return None
+        gs, bits = attrs["group_size"], attrs["bits"]
+        n, k = wv.shape[0], xv.shape[-1]
+        m = xv.size // k if k else 0
+        if m == 0 or n == 0 or k == 0:
+            return None
+        half = sd == _F16
+        try:
+            e = _Weights((), _handle(bits, gs, half, _ENV_ISA),
+                         _levels(bits, gs, half, _ENV_ISA)[1])
+        except _build.BuildError:
+            return None
+        args, scratch_len = _launch_args(e, m, n, k, bits, self._num_threads(), attrs.get("act"))
+        return NativeLibraryCall(e.h, args, (max(scratch_len, 1) * 4,))
 
 
 def reference(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,

@@ -1,0 +1,283 @@
+"""Native attention for the ``cpu`` backend (the ``scaled_dot_product_attention`` op).
+
+One kernel per call, float32: for each query row (batch, query head, position) it
+computes the scores against the visible keys (the first ``past_length`` rows of a
+cached chunk, then the new keys up to the causal limit), the softmax and the weighted
+sum of values, with a per-thread scratch row for the scores — the (T, S) score
+matrix is never written to memory, the cache is read in place (no concatenation)
+and grouped-query heads index their shared key/value head (never repeated).
+
+* Every input is read through element strides and an offset (args), so the views a
+  graph hands over (heads split out of a fused q/k/v projection, a cache prefix)
+  need no copies; the output is contiguous (B, Hq, T, Dv).
+* Dot products over D use 16 independent partial sums reduced in a fixed order
+  (vectorized without ``-ffast-math``; the same result on 1 or N threads); ``exp``
+  is libm's (its libmvec SIMD variant where glibc has one).
+* A query row that sees no key gets NaN, as the reference's softmax over nothing.
+* Threads: OpenMP over query rows when the work (rows x keys x (D + Dv)) is at least
+  ``PARALLEL_WORK``; one thread below (a parallel region costs more).
+* Other dtypes run the numpy reference (float16/bfloat16 computed in float32 there).
+
+Args (int64): threads, B, Hq, Hkv, T, S, has_past, P, D, Dv, causal, scale (float64
+bits), past-length element size (4 or 8), then (offset, 4 strides) in elements for
+q, k, v, past keys, past values, and the past-length buffer's element offset.
+Buffers: q, k, v, [past keys, past values, past length], out.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ... import _core
+from ...graph.ops import SDPA, reference_eval
+from ...graph.view import View
+from ..replay import NativeLibraryCall
+from . import build as _build
+from . import default_num_threads
+from .codegen import libmvec_functions
+
+__all__ = ["ScaledDotProductAttention", "source"]
+
+PARALLEL_WORK = 1 << 18  # rows * keys * (D + Dv) below this runs on one thread
+_F32 = np.dtype(np.float32)
+
+_SOURCE = r"""
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <vector>
+extern "C" int omp_get_thread_num(void);
+extern "C" {
+#if BZ_MVEC
+#pragma omp declare simd notinbranch
+#endif
+float expf(float);
+}
+
+static inline float bz_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t n) {
+    if (sa == 1 && sb == 1) {
+        float acc[16] = {0};
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+#pragma omp simd
+            for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
+        }
+        for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+        for (int w = 8; w; w >>= 1)
+            for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+        return acc[0];
+    }
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += a[i * sa] * b[i * sb];
+    return s;
+}
+
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
+                                                            const int64_t *a) {
+    const int64_t nt = a[0], B = a[1], Hq = a[2], Hkv = a[3], T = a[4], S = a[5];
+    const int64_t has_past = a[6], P = a[7], D = a[8], Dv = a[9], causal = a[10];
+    double scale_d;
+    std::memcpy(&scale_d, &a[11], sizeof scale_d);
+    const float scale = (float) scale_d;
+    const int64_t *qs = a + 13, *ks = a + 18, *vs = a + 23, *pks = a + 28, *pvs = a + 33;
+    const float *Q = (const float *) bufs[0] + qs[0];
+    const float *K = (const float *) bufs[1] + ks[0];
+    const float *V = (const float *) bufs[2] + vs[0];
+    const float *PK = nullptr, *PV = nullptr;
+    int64_t L = 0;
+    float *O;
+    if (has_past) {
+        PK = (const float *) bufs[3] + pks[0];
+        PV = (const float *) bufs[4] + pvs[0];
+        const int64_t off_at = a[38];
+        L = a[12] == 4 ? (int64_t) ((const int32_t *) bufs[5])[off_at]
+                       : ((const int64_t *) bufs[5])[off_at];
+        L = L < 0 ? 0 : (L > P ? P : L);
+        O = (float *) bufs[6];
+    } else {
+        O = (float *) bufs[3];
+    }
+    const int64_t rep = Hq / Hkv, rows = B * Hq * T;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+#pragma omp parallel num_threads((int) nt) if (nt > 1)
+    {
+        std::vector<float> sc((size_t) (L + S) + 1), acc((size_t) Dv + 1);
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
+            const float *q = Q + b * qs[1] + h * qs[2] + ti * qs[3];
+            float *o = O + r * Dv;
+            int64_t lim = causal ? (has_past ? ti : S - T + ti) : S - 1;  // last new key seen
+            const int64_t n_new = lim < 0 ? 0 : (lim >= S ? S : lim + 1), n = L + n_new;
+            if (n == 0) {
+                for (int64_t d = 0; d < Dv; ++d) o[d] = nan;
+                continue;
+            }
+            float *s = sc.data();
+            for (int64_t j = 0; j < L; ++j)
+                s[j] = bz_dot(q, qs[4], PK + b * pks[1] + g * pks[2] + j * pks[3], pks[4], D) *
+                       scale;
+            for (int64_t j = 0; j < n_new; ++j)
+                s[L + j] = bz_dot(q, qs[4], K + b * ks[1] + g * ks[2] + j * ks[3], ks[4], D) *
+                           scale;
+            float m = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) s[j] = expf(s[j] - m);
+            float part[16] = {0};
+            int64_t j = 0;
+            for (; j + 16 <= n; j += 16) {
+#pragma omp simd
+                for (int l = 0; l < 16; ++l) part[l] += s[j + l];
+            }
+            for (int l = 0; j < n; ++j, ++l) part[l] += s[j];
+            for (int w = 8; w; w >>= 1)
+                for (int l = 0; l < w; ++l) part[l] += part[l + w];
+            const float inv = 1.0f / part[0];
+            float *y = acc.data();
+            for (int64_t d = 0; d < Dv; ++d) y[d] = 0.0f;
+            for (int64_t jj = 0; jj < n; ++jj) {
+                const float p = s[jj];
+                const float *vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
+                                         : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
+                const int64_t sv = jj < L ? pvs[4] : vs[4];
+                if (sv == 1) {
+#pragma omp simd
+                    for (int64_t d = 0; d < Dv; ++d) y[d] += p * vr[d];
+                } else {
+                    for (int64_t d = 0; d < Dv; ++d) y[d] += p * vr[d * sv];
+                }
+            }
+            for (int64_t d = 0; d < Dv; ++d) o[d] = y[d] * inv;
+        }
+    }
+}
+"""
+
+
+def source() -> tuple[str, str]:
+    """(C++ source, symbol) of the attention kernel for this host.
+
+    >>> source()[1]
+    'bz_sdpa_f32'
+    """
+    sym = "bz_sdpa_f32"
+    mvec = int("exp" in libmvec_functions())
+    return f"#define BZ_MVEC {mvec}\n" + _SOURCE.replace("BZ_SYMBOL", sym), sym
+
+
+_handle_box: list[int] = []
+_failed: list[_build.BuildError] = []
+_lock = threading.Lock()
+
+
+def _handle() -> int:
+    """The loaded kernel (built on first use); raises BuildError (remembered)."""
+    if _handle_box:
+        return _handle_box[0]
+    if _failed:
+        raise _failed[0]
+    with _lock:
+        if not _handle_box:
+            try:
+                _handle_box.append(_build.load(*source()))
+            except _build.BuildError as e:
+                _failed.append(e)
+                raise
+    return _handle_box[0]
+
+
+def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: int
+          ) -> np.ndarray:
+    q, k, v = views[:3]
+    b, hq, t, d = q.shape
+    hkv, s, dv = k.shape[1], k.shape[2], v.shape[3]
+    past = len(views) == 6
+    p = views[3].shape[2] if past else 0
+    work = b * hq * t * (p + s) * (d + dv)
+    nt = 1 if work < PARALLEL_WORK else threads
+    scale = np.array([attrs["scale"]], np.float64).view(np.int64)[0]
+    a = [nt, b, hq, hkv, t, s, int(past), p, d, dv, int(attrs["causal"]), int(scale),
+         off_itemsize]
+    for i in range(5):
+        if i < 3 or past:
+            vw = views[i]
+            a += [vw.offset, *vw.strides]
+        else:
+            a += [0, 0, 0, 0, 0]
+    a.append(views[5].offset if past else 0)
+    return np.array(a, np.int64)
+
+
+class ScaledDotProductAttention:
+    """The ``cpu`` backend's ``library["scaled_dot_product_attention"]``: the native
+    kernel for float32 (the numpy reference for other dtypes, or after one warning
+    when the kernel cannot be built); also a replay-program step (``native_call``).
+
+    >>> import braze as bz
+    >>> impl = ScaledDotProductAttention()
+    >>> q = np.ones((1, 1, 2, 4), np.float32)
+    >>> impl({"scale": 0.5, "causal": True}, np.dtype(np.float32), q, q, q).shape
+    (1, 1, 2, 4)
+    """
+
+    def __init__(self, backend: Any = None) -> None:
+        import weakref
+
+        self._backend = weakref.ref(backend) if backend is not None else None
+        self.calls = {"native": 0, "numpy": 0}
+        self._warned = False
+
+    def _num_threads(self) -> int:
+        b = self._backend() if self._backend is not None else None
+        return b.num_threads if b is not None else default_num_threads()
+
+    def _kernel(self) -> int | None:
+        try:
+            return _handle()
+        except _build.BuildError as e:
+            if not self._warned:
+                self._warned = True
+                import warnings
+
+                warnings.warn("braze cpu backend: the scaled_dot_product_attention kernel "
+                              "failed to build; it runs with the numpy reference instead.\n"
+                              f"{e}", RuntimeWarning, stacklevel=3)
+            return None
+
+    def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, *xs: np.ndarray
+                 ) -> np.ndarray:
+        floats = xs[:5] if len(xs) == 6 else xs
+        h = self._kernel() if all(x.dtype == _F32 for x in floats) and \
+            out_dtype == _F32 else None
+        if h is None:
+            self.calls["numpy"] += 1
+            return reference_eval(SDPA, attrs, out_dtype, *xs)
+        arrays = [np.ascontiguousarray(x) for x in xs]
+        views = [View(a.shape, tuple(st // a.itemsize for st in a.strides)) for a in arrays]
+        q, v = arrays[0], arrays[2]
+        out = np.empty(q.shape[:3] + v.shape[3:], np.float32)
+        if out.size:
+            args = _args(attrs, views, arrays[5].itemsize if len(xs) == 6 else 0,
+                         self._num_threads())
+            _core.launch(h, [*arrays, out], args)
+        self.calls["native"] += 1
+        return out
+
+    def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                    out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+        """The kernel as a replay-program step (float32, any strides); None otherwise."""
+        floats = inputs[:5] if len(inputs) == 6 else inputs
+        if out[1] != _F32 or any(d != _F32 for _, d in floats) or 0 in out[0]:
+            return None
+        try:
+            h = _handle()
+        except _build.BuildError:
+            return None
+        views = [v for v, _ in inputs]
+        return NativeLibraryCall(h, _args(attrs, views, inputs[5][1].itemsize
+                                          if len(inputs) == 6 else 0, self._num_threads()))
