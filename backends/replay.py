@@ -59,16 +59,20 @@ NativeOf = Callable[[Kernel], "NativeCall | str | None"]
 
 @dataclass(frozen=True)
 class NativeLibraryCall:
-    """A library op as a program step, from ``impl.native_call(attrs, inputs, out)``
-    (``inputs``: (View over the buffer owning its memory, dtype) per input; ``out``:
-    (shape, dtype)): the kernel ``handle`` runs over the buffers [inputs..., output,
-    scratch...] with ``args``; ``scratch``: the byte size of each scratch buffer (the
-    plan owns them). Views' offsets and strides are the implementation's to encode in
-    ``args``: the program passes each input's owning buffer."""
+    """A library op as a program step, from a :data:`NativeLibrary` factory
+    ``(attrs, inputs, out)`` (``inputs``: (View over the buffer owning its memory,
+    dtype) per input; ``out``: (shape, dtype)): the kernel ``handle`` runs over the
+    buffers [inputs..., output, scratch...] with ``args``; ``scratch``: the byte size
+    of each scratch buffer (the plan owns them). Views' offsets and strides are the
+    factory's to encode in ``args``: the program passes each input's owning buffer."""
 
     handle: int
     args: np.ndarray
     scratch: tuple[int, ...] = ()
+
+
+# op name -> factory(attrs, inputs, out) -> NativeLibraryCall, or None (run it in Python)
+NativeLibrary = Mapping[str, Callable[..., "NativeLibraryCall | None"]]
 
 
 def _empty_bytes(nbytes: int) -> np.ndarray:
@@ -83,7 +87,8 @@ class ReplayPlan:
                  library: Mapping[str, LibraryImpl] | None = None,
                  alloc: Callable[[int], np.ndarray] | None = None,
                  program_factory: Callable[[int], Any] | None = None,
-                 stats: dict[str, int] | None = None) -> None:
+                 stats: dict[str, int] | None = None,
+                 native_library: NativeLibrary | None = None) -> None:
         self.schedule = s
         self._stats = stats
         self._alloc = alloc or _empty_bytes
@@ -105,7 +110,8 @@ class ReplayPlan:
         fresh = {root[o] for o in s.output_slots if root[o] in written}
         dynamic = set(s.input_slots) | fresh
         # library steps whose implementation runs as a program step: (call, its slots)
-        lib_native = self._library_calls(s, library, root) if native_of is not None else {}
+        lib_native = self._library_calls(s, native_library, root) if native_of is not None \
+            else {}
         bound_library: set[int] = set()  # library results bound as they are
         for t, step in enumerate(s.steps):
             if isinstance(step, LibraryStep) and step.output not in fresh and \
@@ -214,11 +220,11 @@ class ReplayPlan:
 
     # ------------------------------------------------------------ building
     @staticmethod
-    def _library_calls(s: Schedule, library: Mapping[str, Any] | None, root: list[int]
+    def _library_calls(s: Schedule, library: NativeLibrary | None, root: list[int]
                        ) -> dict[int, tuple[NativeLibraryCall, tuple[int, ...]]]:
-        """Step index -> (native call, buffer slots) for each library step whose
-        implementation offers ``native_call`` and accepts these inputs: every input a
-        buffer or a view of one (its View passed along), never a constant."""
+        """Step index -> (native call, buffer slots) for each library step whose op has a
+        native factory that accepts these inputs: every input a buffer or a view of one
+        (its View passed along), never a constant."""
         if not library:
             return {}
         views: dict[int, View] = {}  # view output -> its View over root[output]
@@ -234,7 +240,7 @@ class ReplayPlan:
         for t, step in enumerate(s.steps):
             if not isinstance(step, LibraryStep):
                 continue
-            make = getattr(library.get(step.op), "native_call", None)
+            make = library.get(step.op)
             if make is None:
                 continue
             ins = []

@@ -243,3 +243,25 @@ def test_native_library_ops_run_inside_the_program() -> None:
         assert plans and plans[0].n_python_kernels == 0
         assert plans[0].n_native == len(plans[0].schedule.steps) - sum(
             1 for st in plans[0].schedule.steps if not isinstance(st, (KernelStep, LibraryStep)))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 576, 960), (3, 37, 13), (8, 16, 4), (1, 5, 3), (9, 32, 8)])
+def test_matvec_steps_match_numpy(m, k, n) -> None:
+    """``x @ W.T`` with few rows of x: on cpu a native streaming matvec step of the replay
+    program (up to 8 rows; BLAS above), any K and N (tails of the 16-lane and 4-row
+    blocks), float32 against numpy's BLAS within K * 1e-6 (another summation order of K
+    products of unit normals)."""
+    w = data(n, k, seed=5)
+
+    @bz.compile
+    def f(x, w):
+        return bz.tanh(x @ w.T) * 2.0
+
+    for i in range(3):
+        x = data(m, k, seed=6 + i)
+        np.testing.assert_allclose(np.asarray(f(bz.asarray(x), bz.asarray(w))),
+                                   np.tanh(x @ w.T) * 2.0, rtol=1e-5, atol=k * 1e-6)
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        launches = plan.schedule.num_kernels  # the matmul and the tanh kernel
+        assert plan.n_native == (launches if m <= 8 else launches - 1)

@@ -36,6 +36,7 @@ from ..numpy_backend import run_kernel as numpy_run_kernel
 from ..replay import NativeCall, ReplayPlan
 from . import autotune
 from . import build as _build
+from . import matvec as _matvec
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
 
@@ -101,13 +102,21 @@ class CpuBackend(NumpyBackend):
         from .attention import ScaledDotProductAttention  # one kernel per attention
 
         self.library["scaled_dot_product_attention"] = ScaledDotProductAttention(self)
+        # library ops that replay programs run natively (no Python per call), when the
+        # factory accepts the step's dtypes and layouts
+        self.native_library: dict[str, Any] = {
+            op: self.library[op].native_call
+            for op in ("quantized_matmul", "scaled_dot_product_attention")}
+        self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
+            attrs, ins, out, self.num_threads)
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
     def _build_plan(self, schedule: Schedule) -> ReplayPlan:
         """A replay plan whose built kernels run as ``_core.Program`` segments."""
         return ReplayPlan(schedule, self._run_kernel, self._native_call, self.library,
-                          self.pool.alloc, stats=self.stats)
+                          self.pool.alloc, stats=self.stats,
+                          native_library=self.native_library)
 
     def _native_call(self, k: Kernel) -> NativeCall | str | None:
         """``k`` as a prepared native call; "skip" when empty; None: run it through

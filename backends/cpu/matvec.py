@@ -1,0 +1,180 @@
+"""Native float32 matrix-vector products for the ``cpu`` backend's replay programs.
+
+A decode step multiplies one row (or a few) by every weight matrix: ``x @ W.T`` with
+W (N, K) row-major, which BLAS runs as a gemv called from Python between native
+segments. This kernel streams W once per call, 4 rows at a time, with 4 independent
+SIMD dot products (AVX-512 / AVX2 FMA, scalar elsewhere) and software prefetch of the
+next rows, the N rows split evenly between OpenMP threads; the few rows of x stay in
+L1. It runs only as a replay-program step (``native_call``): float32, x contiguous
+with at most ``MAX_ROWS`` rows, the right operand the transpose of a contiguous
+(N, K) matrix (what ``Linear`` hands over). Everything else keeps numpy's matmul.
+
+Measured on this host (2 cores, AVX-512): SmolLM2-135M's 121 float32 matvecs per
+token (538 MB of weights) 18.5 ms (29 GB/s) vs 25.3 ms through numpy/OpenBLAS.
+
+Args (int64): threads, M, N, K. Buffers: x (M, K), W (N, K), out (M, N).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ...graph.view import View
+from ..replay import NativeLibraryCall
+from . import build as _build
+
+__all__ = ["MAX_ROWS", "native_call", "source"]
+
+MAX_ROWS = 8  # rows of x up to which the kernel runs (above: BLAS, a real GEMM)
+PARALLEL_WEIGHTS = 1 << 16  # N*K below this runs on one thread
+_F32 = np.dtype(np.float32)
+
+_SOURCE = r"""
+#include <cstdint>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+extern "C" int omp_get_thread_num(void);
+extern "C" int omp_get_num_threads(void);
+
+static inline void bz_rows4(const float *x, const float *w, float *y, int64_t K, int64_t M,
+                            int64_t N) {
+    const float *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
+    for (int64_t m = 0; m < M; ++m) {
+        const float *xm = x + m * K;
+        int64_t k = 0;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#if defined(__AVX512F__)
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 16 <= K; k += 16) {
+            if (m == 0) {
+                _mm_prefetch((const char *) (w0 + k + 4 * K), _MM_HINT_T0);
+                _mm_prefetch((const char *) (w1 + k + 4 * K), _MM_HINT_T0);
+                _mm_prefetch((const char *) (w2 + k + 4 * K), _MM_HINT_T0);
+                _mm_prefetch((const char *) (w3 + k + 4 * K), _MM_HINT_T0);
+            }
+            const __m512 xv = _mm512_loadu_ps(xm + k);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), xv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k), xv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k), xv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k), xv, a3);
+        }
+        s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
+        s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
+#elif defined(__AVX2__) && defined(__FMA__)
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 8 <= K; k += 8) {
+            const __m256 xv = _mm256_loadu_ps(xm + k);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), xv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), xv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), xv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), xv, a3);
+        }
+        float t[8];
+        __m256 *acc[4] = {&a0, &a1, &a2, &a3};
+        float *out[4] = {&s0, &s1, &s2, &s3};
+        for (int r = 0; r < 4; ++r) {
+            _mm256_storeu_ps(t, *acc[r]);
+            *out[r] = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+        }
+#endif
+        for (; k < K; ++k) {
+            const float xk = xm[k];
+            s0 += w0[k] * xk, s1 += w1[k] * xk, s2 += w2[k] * xk, s3 += w3[k] * xk;
+        }
+        float *ym = y + m * N;
+        ym[0] = s0, ym[1] = s1, ym[2] = s2, ym[3] = s3;
+    }
+}
+
+static inline void bz_row1(const float *x, const float *w, float *y, int64_t K, int64_t M,
+                           int64_t N) {
+    for (int64_t m = 0; m < M; ++m) {
+        float s = 0.f;
+        for (int64_t k = 0; k < K; ++k) s += w[k] * x[m * K + k];
+        y[m * N] = s;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
+                                                            const int64_t *a) {
+    const int64_t nt = a[0], M = a[1], N = a[2], K = a[3];
+    const float *x = (const float *) bufs[0], *W = (const float *) bufs[1];
+    float *y = (float *) bufs[2];
+    const int64_t blocks = N / 4;
+#pragma omp parallel num_threads((int) nt) if (nt > 1)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = blocks * t / T, hi = blocks * (t + 1) / T;
+        for (int64_t b = lo; b < hi; ++b) bz_rows4(x, W + 4 * b * K, y + 4 * b, K, M, N);
+        if (t == T - 1)
+            for (int64_t n = 4 * blocks; n < N; ++n) bz_row1(x, W + n * K, y + n, K, M, N);
+    }
+}
+"""
+
+
+def source() -> tuple[str, str]:
+    """(C++ source, symbol) of the matvec kernel.
+
+    >>> source()[1]
+    'bz_matvec_f32'
+    """
+    sym = "bz_matvec_f32"
+    return _SOURCE.replace("BZ_SYMBOL", sym), sym
+
+
+_handle_box: list[int] = []
+_failed: list[_build.BuildError] = []
+_lock = threading.Lock()
+
+
+def _handle() -> int:
+    if _handle_box:
+        return _handle_box[0]
+    if _failed:
+        raise _failed[0]
+    with _lock:
+        if not _handle_box:
+            try:
+                _handle_box.append(_build.load(*source()))
+            except _build.BuildError as e:
+                _failed.append(e)
+                raise
+    return _handle_box[0]
+
+
+def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                out: tuple[tuple[int, ...], np.dtype], num_threads: int
+                ) -> NativeLibraryCall | None:
+    """``matmul(x, W.T)`` as a replay-program step when x is float32, contiguous with
+    at most ``MAX_ROWS`` rows and W.T is the transpose of a contiguous (N, K) float32
+    matrix; None otherwise (numpy's matmul runs). Build failures also give None.
+
+    >>> from braze.graph.view import View
+    >>> x, wt = View.contiguous((1, 8)), View.contiguous((4, 8)).permute((1, 0))
+    >>> native_call({}, [(x, _F32), (wt, _F32)], ((1, 4), _F32), 2) is not None
+    True
+    """
+    (xv, xd), (wv, wd) = inputs
+    if attrs or xd != _F32 or wd != _F32 or out[1] != _F32 or len(wv.shape) != 2:
+        return None
+    k, n = wv.shape
+    if xv.shape[-1] != k or not (xv.offset == 0 and xv.is_contiguous()) or n == 0 or k == 0:
+        return None
+    m = xv.size // k
+    if m == 0 or m > MAX_ROWS or out[0] != xv.shape[:-1] + (n,):
+        return None
+    # W.T of a contiguous (N, K) W: strides (1, K), offset 0 (size-1 dims: stride 0)
+    if wv.offset != 0 or wv.canonical() != View((k, n), (1 if k > 1 else 0,
+                                                         k if n > 1 else 0)):
+        return None
+    try:
+        h = _handle()
+    except _build.BuildError:
+        return None
+    threads = 1 if n * k < PARALLEL_WEIGHTS else num_threads
+    return NativeLibraryCall(h, np.array([threads, m, n, k], np.int64))
