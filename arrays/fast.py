@@ -1,11 +1,10 @@
 """``bz.fast``: the building blocks of transformer models, each one call.
 
-Each function records primitive ops that the fusion compiler turns into the
-fewest kernels: ``rms_norm`` and ``layer_norm`` become one row kernel (one read
-of x, one write), ``rope`` one elementwise kernel (the angles are computed in
-registers from the positions, no tables), and ``scaled_dot_product_attention``
-one op (one native kernel on the ``cpu`` backend; two matrix products around one
-fused mask+softmax row kernel with an array mask). Grouped-query
+``rms_norm`` and ``layer_norm`` record primitive ops that the fusion compiler turns
+into one row kernel (one read of x, one write); ``rope`` and
+``scaled_dot_product_attention`` are one op each (library ops: the ``cpu`` backend
+runs each as one native kernel, other backends their numpy reference; attention
+with an array mask is two matrix products around one fused mask+softmax kernel). Grouped-query
 attention (fewer key/value heads than query heads) is handled by grouping query
 heads, never by repeating keys and values in memory.
 
@@ -19,16 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import SDPA
+from ..graph.ops import ROPE, SDPA
 from .array import Array, as_array, astype
 from .creation import asarray
-from .elementwise import cos, sin, sqrt, where
+from .elementwise import sqrt, where
 from .linalg import matmul
-from .manipulation import concat, reshape
+from .manipulation import reshape
 from .reductions import mean, softmax
 
 __all__ = ["rms_norm", "layer_norm", "rope", "scaled_dot_product_attention"]
@@ -86,6 +83,8 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
     array, so a compiled decode step takes it as a runtime input). Feature pairs are
     ``(2i, 2i+1)`` when ``traditional`` (GPT-J / GGUF layout), else ``(i, i + dims/2)``
     (GPT-NeoX / Hugging Face ``rotate_half``); pair i turns by ``pos * base**(-2i/dims)``.
+    One op: the ``cpu`` backend computes the (T, dims/2) cos/sin table once per call
+    and rotates any strided x (heads split out of a fused projection) in one pass.
 
     >>> import braze as bz
     >>> x = bz.reshape(bz.arange(4, dtype=bz.float32), (1, 4))
@@ -93,36 +92,12 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
     [[0.0, 1.0, 2.0, 3.0]]
     """
     x = _float(x, "rope")
-    if x.ndim < 2 or dims % 2 or dims > x.shape[-1] or dims <= 0:
-        raise ValueError(f"rope: needs x of shape (..., T, D) with an even dims <= D, got "
-                         f"shape {x.shape} and dims={dims}")
-    t, d, half = x.shape[-2], x.shape[-1], dims // 2
     offset = asarray(offset) if isinstance(offset, int) else as_array(offset, "rope")
-    if offset.ndim != 0 or not dt.is_integer(offset.dtype):
-        raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
-                        f"{offset.shape} ({dt.name(offset.dtype)})")
-    # angles from constants and the (runtime) offset: no tables, everything fuses
-    pos = astype(asarray(np.arange(t, dtype=np.int32)) + offset, dt.float32) * scale
-    inv_freq = asarray((base ** (-np.arange(half, dtype=np.float64) * 2.0 / dims))
-                       .astype(np.float32))
-    theta = reshape(pos, (t, 1)) * reshape(inv_freq, (1, half))  # (T, half)
-    c, s = astype(cos(theta), x.dtype), astype(sin(theta), x.dtype)
-    rot, rest = (x, None) if dims == d else (x[..., :dims], x[..., dims:])
-    # out = pair * cos + swapped pair * (-sin, sin): the swap is a reversed view, so the
-    # whole rotation is one elementwise kernel
-    lead = rot.shape[:-1]
-    sign = asarray(np.array([-1.0, 1.0], dtype=x.dtype))
-    if traditional:
-        pairs = reshape(rot, (*lead, half, 2))
-        cos_b, sin_b = reshape(c, (t, half, 1)), reshape(s, (t, half, 1)) * sign
-        swapped = pairs[..., ::-1]
-    else:
-        pairs = reshape(rot, (*lead, 2, half))
-        cos_b, sin_b = reshape(c, (t, 1, half)), reshape(s, (t, 1, half)) * \
-            reshape(sign, (2, 1))
-        swapped = pairs[..., ::-1, :]
-    out = reshape(pairs * cos_b + swapped * sin_b, rot.shape)
-    return out if rest is None else concat([out, rest], axis=-1)
+    attrs = {"dims": dims, "traditional": bool(traditional), "base": float(base),
+             "scale": float(scale)}
+    shape, dtype = ROPE.infer((x.shape, offset.shape), (x.dtype, offset.dtype),  # type: ignore[misc]
+                              attrs)
+    return Array(Node(ROPE, (x._node, offset._node), attrs, shape, dtype))
 
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,

@@ -523,6 +523,56 @@ QUANTIZED_MATMUL = declare(OpDef(
 ))
 
 
+def rope_tables(t: int, offset: int, dims: int, base: float, scale: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """float32 cos and sin of the (T, dims/2) rotary angles ``(offset + t) * scale *
+    base**(-2i/dims)``: positions and frequencies rounded to float32 first (the order
+    every backend follows)."""
+    pos = (np.arange(t, dtype=np.int64) + offset).astype(np.float32) * np.float32(scale)
+    inv_freq = (base ** (-np.arange(dims // 2, dtype=np.float64) * 2.0 / dims)
+                ).astype(np.float32)
+    theta = pos[:, None] * inv_freq[None, :]
+    return np.cos(theta), np.sin(theta)
+
+
+def _rope_ref(x, offset, *, dims, traditional, base, scale):  # type: ignore[no-untyped-def]
+    # pair (a, b) -> (a*cos + b*(-sin), b*cos + a*sin), float32 math (float64 stays)
+    ct = np.result_type(x.dtype, np.float32)
+    c, s = rope_tables(x.shape[-2], int(offset), dims, base, scale)
+    c, s = c.astype(ct), s.astype(ct)
+    half = dims // 2
+    out = np.array(x, dtype=ct, copy=True)
+    xr = x[..., :dims].astype(ct)
+    if traditional:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+        out[..., 0:dims:2] = a * c + b * -s
+        out[..., 1:dims:2] = b * c + a * s
+    else:
+        a, b = xr[..., :half], xr[..., half:]
+        out[..., :half] = a * c + b * -s
+        out[..., half:dims] = b * c + a * s
+    return out
+
+
+def _rope_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    x, off = shapes
+    d = attrs["dims"]
+    if len(x) < 2 or d % 2 or d > x[-1] or d <= 0:
+        raise ValueError(f"rope: needs x of shape (..., T, D) with an even dims <= D, got "
+                         f"shape {x} and dims={d}")
+    if off != () or not dt.is_integer(dtypes[1]):
+        raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
+                        f"{off} ({dt.name(dtypes[1])})")
+    return x, dtypes[0]
+
+
+ROPE = declare(OpDef(
+    "rope", "library", 2, _rope_ref, "real_floating", infer=_rope_infer,
+    doc="Rotary position embedding of the first `dims` features of x (..., T, D) at "
+        "positions offset + t (one op).",
+))
+
+
 def sdpa_visible(t: int, s: int, past_len: int | None, causal: bool) -> np.ndarray:
     """(T, past_len + S) bool: which keys each of T query rows attends to. With a past
     (``past_len`` valid cached rows before the S new ones), query i sees every cached

@@ -83,8 +83,49 @@ def test_rope_matches_numpy(t, half, extra, traditional, offset) -> None:
     x = randn(2, t, dims + extra)
     got = np.asarray(bz.fast.rope(bz.asarray(x), dims, traditional=traditional, base=10000.0,
                                   offset=bz.asarray(np.int32(offset))))
+    # angles are float32 (as in MLX): position * frequency rounds by up to pos * 2**-24
     np.testing.assert_allclose(got, np_rope(x, dims, traditional, 10000.0, offset),
-                               rtol=1e-5, atol=2e-5)
+                               rtol=1e-5, atol=2e-5 + np.abs(x).max() * (offset + t) * 2**-23)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lead=st.sampled_from([(), (3,), (2, 3), (2, 1, 2)]), t=st.integers(1, 5),
+       half=st.integers(1, 8), extra=st.sampled_from([0, 2]), traditional=st.booleans(),
+       offset=st.integers(-3, 120), odtype=st.sampled_from([np.int32, np.int64, np.int8]),
+       heads_view=st.booleans())
+def test_rope_one_op_over_strided_heads(lead, t, half, extra, traditional, offset, odtype,
+                                        heads_view) -> None:
+    """Any leading dims, x as a permuted view of a (T, heads, D) buffer (the heads of a
+    fused projection), offsets of any integer dtype (negative too): one op (one native
+    kernel on cpu), eager and compiled (replayed as a program step)."""
+    dims = 2 * half
+    d = dims + extra
+    x = randn(*lead, t, d)
+    want = np_rope(x.astype(np.float64), dims, traditional, 10000.0, offset)
+    if heads_view and lead:  # (..., T, D) seen as a permuted view of (..., T, H-last...)
+        base = np.ascontiguousarray(np.moveaxis(x, -2, 0))
+        arg = bz.moveaxis(bz.asarray(base), 0, -2)
+    else:
+        arg = bz.asarray(x)
+
+    def f(x, off):
+        return bz.fast.rope(x, dims, traditional=traditional, base=10000.0, offset=off)
+
+    off = bz.asarray(odtype(offset))
+    np.testing.assert_allclose(np.asarray(f(arg, off)), want, rtol=1e-5, atol=3e-5)
+    step = bz.compile(f)
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(step(arg, off)), want, rtol=1e-5, atol=3e-5)
+    assert kernel_count(f, arg, off) == 1
+
+
+def test_rope_in_half_precision_rounds_once() -> None:
+    x = randn(2, 4, 8)
+    got = bz.fast.rope(bz.asarray(x.astype(np.float16)), 8, traditional=False, base=1e4,
+                       offset=5)
+    assert got.dtype == np.float16
+    want = np_rope(x.astype(np.float16).astype(np.float64), 8, False, 1e4, 5)
+    np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=2e-3, atol=2e-3)
 
 
 def test_rope_rejects_bad_dims_and_offsets() -> None:
@@ -142,7 +183,8 @@ def np_sdpa_past(q, k, v, pk, pv, n, scale, causal):
 @settings(max_examples=30, deadline=None)
 @given(b=st.integers(1, 2), hkv=st.integers(1, 3), rep=st.integers(1, 3),
        t=st.integers(1, 4), s_extra=st.integers(0, 2), p=st.integers(0, 9),
-       n=st.integers(-2, 11), d=st.sampled_from([1, 5, 16, 33]), dv=st.sampled_from([3, 16]),
+       n=st.integers(-2, 11), d=st.sampled_from([1, 5, 16, 33, 64]),
+       dv=st.sampled_from([3, 16, 64]),
        causal=st.booleans(), permuted=st.booleans())
 def test_sdpa_over_a_cached_prefix_matches_numpy(b, hkv, rep, t, s_extra, p, n, d, dv, causal,
                                                  permuted) -> None:

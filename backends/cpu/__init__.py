@@ -102,11 +102,14 @@ class CpuBackend(NumpyBackend):
         from .attention import ScaledDotProductAttention  # one kernel per attention
 
         self.library["scaled_dot_product_attention"] = ScaledDotProductAttention(self)
+        from .rope import Rope
+
+        self.library["rope"] = Rope(self)
         # library ops that replay programs run natively (no Python per call), when the
         # factory accepts the step's dtypes and layouts
         self.native_library: dict[str, Any] = {
             op: self.library[op].native_call
-            for op in ("quantized_matmul", "scaled_dot_product_attention")}
+            for op in ("quantized_matmul", "scaled_dot_product_attention", "rope")}
         self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
             attrs, ins, out, self.num_threads)
         _INSTANCES.add(self)

@@ -10,9 +10,14 @@ and grouped-query heads index their shared key/value head (never repeated).
 * Every input is read through element strides and an offset (args), so the views a
   graph hands over (heads split out of a fused q/k/v projection, a cache prefix)
   need no copies; the output is contiguous (B, Hq, T, Dv).
-* Dot products over D use 16 independent partial sums reduced in a fixed order
-  (vectorized without ``-ffast-math``; the same result on 1 or N threads); ``exp``
-  is libm's (its libmvec SIMD variant where glibc has one).
+* Scores: each thread transposes the keys of the (batch, key head) its rows need
+  once (d-major, past rows then new ones), so the scores of 16 keys are 16 lanes of
+  D broadcast multiply-adds — no horizontal reductions (a dot product per key with a
+  16-lane reduction tree was 2-3x slower at pre-fill); with fewer than 8 query rows
+  per key head (decode) the transposition costs more than it saves, and each score
+  is a dot product with 16 partial sums reduced in a fixed order. Every sum runs in a fixed
+  order: 1 and N threads give the same result. ``exp`` is libm's (its libmvec SIMD
+  variant where glibc has one).
 * A query row that sees no key gets NaN, as the reference's softmax over nothing.
 * Threads: OpenMP over query rows when the work (rows x keys x (D + Dv)) is at least
   ``PARALLEL_WORK``; one thread below (a parallel region costs more).
@@ -50,6 +55,7 @@ _SOURCE = r"""
 #include <cmath>
 #include <limits>
 #include <vector>
+#define BZ_TRANSPOSE_ROWS 8  // query rows per key head from which keys are transposed
 extern "C" int omp_get_thread_num(void);
 extern "C" {
 #if BZ_MVEC
@@ -58,7 +64,19 @@ extern "C" {
 float expf(float);
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 static inline float bz_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t n) {
+#if defined(__AVX512F__)
+    if (sa == 1 && sb == 1 && n % 16 == 0) {  // one register of partial sums
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+        return _mm512_reduce_add_ps(acc);
+    }
+#endif
     if (sa == 1 && sb == 1) {
         float acc[16] = {0};
         int64_t i = 0;
@@ -103,9 +121,14 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
     }
     const int64_t rep = Hq / Hkv, rows = B * Hq * T;
     const float nan = std::numeric_limits<float>::quiet_NaN();
+    const int64_t ld = (L + S + 15) / 16 * 16;  // keys per row of the transposed block
+    const bool transpose = rep * T >= BZ_TRANSPOSE_ROWS;
 #pragma omp parallel num_threads((int) nt) if (nt > 1)
     {
-        std::vector<float> sc((size_t) (L + S) + 1), acc((size_t) Dv + 1);
+        std::vector<float> sc((size_t) ld + 16), acc((size_t) Dv + 1);
+        // this thread's (b, g) keys, d-major
+        std::vector<float> kt(transpose ? (size_t) (D * ld) + 1 : 1);
+        int64_t cur = -1;
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
@@ -118,12 +141,37 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
                 continue;
             }
             float *s = sc.data();
-            for (int64_t j = 0; j < L; ++j)
-                s[j] = bz_dot(q, qs[4], PK + b * pks[1] + g * pks[2] + j * pks[3], pks[4], D) *
-                       scale;
-            for (int64_t j = 0; j < n_new; ++j)
-                s[L + j] = bz_dot(q, qs[4], K + b * ks[1] + g * ks[2] + j * ks[3], ks[4], D) *
-                           scale;
+            if (!transpose) {  // few query rows per key head (decode): one dot per key
+                for (int64_t j = 0; j < L; ++j)
+                    s[j] = bz_dot(q, qs[4], PK + b * pks[1] + g * pks[2] + j * pks[3], pks[4],
+                                  D) * scale;
+                for (int64_t j = 0; j < n_new; ++j)
+                    s[L + j] = bz_dot(q, qs[4], K + b * ks[1] + g * ks[2] + j * ks[3], ks[4],
+                                      D) * scale;
+            } else if (b * Hkv + g != cur) {  // transpose this head's keys once: the
+                cur = b * Hkv + g;  // scores of 16 keys are 16 lanes of D broadcast FMAs
+                float *w = kt.data();
+                for (int64_t j = 0; j < L + S; ++j) {
+                    const float *kr = j < L ? PK + b * pks[1] + g * pks[2] + j * pks[3]
+                                            : K + b * ks[1] + g * ks[2] + (j - L) * ks[3];
+                    const int64_t sk = j < L ? pks[4] : ks[4];
+                    for (int64_t d = 0; d < D; ++d) w[d * ld + j] = kr[d * sk];
+                }
+                for (int64_t d = 0; d < D; ++d)
+                    for (int64_t j = L + S; j < ld; ++j) w[d * ld + j] = 0.0f;
+            }
+            const float *w = kt.data();
+            for (int64_t j0 = 0; transpose && j0 < n; j0 += 16) {
+                float part[16] = {0};
+                for (int64_t d = 0; d < D; ++d) {
+                    const float qd = q[d * qs[4]];
+                    const float *wr = w + d * ld + j0;
+#pragma omp simd
+                    for (int l = 0; l < 16; ++l) part[l] += qd * wr[l];
+                }
+#pragma omp simd
+                for (int l = 0; l < 16; ++l) s[j0 + l] = part[l] * scale;
+            }
             float m = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
 #pragma omp simd
@@ -139,6 +187,26 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
                 for (int l = 0; l < w; ++l) part[l] += part[l + w];
             const float inv = 1.0f / part[0];
             float *y = acc.data();
+#if defined(__AVX512F__)
+            if (Dv == 64 && (L == 0 || pvs[4] == 1) && vs[4] == 1) {  // y in 4 registers
+                __m512 y0 = _mm512_setzero_ps(), y1 = y0, y2 = y0, y3 = y0;
+                for (int64_t jj = 0; jj < n; ++jj) {
+                    const __m512 p = _mm512_set1_ps(s[jj]);
+                    const float *vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
+                                             : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
+                    y0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), y0);
+                    y1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), y1);
+                    y2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), y2);
+                    y3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), y3);
+                }
+                const __m512 iv = _mm512_set1_ps(inv);
+                _mm512_storeu_ps(o, _mm512_mul_ps(y0, iv));
+                _mm512_storeu_ps(o + 16, _mm512_mul_ps(y1, iv));
+                _mm512_storeu_ps(o + 32, _mm512_mul_ps(y2, iv));
+                _mm512_storeu_ps(o + 48, _mm512_mul_ps(y3, iv));
+                continue;
+            }
+#endif
             for (int64_t d = 0; d < Dv; ++d) y[d] = 0.0f;
             for (int64_t jj = 0; jj < n; ++jj) {
                 const float p = s[jj];

@@ -381,6 +381,65 @@ static void bz_micro(const float* xm, const float* wt, int64_t K, float* out, in
         for (int j = 0; j < nv; ++j) out[m * N + j] = VT::hsum(acc[m][j]);
 }
 
+#if BZ_ISA == 2
+/* Pre-fill (AVX-512): out^T = W x^T. A tile of BZ_NW = 8 dequantized weight rows (row
+   major, as dequantized) against 32 rows of x transposed (xT[k * M + m], once per call:
+   M*K elements against M*N*K multiply-adds) with an 8 x 32 block of out^T in 16
+   registers: per k, 2 loads of xT, 8 broadcasts of weights, 16 FMAs, no horizontal sums
+   and no transposition of weights; the block goes to out through a stack buffer. */
+#define BZ_NW 8
+#define BZ_NC 64 /* at most this many weight rows dequantized per chunk, */
+#define BZ_CHUNK_FLOATS 32768 /* about this many floats (128 KiB: L2 keeps x^T too) */
+#define BZ_PANEL 1
+/* dst[c * ld + r] = src[r * C + c] for rows r in [r0, r1), all C columns: 16x16 blocks
+   (both sides touch 16 cache lines per block, not one line per element). */
+static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, float* dst,
+                         int64_t ld) {
+    for (int64_t rb = r0; rb < r1; rb += 16) {
+        const int64_t re = rb + 16 < r1 ? rb + 16 : r1;
+        for (int64_t cb = 0; cb < C; cb += 16) {
+            const int64_t ce = cb + 16 < C ? cb + 16 : C;
+            for (int64_t c = cb; c < ce; ++c)
+                for (int64_t r = rb; r < re; ++r) dst[c * ld + r] = src[r * C + c];
+        }
+    }
+}
+
+template <int NW>
+static void bz_wx_micro(const float* wt, int64_t K, const float* xT, int64_t M, int64_t mv,
+                        float* out, int64_t N) {
+    __m512 acc[NW][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const __mmask16 k0 = mv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << mv) - 1u);
+    const __mmask16 k1 = mv >= 32 ? (__mmask16)0xFFFF
+                                  : (mv <= 16 ? (__mmask16)0 : (__mmask16)((1u << (mv - 16)) - 1u));
+    for (int64_t k = 0; k < K; ++k) {
+        const __m512 x0 = _mm512_maskz_loadu_ps(k0, xT + k * M);
+        const __m512 x1 = _mm512_maskz_loadu_ps(k1, xT + k * M + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; ++r) {
+            const __m512 wv = _mm512_set1_ps(wt[r * K + k]);
+            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
+        }
+    }
+    /* the 8 x 32 block through a stack buffer into out[m * N + r] (8 floats per row of
+       out; scatters with stride N touch a page per lane and were slower) */
+    float blk[NW][32];
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; ++r) {
+        _mm512_storeu_ps(blk[r], acc[r][0]);
+        _mm512_storeu_ps(blk[r] + 16, acc[r][1]);
+    }
+    for (int64_t m = 0; m < mv; ++m)
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; ++r) out[m * N + r] = blk[r][m];
+}
+#else
+#define BZ_PANEL 0
+#endif
+
 /* x row -> per block of BZ_E elements: the even elements, then the odd ones (4 bits). */
 static void bz_permute(const float* x, float* xp, int64_t K) {
     for (int64_t k0 = 0; k0 < K; k0 += BZ_E)
@@ -1037,6 +1096,8 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
 #else
     (void)act;
 #endif
+    float* bz_xT = nullptr; /* the pre-fill path's shared transpose of x */
+    (void)bz_xT;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -1048,7 +1109,52 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
         const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
         float* sb = BZ_HALF ? (float*)malloc(sizeof(float) * (size_t)(2 * G + 1)) : nullptr;
         const float *s, *b;
-#if BZ_TILED
+#if BZ_PANEL
+        if (tiled) {
+            /* xT (K x M) is shared: the rows of x split between threads, then each
+               thread's weight rows */
+#pragma omp single
+            bz_xT = (float*)malloc(sizeof(float) * (size_t)(M * K));
+            bz_transpose(xp, M * t / T, M * (t + 1) / T, K, bz_xT, M);
+#pragma omp barrier
+            /* chunks of NC weight rows dequantized at once; per block of 32 rows of x,
+               the chunk's 8-row tiles in order: each row of out gets BZ_NC consecutive
+               floats (rows of out a multiple of 4 KiB apart alias in L1 otherwise) */
+            int64_t NC = (BZ_CHUNK_FLOATS / K) / BZ_NW * BZ_NW;
+            NC = NC < BZ_NW ? BZ_NW : (NC > BZ_NC ? BZ_NC : NC);
+            float* tile = (float*)malloc(sizeof(float) * (size_t)(NC * K));
+            for (int64_t h0 = n0; h0 < n1; h0 += NC) {
+                const int64_t nh = n1 - h0 < NC ? n1 - h0 : NC;
+                for (int64_t r = 0; r < nh; ++r) {
+                    bz_row_sb(sc, bi, h0 + r, G, sb, &s, &b);
+                    bz_dequant_row(wq + (h0 + r) * rowbytes, s, b, G, tile + r * K);
+                }
+                for (int64_t m0 = 0; m0 < M; m0 += 32) {
+                    const int64_t mv = M - m0 < 32 ? M - m0 : 32;
+                    const float* xT = bz_xT + m0;
+                    for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW) {
+                        const int64_t nc = nh - j0 < BZ_NW ? nh - j0 : BZ_NW;
+                        const float* wt = tile + j0 * K;
+                        float* o = out + m0 * N + h0 + j0;
+                        switch (nc) {
+                            case 1: bz_wx_micro<1>(wt, K, xT, M, mv, o, N); break;
+                            case 2: bz_wx_micro<2>(wt, K, xT, M, mv, o, N); break;
+                            case 3: bz_wx_micro<3>(wt, K, xT, M, mv, o, N); break;
+                            case 4: bz_wx_micro<4>(wt, K, xT, M, mv, o, N); break;
+                            case 5: bz_wx_micro<5>(wt, K, xT, M, mv, o, N); break;
+                            case 6: bz_wx_micro<6>(wt, K, xT, M, mv, o, N); break;
+                            case 7: bz_wx_micro<7>(wt, K, xT, M, mv, o, N); break;
+                            default: bz_wx_micro<8>(wt, K, xT, M, mv, o, N); break;
+                        }
+                    }
+                }
+            }
+            free(tile);
+#pragma omp barrier
+#pragma omp single
+            free(bz_xT);
+        } else
+#elif BZ_TILED
         if (tiled) {
             constexpr int NR = VT::NR;
             int64_t NT = ((int64_t)(64 * 1024 / 4) / K) / NR * NR;  /* tile rows: ~64 KiB */

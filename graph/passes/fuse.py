@@ -11,9 +11,13 @@ Data-flow analysis in four steps:
    (down to buffers) costs at most ``RECOMPUTE_LIMIT`` = 16 (transcendental 8,
    divide/sqrt 4, other ops 1, views 0): a few flops per element are cheaper than
    writing and re-reading a buffer (two extra memory passes). Costlier ones are
-   realized and grouping is redone. Sharing inside one kernel costs nothing extra
-   (a row kernel's stages re-read the row they work on). A reshape that strides
-   cannot express (flattening a transpose) realizes the value it reads, as a copy.
+   realized and grouping is redone. A transcendental expression that a kernel reads
+   broadcast over at least ``BROADCAST_REALIZE`` = 4 times its own elements (rope's
+   cos/sin tables) is realized too, unless it derives from a reduction (row kernels
+   stay whole): recomputing it would multiply its cost by the broadcast factor.
+   Sharing inside one kernel costs nothing extra (a row kernel's stages re-read the
+   row they work on). A reshape that strides cannot express (flattening a
+   transpose) realizes the value it reads, as a copy.
 3. **Group.** Row fusion: a reduction merges with the kernels that read its result
    broadcast back along the reduced dims (``x - max(x)``, ``e / sum(e)``) over the
    same iteration space — softmax, layer norm, RMS norm and logsumexp become one
@@ -35,6 +39,7 @@ from ..ops import OPS
 from ..view import View
 
 RECOMPUTE_LIMIT = 16
+BROADCAST_REALIZE = 4  # see Fuser.broadcast_costly
 _EXPENSIVE = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
               "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow",
               "sigmoid", "atan2", "hypot", "logaddexp"}
@@ -45,6 +50,13 @@ _VIEW_ATTR = {"broadcast_to": "shape", "permute_dims": "axes", "slice": "slices"
 # View ops from a node's index space up to a kernel's iteration space, innermost first:
 # (op, argument, the graph node whose value the op produces).
 Chain = tuple[tuple[str, Any, int], ...]
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def op_cost(name: str) -> int:
@@ -260,10 +272,36 @@ class Fuser:
         changed = False
         for i in sorted(self.members):
             groups = {group_of[r] for r in self.members[i] if r in group_of}
-            if len(groups) > 1 and self.subtree_cost(i) > RECOMPUTE_LIMIT:
+            cost = self.subtree_cost(i)
+            if (len(groups) > 1 and cost > RECOMPUTE_LIMIT) or self.broadcast_costly(i, cost):
                 self.realized.add(i)
                 changed = True
         return changed
+
+    def broadcast_costly(self, i: int, cost: int) -> bool:
+        """Broadcast rule: a transcendental expression read by a kernel whose iteration
+        space is ``BROADCAST_REALIZE`` times larger than its own shape (rope's cos/sin of
+        (T, D/2) angles under (B, H, T, D) features) is computed once per element of its
+        own shape, not once per element of every consumer. Not for values computed from
+        a reduction (a row kernel's epilogue, log-softmax's ``log(sum)``): those stay in
+        their row kernel."""
+        if cost < op_cost("exp"):
+            return False
+        own = max(1, _size(self.g.nodes[i].shape))
+        if max((_size(self.g.nodes[r].shape) for r in self.members[i]), default=0) < \
+                BROADCAST_REALIZE * own:
+            return False
+        stack, seen = [i], set()
+        while stack:  # no reduction below it
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if self.kinds[j] == "reduce":
+                return False
+            if j == i or not self.is_buffer(j):
+                stack.extend(self.g.nodes[j].inputs)
+        return True
 
     def subtree_cost(self, i: int) -> int:
         total, stack, seen = 0, [i], set()
