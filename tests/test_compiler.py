@@ -110,6 +110,22 @@ def test_row_fusion_does_not_skip_a_library_call_in_between(xy) -> None:
     np.testing.assert_allclose(np.asarray(out), np.asarray(x).sum(axis=1) * 2, rtol=1e-5)
 
 
+def test_a_broadcast_transcendental_is_computed_once_per_own_element(xy) -> None:
+    """cos of a (64, 1) value read under (64, 32): computed in its own kernel (64 cos),
+    not once per element of the consumer (2048). Below a reduction (a row kernel's
+    epilogue) it stays in the row kernel; a same-shape exp stays inlined."""
+    x, y = xy
+    t = y[:, :1] + 1.0
+    s = kernels(x * bz.cos(t))
+    assert s.num_kernels == 2
+    assert [k.ops.count("cos") for k in s.kernels] == [1, 0]
+    np.testing.assert_allclose(np.asarray(x * bz.cos(t)),
+                               np.asarray(x) * np.cos(np.asarray(y)[:, :1] + 1.0),
+                               rtol=1e-6, atol=1e-6)
+    assert kernels(x * bz.cos(bz.sum(y, axis=1, keepdims=True))).num_kernels == 1
+    assert kernels(x * bz.exp(y)).num_kernels == 1
+
+
 def test_common_subexpressions_are_computed_once(xy) -> None:
     x, _ = xy
     s = kernels(bz.sin(x) + bz.sin(x))
