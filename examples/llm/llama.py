@@ -148,7 +148,10 @@ class Block(nn.Module):
 
 
 class KVCache:
-    """Fixed-size keys/values of every layer: host buffers (max_size, kv_heads * head_dim).
+    """Fixed-size keys/values of every layer: two host buffers (max_size, layers,
+    kv_heads * head_dim), position-major so the filled prefix ``keys[:n]`` is one
+    contiguous array (a compiled step takes it without a copy; each layer reads its
+    strided slice in place).
 
     Buffers are zero-filled lazily by the OS (np.zeros), so unused capacity costs no
     memory. ``offset`` is the number of positions filled.
@@ -157,8 +160,8 @@ class KVCache:
     def __init__(self, cfg: LlamaConfig, max_size: int) -> None:
         width = cfg.n_kv_heads * cfg.head_dim
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
-        self.keys = [np.zeros((max_size, width), np.float32) for _ in range(cfg.n_layers)]
-        self.values = [np.zeros((max_size, width), np.float32) for _ in range(cfg.n_layers)]
+        self.keys = np.zeros((max_size, cfg.n_layers, width), np.float32)
+        self.values = np.zeros((max_size, cfg.n_layers, width), np.float32)
 
     def view_length(self) -> int:
         """Rows passed to a step: a power of two >= offset (few distinct traces)."""
@@ -167,11 +170,10 @@ class KVCache:
         return min(self.max_size, max(MIN_CACHE_VIEW, 1 << math.ceil(math.log2(self.offset))))
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
-        """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
+        """Store the first ``n`` new rows of (T, layers, width) keys/values at ``offset``."""
         lo = self.offset
-        for i in range(self.cfg.n_layers):
-            self.keys[i][lo:lo + n] = k[i, :n]
-            self.values[i][lo:lo + n] = v[i, :n]
+        self.keys[lo:lo + n] = k[:n]
+        self.values[lo:lo + n] = v[:n]
         self.offset += n
 
 
@@ -210,14 +212,14 @@ class Llama(nn.Module):
         keys, values = [], []
         for i, layer in enumerate(self.layers):
             pkv = None
-            if past:
-                pk, pv = past[2 * i], past[2 * i + 1]
+            if past:  # (S, layers, width) buffers: this layer's rows are a strided view
+                pk, pv = past[0][:, i], past[1][:, i]
                 pkv = (nn.split_heads(bz.reshape(pk, (1, *pk.shape)), cfg.n_kv_heads),
                        nn.split_heads(bz.reshape(pv, (1, *pv.shape)), cfg.n_kv_heads))
             x, (k, v) = layer(x, offset, pkv)
             keys.append(nn.merge_heads(k)[0])
             values.append(nn.merge_heads(v)[0])
-        return x, bz.stack(keys), bz.stack(values)
+        return x, bz.stack(keys, axis=1), bz.stack(values, axis=1)
 
     def _logits(self, x: bz.Array) -> bz.Array:
         x = self.norm(x)
@@ -260,8 +262,7 @@ class Llama(nn.Module):
         tokens = np.zeros((1, padded), np.int32)
         tokens[0, :t] = ids[0]
         n = cache.view_length()
-        past = [bz.asarray(b[:n]) for kv in zip(cache.keys, cache.values) for b in kv] \
-            if n else []
+        past = [bz.asarray(cache.keys[:n]), bz.asarray(cache.values[:n])] if n else []
         step = self._step_last if last_only else self._step_all
         logits, k, v = step(bz.asarray(tokens), bz.asarray(np.int32(cache.offset)),
                             bz.asarray(np.int32(t)), *past)
