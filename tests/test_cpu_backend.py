@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import braze as bz
 from braze.backends import cpu as cpu_mod
@@ -800,3 +801,21 @@ def test_autotuning_on_a_busy_machine_is_not_persisted(tmp_path, monkeypatch) ->
         assert not (tmp_path / "autotune.json").exists()
     finally:
         autotune.reset_memory()
+
+
+# ---------------------------------------------------------------- native library kernels
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 8), k=st.integers(0, 70), n=st.integers(1, 13), isa=st.sampled_from(
+    [0, 1, 2, None]), threads=st.sampled_from([1, 2]))
+def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
+    """The streaming matvec (replay programs' x @ W.T for up to 8 rows) on each
+    instruction-set path (capped at build time; AVX2/AVX-512 need the host), any K
+    (tails of the 16/8-lane loops) and N (tails of the 4-row blocks), 1 or 2 threads:
+    within K * 1e-6 of float64 (unit normals)."""
+    from braze.backends.cpu import matvec
+
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+    got = matvec.matvec(x, w, threads, isa)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=max(k, 1) * 1e-6)

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ... import _core
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
 
-__all__ = ["MAX_ROWS", "native_call", "source"]
+__all__ = ["MAX_ROWS", "matvec", "native_call", "source"]
 
 MAX_ROWS = 8  # rows of x up to which the kernel runs (above: BLAS, a real GEMM)
 PARALLEL_WEIGHTS = 1 << 16  # N*K below this runs on one thread
@@ -34,6 +35,9 @@ _F32 = np.dtype(np.float32)
 
 _SOURCE = r"""
 #include <cstdint>
+#ifndef BZ_ISA_MAX
+#define BZ_ISA_MAX 2
+#endif
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -47,7 +51,7 @@ static inline void bz_rows4(const float *x, const float *w, float *y, int64_t K,
         const float *xm = x + m * K;
         int64_t k = 0;
         float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && BZ_ISA_MAX >= 2
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (; k + 16 <= K; k += 16) {
             if (m == 0) {
@@ -64,7 +68,7 @@ static inline void bz_rows4(const float *x, const float *w, float *y, int64_t K,
         }
         s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
         s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(__AVX2__) && defined(__FMA__) && BZ_ISA_MAX >= 1
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (; k + 8 <= K; k += 8) {
             const __m256 xv = _mm256_loadu_ps(xm + k);
@@ -117,34 +121,55 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
 """
 
 
-def source() -> tuple[str, str]:
-    """(C++ source, symbol) of the matvec kernel.
+def source(isa: int | None = None) -> tuple[str, str]:
+    """(C++ source, symbol) of the matvec kernel; ``isa`` caps the instruction set (0
+    scalar, 1 AVX2, 2 AVX-512; None: what ``-march=native`` allows) so tests run
+    every path on one machine.
 
-    >>> source()[1]
-    'bz_matvec_f32'
+    >>> source()[1], source(0)[1]
+    ('bz_matvec_f32', 'bz_matvec_f32_isa0')
     """
-    sym = "bz_matvec_f32"
-    return _SOURCE.replace("BZ_SYMBOL", sym), sym
+    sym = "bz_matvec_f32" + ("" if isa is None else f"_isa{isa}")
+    head = "" if isa is None else f"#define BZ_ISA_MAX {isa}\n"
+    return head + _SOURCE.replace("BZ_SYMBOL", sym), sym
 
 
-_handle_box: list[int] = []
-_failed: list[_build.BuildError] = []
+_handles: dict[int | None, int] = {}
+_failed: dict[int | None, _build.BuildError] = {}
 _lock = threading.Lock()
 
 
-def _handle() -> int:
-    if _handle_box:
-        return _handle_box[0]
-    if _failed:
-        raise _failed[0]
+def _handle(isa: int | None = None) -> int:
+    """The loaded kernel (built on first use); raises BuildError (remembered)."""
+    h = _handles.get(isa)
+    if h is not None:
+        return h
+    if isa in _failed:
+        raise _failed[isa]
     with _lock:
-        if not _handle_box:
+        if isa not in _handles:
             try:
-                _handle_box.append(_build.load(*source()))
+                _handles[isa] = _build.load(*source(isa))
             except _build.BuildError as e:
-                _failed.append(e)
+                _failed[isa] = e
                 raise
-    return _handle_box[0]
+    return _handles[isa]
+
+
+def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None = None
+           ) -> np.ndarray:
+    """``x @ w.T`` for float32 x (M, K) and w (N, K), both C-contiguous, with the kernel
+    (eager: tests and benchmarks).
+
+    >>> matvec(np.ones((1, 3), np.float32), np.full((2, 3), 2.0, np.float32)).tolist()
+    [[6.0, 6.0]]
+    """
+    m, k = x.shape
+    out = np.empty((m, w.shape[0]), np.float32)
+    if out.size:
+        _core.launch(_handle(isa), [x, w, out],
+                     np.array([num_threads, m, w.shape[0], k], np.int64))
+    return out
 
 
 def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
