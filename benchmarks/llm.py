@@ -61,9 +61,12 @@ def worker(impl: str, n_tokens: int) -> dict[str, float]:
         weight_bytes = model.nbytes()
         ids = tok.encode(llama.chat_prompt(QUESTION)).ids
         load_s = time.perf_counter() - t0
-        # warm-up: trace and build the pre-fill and decode steps of this prompt length
-        warm = model.make_cache()
-        list(llama.generate(model, tok, llama.chat_prompt(QUESTION), max_tokens=3, cache=warm))
+        # warm-up: trace and build the pre-fill and decode steps of this prompt length (a
+        # compiled step's first call traces it, its second prepares its replay plan)
+        for _ in range(2):
+            warm = model.make_cache()
+            list(llama.generate(model, tok, llama.chat_prompt(QUESTION), max_tokens=3,
+                                cache=warm))
         cache = model.make_cache()
         t0 = time.perf_counter()
         logits = np.asarray(model([ids], cache, last_only=True))[0, -1]

@@ -6,8 +6,10 @@ and are counted as live throughout). A kernel output takes the storage of a slot
 that died earlier with the same byte size, or — *in place* — of one of its own
 inputs that dies at this very step, when every load of that input in the kernel
 uses exactly the store's index map (each element is read before it is written, by
-the same iteration). Library and view outputs get storage of their own (a library
-allocates its result; a view aliases its source).
+the same iteration). A library output takes a dead storage of its byte size too
+(never in place: its inputs are read while it is written; a replay writes it there,
+``run_schedule`` adopts the library's result as that storage); a view aliases its
+source.
 
 >>> from braze.graph.kernel import Schedule, Slot
 >>> s = plan_memory(Schedule([Slot((4,), __import__("numpy").dtype("f4"))], [0], {}, [0], []))
@@ -61,8 +63,8 @@ def plan_memory(s: Schedule) -> Schedule:
             if isinstance(step, KernelStep):
                 sid = _in_place(step, w, [r for r in dying if storage[r] not in taken],
                                 storage, s)
-                if sid is None and pool.get(size):
-                    sid = pool[size].pop()
+            if sid is None and pool.get(size):  # storage dead before this step (never
+                sid = pool[size].pop()  # one of its inputs: those join the pool after it)
             if sid is None:
                 sid = len(storage_bytes)
                 storage_bytes[sid] = size
