@@ -239,6 +239,41 @@ def test_sdpa_row_that_sees_no_key_is_nan_and_empty_shapes_work() -> None:
     assert np.asarray(empty).shape == (1, 2, 0, 4)
 
 
+@pytest.mark.parametrize("which", ["attention", "rope"])
+def test_native_kernel_build_failure_falls_back_with_one_warning(backend_name, monkeypatch,
+                                                                 which) -> None:
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native kernels")
+    import warnings
+
+    from braze.backends.cpu import attention, build, rope
+    from braze.backends.cpu.library import KernelFamily
+
+    def fail(source: str, symbol: str) -> int:
+        raise build.BuildError(f"simulated failure of {symbol}")
+
+    mod = attention if which == "attention" else rope
+    monkeypatch.setattr(build, "load", fail)
+    monkeypatch.setattr(mod, "_KERNELS", KernelFamily(lambda _: mod.source()))
+    q = randn(1, 2, 3, 8)
+    if which == "attention":
+        impl, attrs, args = attention.ScaledDotProductAttention(), {"scale": 0.5,
+                                                                  "causal": True}, (q, q, q)
+        want = np_sdpa(q, q, q, 0.5, np.arange(3)[None, :] <= np.arange(3)[:, None])
+    else:
+        impl, args = rope.Rope(), (q, np.array(2))
+        attrs = {"dims": 8, "traditional": True, "base": 1e4, "scale": 1.0}
+        want = np_rope(q, 8, True, 1e4, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [impl(attrs, np.dtype(np.float32), *args) for _ in range(2)]
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "numpy reference" in msgs[0] and impl.op in msgs[0]
+    assert impl.calls == {"native": 0, "numpy": 2}
+    for out in outs:
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+
+
 def test_sdpa_rejects_bad_past() -> None:
     q = bz.ones((1, 2, 1, 4))
     with pytest.raises(ValueError, match="do not match"):

@@ -316,9 +316,10 @@ def test_build_failure_falls_back_to_numpy_with_one_warning(backend_name, monkey
     def fail(source: str, symbol: str) -> int:
         raise build.BuildError(f"simulated failure of {symbol}")
 
+    from braze.backends.cpu.library import KernelFamily
+
     monkeypatch.setattr(build, "load", fail)
-    monkeypatch.setattr(qmatmul, "_handles", {})
-    monkeypatch.setattr(qmatmul, "_failed", {})
+    monkeypatch.setattr(qmatmul, "_KERNELS", KernelFamily(lambda key: qmatmul.source(*key)))
     impl = qmatmul.QuantizedMatmul()
     rng = np.random.default_rng(4)
     wq = pack(rng.integers(0, 16, (5, 64)), 4)

@@ -31,7 +31,6 @@ Buffers: q, k, v, [past keys, past values, past length], out.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -41,8 +40,8 @@ from ...graph.ops import SDPA, reference_eval
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
-from . import default_num_threads
 from .codegen import libmvec_functions
+from .library import KernelFamily, NativeOp
 
 __all__ = ["ScaledDotProductAttention", "source"]
 
@@ -238,25 +237,7 @@ def source() -> tuple[str, str]:
     return f"#define BZ_MVEC {mvec}\n" + _SOURCE.replace("BZ_SYMBOL", sym), sym
 
 
-_handle_box: list[int] = []
-_failed: list[_build.BuildError] = []
-_lock = threading.Lock()
-
-
-def _handle() -> int:
-    """The loaded kernel (built on first use); raises BuildError (remembered)."""
-    if _handle_box:
-        return _handle_box[0]
-    if _failed:
-        raise _failed[0]
-    with _lock:
-        if not _handle_box:
-            try:
-                _handle_box.append(_build.load(*source()))
-            except _build.BuildError as e:
-                _failed.append(e)
-                raise
-    return _handle_box[0]
+_KERNELS = KernelFamily(lambda _: source())
 
 
 def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: int
@@ -281,7 +262,7 @@ def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: 
     return np.array(a, np.int64)
 
 
-class ScaledDotProductAttention:
+class ScaledDotProductAttention(NativeOp):
     """The ``cpu`` backend's ``library["scaled_dot_product_attention"]``: the native
     kernel for float32 (the numpy reference for other dtypes, or after one warning
     when the kernel cannot be built); also a replay-program step (``native_call``).
@@ -293,34 +274,12 @@ class ScaledDotProductAttention:
     (1, 1, 2, 4)
     """
 
-    def __init__(self, backend: Any = None) -> None:
-        import weakref
-
-        self._backend = weakref.ref(backend) if backend is not None else None
-        self.calls = {"native": 0, "numpy": 0}
-        self._warned = False
-
-    def _num_threads(self) -> int:
-        b = self._backend() if self._backend is not None else None
-        return b.num_threads if b is not None else default_num_threads()
-
-    def _kernel(self) -> int | None:
-        try:
-            return _handle()
-        except _build.BuildError as e:
-            if not self._warned:
-                self._warned = True
-                import warnings
-
-                warnings.warn("braze cpu backend: the scaled_dot_product_attention kernel "
-                              "failed to build; it runs with the numpy reference instead.\n"
-                              f"{e}", RuntimeWarning, stacklevel=3)
-            return None
+    op = "scaled_dot_product_attention"
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, *xs: np.ndarray
                  ) -> np.ndarray:
         floats = xs[:5] if len(xs) == 6 else xs
-        h = self._kernel() if all(x.dtype == _F32 for x in floats) and \
+        h = self._kernel(_KERNELS.handle) if all(x.dtype == _F32 for x in floats) and \
             out_dtype == _F32 else None
         if h is None:
             self.calls["numpy"] += 1
@@ -343,7 +302,7 @@ class ScaledDotProductAttention:
         if out[1] != _F32 or any(d != _F32 for _, d in floats) or 0 in out[0]:
             return None
         try:
-            h = _handle()
+            h = _KERNELS.handle()
         except _build.BuildError:
             return None
         views = [v for v, _ in inputs]

@@ -17,7 +17,6 @@ Args (int64): threads, M, N, K. Buffers: x (M, K), W (N, K), out (M, N).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from ... import _core
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
+from .library import KernelFamily
 
 __all__ = ["MAX_ROWS", "matvec", "native_call", "source"]
 
@@ -134,26 +134,7 @@ def source(isa: int | None = None) -> tuple[str, str]:
     return head + _SOURCE.replace("BZ_SYMBOL", sym), sym
 
 
-_handles: dict[int | None, int] = {}
-_failed: dict[int | None, _build.BuildError] = {}
-_lock = threading.Lock()
-
-
-def _handle(isa: int | None = None) -> int:
-    """The loaded kernel (built on first use); raises BuildError (remembered)."""
-    h = _handles.get(isa)
-    if h is not None:
-        return h
-    if isa in _failed:
-        raise _failed[isa]
-    with _lock:
-        if isa not in _handles:
-            try:
-                _handles[isa] = _build.load(*source(isa))
-            except _build.BuildError as e:
-                _failed[isa] = e
-                raise
-    return _handles[isa]
+_KERNELS = KernelFamily(source)
 
 
 def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None = None
@@ -167,7 +148,7 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     m, k = x.shape
     out = np.empty((m, w.shape[0]), np.float32)
     if out.size:
-        _core.launch(_handle(isa), [x, w, out],
+        _core.launch(_KERNELS.handle(isa), [x, w, out],
                      np.array([num_threads, m, w.shape[0], k], np.int64))
     return out
 
@@ -198,7 +179,7 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                                                          k if n > 1 else 0)):
         return None
     try:
-        h = _handle()
+        h = _KERNELS.handle()
     except _build.BuildError:
         return None
     threads = 1 if n * k < PARALLEL_WEIGHTS else num_threads

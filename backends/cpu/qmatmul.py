@@ -102,8 +102,6 @@ exercise every path on one machine); it can only lower what the host has.
 from __future__ import annotations
 
 import os
-import threading
-import warnings
 import weakref
 from typing import Any
 
@@ -116,6 +114,7 @@ from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
 from . import default_num_threads
+from .library import KernelFamily, NativeOp
 
 __all__ = ["QuantizedMatmul", "act_mode", "host_isa", "int8_available", "kernel_isa",
            "quantized_matmul", "reload_env", "source"]
@@ -509,6 +508,19 @@ static BZ_INLINE void bz_row_sb(const stype* sc, const stype* bi, int64_t n, int
     *b = bi + n * G;
 #endif
 }
+
+#if BZ_ISA > 0
+/* Weight rows [c0, c0 + nc) dequantized to float32 into tile (row stride K). */
+static void bz_dequant_rows(const uint8_t* wq, const stype* sc, const stype* bi, float* sb,
+                            int64_t c0, int64_t nc, int64_t G, int64_t K, float* tile) {
+    const int64_t rowbytes = K * BZ_BITS / 8;
+    const float *s, *b;
+    for (int64_t r = 0; r < nc; ++r) {
+        bz_row_sb(sc, bi, c0 + r, G, sb, &s, &b);
+        bz_dequant_row(wq + (c0 + r) * rowbytes, s, b, G, tile + r * K);
+    }
+}
+#endif
 
 /* ---------------------------------------------------------------- int8-activation path
    x quantized once per call to int8 per block of 32 (dx = max|x| / 127, q = rint(x / dx)),
@@ -1125,10 +1137,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
             float* tile = (float*)malloc(sizeof(float) * (size_t)(NC * K));
             for (int64_t h0 = n0; h0 < n1; h0 += NC) {
                 const int64_t nh = n1 - h0 < NC ? n1 - h0 : NC;
-                for (int64_t r = 0; r < nh; ++r) {
-                    bz_row_sb(sc, bi, h0 + r, G, sb, &s, &b);
-                    bz_dequant_row(wq + (h0 + r) * rowbytes, s, b, G, tile + r * K);
-                }
+                bz_dequant_rows(wq, sc, bi, sb, h0, nh, G, K, tile);
                 for (int64_t m0 = 0; m0 < M; m0 += 32) {
                     const int64_t mv = M - m0 < 32 ? M - m0 : 32;
                     const float* xT = bz_xT + m0;
@@ -1163,10 +1172,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
             float* tile = (float*)calloc((size_t)(NT * K), sizeof(float));
             for (int64_t c0 = n0; c0 < n1; c0 += NT) {
                 const int64_t nc = n1 - c0 < NT ? n1 - c0 : NT;
-                for (int64_t r = 0; r < nc; ++r) {
-                    bz_row_sb(sc, bi, c0 + r, G, sb, &s, &b);
-                    bz_dequant_row(wq + (c0 + r) * rowbytes, s, b, G, tile + r * K);
-                }
+                bz_dequant_rows(wq, sc, bi, sb, c0, nc, G, K, tile);
                 for (int64_t m0 = 0; m0 < M; m0 += 4) {
                     const int64_t mr = M - m0 < 4 ? M - m0 : 4;
                     const float* xm = xp + m0 * K;
@@ -1281,30 +1287,12 @@ def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tu
     return text, sym
 
 
-_handles: dict[tuple[int, int, bool, int | None], int] = {}
-_failed: dict[tuple[int, int, bool, int | None], _build.BuildError] = {}
-_lock = threading.Lock()
+_KERNELS = KernelFamily(lambda key: source(*key))
 
 
 def _handle(bits: int, group_size: int, half: bool, isa: int | None) -> int:
     """The loaded kernel (built on first use); raises BuildError."""
-    key = (bits, group_size, half, isa)
-    h = _handles.get(key)
-    if h is not None:
-        return h
-    if key in _failed:
-        raise _failed[key]
-    with _lock:
-        h = _handles.get(key)
-        if h is not None:
-            return h
-        try:
-            h = _build.load(*source(bits, group_size, half, isa))
-        except _build.BuildError as e:
-            _failed[key] = e
-            raise
-        _handles[key] = h
-        return h
+    return _KERNELS.handle((bits, group_size, half, isa))
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None) -> tuple[int, int]:
@@ -1499,7 +1487,7 @@ def quantized_matmul(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: 
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 
-class QuantizedMatmul:
+class QuantizedMatmul(NativeOp):
     """The ``cpu`` backend's ``library["quantized_matmul"]``: ``impl(attrs, out_dtype,
     x, wq, scales, biases)`` runs the native kernel (the numpy reference after one
     warning when it cannot be built). ``calls`` counts native and numpy runs.
@@ -1514,14 +1502,7 @@ class QuantizedMatmul:
     1
     """
 
-    def __init__(self, backend: Any = None) -> None:
-        self._backend = weakref.ref(backend) if backend is not None else None
-        self.calls = {"native": 0, "numpy": 0}
-        self._warned = False
-
-    def _num_threads(self) -> int:
-        b = self._backend() if self._backend is not None else None
-        return b.num_threads if b is not None else default_num_threads()
+    op = "quantized_matmul"
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
                  wq: np.ndarray, scales: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -1530,12 +1511,7 @@ class QuantizedMatmul:
             out = _native(x if x.dtype == _F32 else x.astype(np.float32), wq, scales, biases,
                           gs, bits, self._num_threads(), _ENV_ISA, attrs.get("act"))
         except _build.BuildError as e:
-            if not self._warned:
-                self._warned = True
-                warnings.warn("braze cpu backend: the quantized_matmul kernel (bits="
-                              f"{bits}, group_size={gs}) failed to build; quantized_matmul "
-                              f"runs with the numpy reference instead.\n{e}", RuntimeWarning,
-                              stacklevel=2)
+            self._warn_build(e, f" (bits={bits}, group_size={gs})")
             self.calls["numpy"] += 1
             return reference_eval(QUANTIZED_MATMUL, attrs, out_dtype, x, wq, scales, biases)
         self.calls["native"] += 1

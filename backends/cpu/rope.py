@@ -18,7 +18,6 @@ offset buffer's element offset. Buffers: x, offset, out (R0, R1, T, D).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -28,8 +27,8 @@ from ...graph.ops import ROPE, reference_eval
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
-from . import default_num_threads
 from .codegen import libmvec_functions
+from .library import KernelFamily, NativeOp
 
 __all__ = ["Rope", "source"]
 
@@ -127,25 +126,7 @@ def source() -> tuple[str, str]:
     return f"#define BZ_MVEC {mvec}\n" + _SOURCE.replace("BZ_SYMBOL", sym), sym
 
 
-_handle_box: list[int] = []
-_failed: list[_build.BuildError] = []
-_lock = threading.Lock()
-
-
-def _handle() -> int:
-    """The loaded kernel (built on first use); raises BuildError (remembered)."""
-    if _handle_box:
-        return _handle_box[0]
-    if _failed:
-        raise _failed[0]
-    with _lock:
-        if not _handle_box:
-            try:
-                _handle_box.append(_build.load(*source()))
-            except _build.BuildError as e:
-                _failed.append(e)
-                raise
-    return _handle_box[0]
+_KERNELS = KernelFamily(lambda _: source())
 
 
 def _merge_leading(v: View) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -178,7 +159,7 @@ def _args(attrs: dict[str, Any], x: View, off: View, off_itemsize: int, threads:
                     np.int64)
 
 
-class Rope:
+class Rope(NativeOp):
     """The ``cpu`` backend's ``library["rope"]``: the native kernel for float32 x (the
     numpy reference for other dtypes, or after one warning when it cannot be built);
     also a replay-program step (``native_call``).
@@ -190,31 +171,13 @@ class Rope:
     (1, 2, 4)
     """
 
-    def __init__(self, backend: Any = None) -> None:
-        import weakref
-
-        self._backend = weakref.ref(backend) if backend is not None else None
-        self.calls = {"native": 0, "numpy": 0}
-        self._warned = False
-
-    def _num_threads(self) -> int:
-        b = self._backend() if self._backend is not None else None
-        return b.num_threads if b is not None else default_num_threads()
+    op = "rope"
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
                  offset: np.ndarray) -> np.ndarray:
         h = None
         if x.dtype == _F32 and out_dtype == _F32 and x.size:
-            try:
-                h = _handle()
-            except _build.BuildError as e:
-                if not self._warned:
-                    self._warned = True
-                    import warnings
-
-                    warnings.warn("braze cpu backend: the rope kernel failed to build; rope "
-                                  f"runs with the numpy reference instead.\n{e}",
-                                  RuntimeWarning, stacklevel=2)
+            h = self._kernel(_KERNELS.handle)
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(ROPE, attrs, out_dtype, x, offset)
@@ -234,7 +197,7 @@ class Rope:
         if xd != _F32 or out[1] != _F32 or xv.size == 0 or od.itemsize not in (4, 8):
             return None
         try:
-            h = _handle()
+            h = _KERNELS.handle()
         except _build.BuildError:
             return None
         args = _args(attrs, xv, ov, od.itemsize, self._num_threads())
