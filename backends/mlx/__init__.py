@@ -14,8 +14,11 @@ runs one of three ways, chosen once per kernel (:meth:`MlxBackend.mode`):
 * ``"numpy"`` — kernels with a dtype MLX lacks (complex) or empty ones: the numpy
   executor, as is any kernel MLX raises on (after **one** warning naming it).
 
-Library ops: ``matmul`` on floating operands runs as ``mx.matmul``; the others (sort,
-gather, linalg, fft, quantized matmul...) run their numpy reference. Buffers are numpy
+Library ops: on floating operands ``matmul`` runs as ``mx.matmul``, ``rope`` as
+``mx.fast.rope`` and ``scaled_dot_product_attention`` as
+``mx.fast.scaled_dot_product_attention`` (a cached prefix concatenated in MLX, the
+causal/prefix mask as a boolean array); the others (sort, gather, linalg, fft,
+quantized matmul...) run their numpy reference. Buffers are numpy
 arrays between steps: MLX exports its results without a copy, but copies numpy buffers
 on import (it has no zero-copy import of host memory), so each kernel's inputs are
 copied once into MLX. ``use_metal`` (default: a Metal device is there; environment
@@ -95,7 +98,8 @@ class MlxBackend(NumpyBackend):
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self.stats = {"metal": 0, "lower": 0, "numpy": 0, "bridged": 0}
-        self.library: dict[str, Any] = {"matmul": _matmul}
+        self.library: dict[str, Any] = {"matmul": _matmul, "rope": _rope,
+                                        "scaled_dot_product_attention": _sdpa}
 
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return run_schedule(schedule, inputs, run_kernel=self._run_kernel, library=self.library)
@@ -162,6 +166,55 @@ def _cpu_stream() -> Any:
     import mlx.core as mx
 
     return mx.stream(mx.cpu)
+
+
+def _mlx_float(*xs: np.ndarray) -> bool:
+    """Operands MLX's fast kernels take (float32/float16/bfloat16, non-empty)."""
+    return all(x.dtype.name in ("float32", "float16", "bfloat16") and x.size for x in xs)
+
+
+def _rope(attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
+          offset: np.ndarray) -> np.ndarray:
+    """``mx.fast.rope`` in float32 (low precision rounded once, as the reference does)."""
+    import mlx.core as mx
+
+    from ...graph.ops import OPS, reference_eval
+    from .lower import to_mx, to_numpy
+
+    if not _mlx_float(x):
+        return reference_eval(OPS["rope"], attrs, out_dtype, x, offset)
+    xm = to_mx(x.reshape(-1, *x.shape[-2:])).astype(mx.float32)
+    out = mx.fast.rope(xm, attrs["dims"], traditional=attrs["traditional"],
+                       base=attrs["base"], scale=attrs["scale"], offset=int(offset))
+    mx.eval(out)
+    return to_numpy(out, np.dtype(np.float32)).reshape(x.shape).astype(out_dtype, copy=False)
+
+
+def _sdpa(attrs: dict[str, Any], out_dtype: np.dtype, q: np.ndarray, k: np.ndarray,
+          v: np.ndarray, *past: np.ndarray) -> np.ndarray:
+    """``mx.fast.scaled_dot_product_attention`` in float32 over [past prefix, new keys]
+    with the op's mask; the numpy reference where a query row sees no key (NaN)."""
+    import mlx.core as mx
+
+    from ...graph.ops import OPS, reference_eval, sdpa_visible
+    from .lower import to_mx, to_numpy
+
+    n = None
+    if past:
+        n = int(min(max(int(past[2]), 0), past[0].shape[2]))
+    visible = sdpa_visible(q.shape[2], k.shape[2], n, attrs["causal"])
+    if not _mlx_float(q, k, v) or not visible.any(axis=1).all():
+        return reference_eval(OPS["scaled_dot_product_attention"], attrs, out_dtype, q, k, v,
+                              *past)
+    keys, values = to_mx(k).astype(mx.float32), to_mx(v).astype(mx.float32)
+    if n:
+        keys = mx.concatenate([to_mx(past[0][:, :, :n]).astype(mx.float32), keys], axis=2)
+        values = mx.concatenate([to_mx(past[1][:, :, :n]).astype(mx.float32), values], axis=2)
+    out = mx.fast.scaled_dot_product_attention(
+        to_mx(q).astype(mx.float32), keys, values, scale=attrs["scale"],
+        mask=None if visible.all() else mx.array(visible))
+    mx.eval(out)
+    return to_numpy(out, np.dtype(np.float32)).astype(out_dtype, copy=False)
 
 
 def _matmul(attrs: dict[str, Any], out_dtype: np.dtype, a: np.ndarray,
