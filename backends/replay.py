@@ -229,13 +229,18 @@ class ReplayPlan:
             return {}
         views: dict[int, View] = {}  # view output -> its View over root[output]
         for step in s.steps:
-            if isinstance(step, ViewStep):
-                src = views.get(step.source)
-                if src is None:
-                    views[step.output] = step.view
-                elif src.is_contiguous():  # a view of a contiguous view: shift the offset
-                    v = step.view
-                    views[step.output] = View(v.shape, v.strides, v.offset + src.offset)
+            if not isinstance(step, ViewStep):
+                continue
+            if root[step.source] == step.source:  # a view of a buffer
+                views[step.output] = step.view
+                continue
+            # a view of a view indexes the inner one's row-major elements: it composes
+            # (offsets add) when the inner one is row-major from some offset
+            src = views.get(step.source)
+            if src is not None and src.canonical().strides == \
+                    View.contiguous(src.shape).canonical().strides:
+                v = step.view
+                views[step.output] = View(v.shape, v.strides, v.offset + src.offset)
         out: dict[int, tuple[NativeLibraryCall, tuple[int, ...]]] = {}
         for t, step in enumerate(s.steps):
             if not isinstance(step, LibraryStep):
