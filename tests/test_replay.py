@@ -265,3 +265,33 @@ def test_matvec_steps_match_numpy(m, k, n) -> None:
         plan = _plans(f)[0]
         launches = plan.schedule.num_kernels  # the matmul and the tanh kernel
         assert plan.n_native == (launches if m <= 8 else launches - 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float16, np.int64, np.bool_])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat_steps_of_strided_views(dtype, axis) -> None:
+    """concat of transposed / sliced / broadcast views (on cpu: a native program step,
+    any dtype, up to 4 dims), replayed with new data, equals numpy's."""
+    @bz.compile
+    def f(a, b):
+        parts = [bz.permute_dims(a, (1, 0, 2)), b[:, ::2], bz.broadcast_to(b[:, :1], (3, 2, 5))]
+        if axis != 1:
+            parts = [p[:, :2] for p in parts]
+        return bz.concat(parts, axis=axis) if axis != -1 else bz.concat(
+            [bz.reshape(p, (3, 2, 5)) for p in parts], axis=-1)
+
+    def want(a, b):
+        parts = [a.transpose(1, 0, 2), b[:, ::2], np.broadcast_to(b[:, :1], (3, 2, 5))]
+        if axis != 1:
+            parts = [p[:, :2] for p in parts]
+        return np.concatenate(parts, axis=axis) if axis != -1 else np.concatenate(
+            [p.reshape(3, 2, 5) for p in parts], axis=-1)
+
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        a = (rng.standard_normal((2, 3, 5)) * 50).astype(dtype)
+        b = (rng.standard_normal((3, 4, 5)) * 50).astype(dtype)
+        np.testing.assert_array_equal(np.asarray(f(bz.asarray(a), bz.asarray(b))), want(a, b))
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        assert plan.n_native == plan.schedule.num_kernels

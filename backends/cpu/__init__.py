@@ -36,6 +36,7 @@ from ..numpy_backend import run_kernel as numpy_run_kernel
 from ..replay import NativeCall, ReplayPlan
 from . import autotune
 from . import build as _build
+from . import concat as _concat
 from . import matvec as _matvec
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
@@ -112,6 +113,7 @@ class CpuBackend(NumpyBackend):
             for op in ("quantized_matmul", "scaled_dot_product_attention", "rope")}
         self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
             attrs, ins, out, self.num_threads)
+        self.native_library["concat"] = _concat.native_call
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution

@@ -220,8 +220,9 @@ class Llama(nn.Module):
     def _forward_last(self, ids: bz.Array, offset: bz.Array, n_valid: bz.Array,
                       *past: bz.Array) -> tuple[bz.Array, ...]:
         x, k, v = self._body(ids, offset, past)
-        last = bz.take(x, bz.reshape(n_valid - 1, (1,)), axis=1)
-        return self._logits(last), k, v
+        if x.shape[1] > 1:  # (a decode step's single row needs no gather)
+            x = bz.take(x, bz.reshape(n_valid - 1, (1,)), axis=1)
+        return self._logits(x), k, v
 
     def _forward_all(self, ids: bz.Array, offset: bz.Array, n_valid: bz.Array,
                      *past: bz.Array) -> tuple[bz.Array, ...]:
