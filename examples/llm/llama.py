@@ -10,7 +10,7 @@ number of valid tokens, cached keys/values): prompts are padded to a multiple of
 ``PREFILL_BUCKET`` tokens and the whole fixed-size cache is passed every step, its
 filled length being the position (a runtime input: attention reads only those rows,
 in place), so decoding traces once per conversation and pre-fill once per prompt
-bucket. The KV cache is two fixed-size host buffers (positions, layers, width); each
+bucket. The KV cache is two fixed-size host buffers (layers, positions, width); each
 step returns the new keys/values, which are written into them.
 
 >>> model, tok = load()
@@ -146,10 +146,9 @@ class Block(nn.Module):
 
 
 class KVCache:
-    """Fixed-size keys/values of every layer: two host buffers (max_size, layers,
-    kv_heads * head_dim), position-major so the filled prefix ``keys[:n]`` is one
-    contiguous array (a compiled step takes it without a copy; each layer reads its
-    strided slice in place).
+    """Fixed-size keys/values of every layer: two host buffers (layers, max_size,
+    kv_heads * head_dim), passed whole to every step (attention reads each layer's
+    first ``offset`` rows in place, consecutive in memory).
 
     Buffers are zero-filled lazily by the OS (np.zeros), so unused capacity costs no
     memory. ``offset`` is the number of positions filled.
@@ -158,14 +157,14 @@ class KVCache:
     def __init__(self, cfg: LlamaConfig, max_size: int) -> None:
         width = cfg.n_kv_heads * cfg.head_dim
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
-        self.keys = np.zeros((max_size, cfg.n_layers, width), np.float32)
-        self.values = np.zeros((max_size, cfg.n_layers, width), np.float32)
+        self.keys = np.zeros((cfg.n_layers, max_size, width), np.float32)
+        self.values = np.zeros((cfg.n_layers, max_size, width), np.float32)
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
-        """Store the first ``n`` new rows of (T, layers, width) keys/values at ``offset``."""
+        """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
         lo = self.offset
-        self.keys[lo:lo + n] = k[:n]
-        self.values[lo:lo + n] = v[:n]
+        self.keys[:, lo:lo + n] = k[:, :n]
+        self.values[:, lo:lo + n] = v[:, :n]
         self.offset += n
 
 
@@ -204,14 +203,14 @@ class Llama(nn.Module):
         keys, values = [], []
         for i, layer in enumerate(self.layers):
             pkv = None
-            if past:  # (S, layers, width) buffers: this layer's rows are a strided view
-                pk, pv = past[0][:, i], past[1][:, i]
+            if past:  # (layers, S, width) buffers: this layer's rows
+                pk, pv = past[0][i], past[1][i]
                 pkv = (nn.split_heads(bz.reshape(pk, (1, *pk.shape)), cfg.n_kv_heads),
                        nn.split_heads(bz.reshape(pv, (1, *pv.shape)), cfg.n_kv_heads))
             x, (k, v) = layer(x, offset, pkv)
             keys.append(nn.merge_heads(k)[0])
             values.append(nn.merge_heads(v)[0])
-        return x, bz.stack(keys, axis=1), bz.stack(values, axis=1)
+        return x, bz.stack(keys), bz.stack(values)
 
     def _logits(self, x: bz.Array) -> bz.Array:
         x = self.norm(x)
