@@ -284,6 +284,9 @@ class ScaledDotProductAttention(NativeOp):
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(SDPA, attrs, out_dtype, *xs)
+        if len(xs) == 6:  # only the valid cached rows are copied (not a whole cache)
+            n = min(max(int(xs[5]), 0), xs[3].shape[2])
+            xs = (*xs[:3], xs[3][:, :, :n], xs[4][:, :, :n], xs[5])
         arrays = [np.ascontiguousarray(x) for x in xs]
         views = [View(a.shape, tuple(st // a.itemsize for st in a.strides)) for a in arrays]
         q, v = arrays[0], arrays[2]

@@ -22,6 +22,8 @@ step returns the new keys/values, which are written into them.
 from __future__ import annotations
 
 import importlib.metadata
+import math
+import mmap
 import os
 import sys
 import time
@@ -150,15 +152,20 @@ class KVCache:
     kv_heads * head_dim), passed whole to every step (attention reads each layer's
     first ``offset`` rows in place, consecutive in memory).
 
-    Buffers are zero-filled lazily by the OS (np.zeros), so unused capacity costs no
-    memory. ``offset`` is the number of positions filled.
+    Buffers are anonymous memory maps, zero-filled lazily by the OS in 4 KiB pages, so
+    unused capacity costs no memory (``np.zeros`` asks for transparent huge pages: a
+    row written in each layer's region would make whole 2 MiB pages resident, ~the
+    entire cache). ``offset`` is the number of positions filled.
     """
 
     def __init__(self, cfg: LlamaConfig, max_size: int) -> None:
         width = cfg.n_kv_heads * cfg.head_dim
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
-        self.keys = np.zeros((cfg.n_layers, max_size, width), np.float32)
-        self.values = np.zeros((cfg.n_layers, max_size, width), np.float32)
+        shape = (cfg.n_layers, max_size, width)
+        nbytes = max(1, cfg.n_layers * max_size * width * 4)
+        self._maps = (mmap.mmap(-1, nbytes), mmap.mmap(-1, nbytes))
+        self.keys, self.values = (np.frombuffer(m, np.float32, math.prod(shape)).reshape(shape)
+                                  for m in self._maps)
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
         """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
