@@ -186,9 +186,10 @@ def np_sdpa_past(q, k, v, pk, pv, n, scale, causal):
        t=st.integers(1, 4), s_extra=st.integers(0, 2), p=st.integers(0, 9),
        n=st.integers(-2, 11), d=st.sampled_from([1, 5, 16, 33, 64]),
        dv=st.sampled_from([3, 16, 64]),
-       causal=st.booleans(), permuted=st.booleans())
+       causal=st.booleans(), permuted=st.booleans(),
+       ndtype=st.sampled_from([np.int32, np.int64, np.int16]))
 def test_sdpa_over_a_cached_prefix_matches_numpy(b, hkv, rep, t, s_extra, p, n, d, dv, causal,
-                                                 permuted) -> None:
+                                                 permuted, ndtype) -> None:
     """One op (one kernel on cpu) reading the past rows in place, for any past length
     (clamped to [0, P]), grouped heads, and q/k/v given as strided views."""
     s = t + s_extra
@@ -208,7 +209,7 @@ def test_sdpa_over_a_cached_prefix_matches_numpy(b, hkv, rep, t, s_extra, p, n, 
                                                     past=(pk, pv), past_length=n)
 
     args = (heads(q), heads(k), heads(v), bz.asarray(pk), bz.asarray(pv),
-            bz.asarray(np.int32(n)))
+            bz.asarray(ndtype(n)))
     np.testing.assert_allclose(np.asarray(f(*args)), want, rtol=2e-5, atol=2e-5)
     step = bz.compile(f)
     for _ in range(2):  # traced, then replayed (on cpu: a native program step)

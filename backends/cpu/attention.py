@@ -286,7 +286,7 @@ class ScaledDotProductAttention(NativeOp):
             return reference_eval(SDPA, attrs, out_dtype, *xs)
         if len(xs) == 6:  # only the valid cached rows are copied (not a whole cache)
             n = min(max(int(xs[5]), 0), xs[3].shape[2])
-            xs = (*xs[:3], xs[3][:, :, :n], xs[4][:, :, :n], xs[5])
+            xs = (*xs[:3], xs[3][:, :, :n], xs[4][:, :, :n], np.asarray(n, np.int64))
         arrays = [np.ascontiguousarray(x) for x in xs]
         views = [View(a.shape, tuple(st // a.itemsize for st in a.strides)) for a in arrays]
         q, v = arrays[0], arrays[2]
@@ -304,6 +304,8 @@ class ScaledDotProductAttention(NativeOp):
         floats = inputs[:5] if len(inputs) == 6 else inputs
         if out[1] != _F32 or any(d != _F32 for _, d in floats) or 0 in out[0]:
             return None
+        if len(inputs) == 6 and inputs[5][1].itemsize not in (4, 8):
+            return None  # the kernel reads a 32- or 64-bit past length
         try:
             h = _KERNELS.handle()
         except _build.BuildError:
