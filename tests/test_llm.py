@@ -96,6 +96,33 @@ def test_decoding_across_cache_lengths_and_turns_traces_once(models, reference) 
     assert cache.offset == len(ids) + len(turn2)
 
 
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_decode_step_is_one_native_program_call(models, which) -> None:
+    """On cpu, every kernel and library op of a decode step (4-bit and float32) runs in
+    the compiled step's native program: one call from Python (plus the embedding
+    lookup that starts it), no Python-run kernels."""
+    if bz.backends.current().name != "cpu":
+        pytest.skip("native programs are the cpu backend's")
+    model, tok = models[which], models[2]
+    cache = model.make_cache(64)
+    model([tok.encode(PROMPT).ids], cache, last_only=True)
+    for t in (28, 29, 30):  # traced, then replayed through a prepared plan
+        model([[t]], cache, last_only=True)
+    b = bz.backends.current()
+    entries = list(model._step_last._entries.values())
+    plans = [p for e in entries for s in e.schedules.values()
+             for p in b._replays._idle.get(id(s), (None, []))[1]]
+    decode = [p for p in plans if p.schedule.slots[p.schedule.input_slots[0]].shape == (1, 1)]
+    assert decode, "the decode step did not replay through a plan"
+    plan = decode[0]
+    assert plan.n_python_kernels == 0
+    # the embedding lookup may run in Python; from the first layer on, one native call
+    kinds = ["native" if hasattr(op, "calls") else "python" for op in plan.ops]
+    assert kinds[-1] == "native", kinds
+    assert plan.ops[-1].calls >= 0.95 * plan.n_native, (kinds, plan.ops[-1].calls,
+                                                        plan.n_native)
+
+
 def test_the_reference_decodes_with_its_cache_like_one_forward(reference, models) -> None:
     ids = models[2].encode(PROMPT).ids
     full = reference(ids)
