@@ -28,6 +28,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.kernel import Instr, Kernel
 from ..graph.ops import OPS
+from ..graph.view import merge_dims
 
 
 class Unsupported(Exception):
@@ -316,14 +317,7 @@ def _normalize(k: Kernel) -> _Norm:
         if 0 in sizes:
             groups.append([(0, [0] * nv)])
             continue
-        dims = [(sizes[i - lo], [s[i] for s in full]) for i in range(lo, hi) if sizes[i - lo] != 1]
-        merged: list[tuple[int, list[int]]] = []
-        for size, st in dims:
-            if merged and all(p == c * size for p, c in zip(merged[-1][1], st)):
-                merged[-1] = (merged[-1][0] * size, st)
-            else:
-                merged.append((size, st))
-        groups.append(merged)
+        groups.append(merge_dims(sizes, [s[lo:hi] for s in full]))
     outer, red = groups
     if is_rows(k) and not red:  # (a reduction over no axes reduces each element alone)
         red = [(1, [0] * nv)]

@@ -111,3 +111,24 @@ class View:
             j += 1
         it = iter(new_strides)
         return View(shape, tuple(0 if d == 1 else next(it) for d in shape), self.offset)
+
+
+def merge_dims(sizes: tuple[int, ...] | list[int], strides: list[list[int]] | list[tuple[int, ...]]
+               ) -> list[tuple[int, list[int]]]:
+    """Neighbouring dims that every view steps through as one, merged (size-1 dims
+    dropped): ``[(size, [stride of each view]), ...]``, outermost first. ``strides``
+    holds one stride sequence per view, each as long as ``sizes``.
+
+    >>> merge_dims((2, 3, 4), [(12, 4, 1), (0, 4, 1)])
+    [(2, [12, 0]), (12, [1, 1])]
+    """
+    merged: list[tuple[int, list[int]]] = []
+    for i, size in enumerate(sizes):
+        if size == 1:
+            continue
+        st = [s[i] for s in strides]
+        if merged and all(p == c * size for p, c in zip(merged[-1][1], st)):
+            merged[-1] = (merged[-1][0] * size, st)
+        else:
+            merged.append((size, st))
+    return merged

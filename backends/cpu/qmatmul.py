@@ -392,7 +392,7 @@ static void bz_micro(const float* xm, const float* wt, int64_t K, float* out, in
 #define BZ_NW 8
 #define BZ_NC 64 /* at most this many weight rows dequantized per chunk, */
 #define BZ_CHUNK_FLOATS 32768 /* about this many floats (128 KiB: L2 keeps x^T too) */
-#define BZ_PANEL 1
+#define BZ_WXT 1
 /* dst[c * ld + r] = src[r * C + c] for rows r in [r0, r1), all C columns: 16x16 blocks
    (both sides touch 16 cache lines per block, not one line per element). */
 static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, float* dst,
@@ -439,7 +439,7 @@ static void bz_wx_micro(const float* wt, int64_t K, const float* xT, int64_t M, 
         for (int r = 0; r < NW; ++r) out[m * N + r] = blk[r][m];
 }
 #else
-#define BZ_PANEL 0
+#define BZ_WXT 0
 #endif
 
 /* x row -> per block of BZ_E elements: the even elements, then the odd ones (4 bits). */
@@ -1124,7 +1124,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
         const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
         float* sb = BZ_HALF ? (float*)malloc(sizeof(float) * (size_t)(2 * G + 1)) : nullptr;
         const float *s, *b;
-#if BZ_PANEL
+#if BZ_WXT
         if (tiled) {
             /* xT (K x M) is shared: the rows of x split between threads, then each
                thread's weight rows */

@@ -24,7 +24,7 @@ import numpy as np
 
 from ... import _core
 from ...graph.ops import ROPE, reference_eval
-from ...graph.view import View
+from ...graph.view import View, merge_dims
 from ..replay import NativeLibraryCall
 from . import build as _build
 from .codegen import libmvec_functions
@@ -131,13 +131,7 @@ _KERNELS = KernelFamily(lambda _: source())
 
 def _merge_leading(v: View) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The leading dims (all but T, D) of a view as at most 2 (size, stride) pairs."""
-    dims = [(n, s) for n, s in zip(v.shape[:-2], v.strides[:-2]) if n != 1]
-    merged: list[tuple[int, int]] = []
-    for n, s in dims:
-        if merged and merged[-1][1] == s * n:  # the outer dim steps over the inner one
-            merged[-1] = (merged[-1][0] * n, s)
-        else:
-            merged.append((n, s))
+    merged = [(n, st[0]) for n, st in merge_dims(v.shape[:-2], [v.strides[:-2]])]
     if len(merged) > 2:
         return None
     while len(merged) < 2:
