@@ -490,6 +490,44 @@ def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype,
     return nodes, shape
 
 
+# (op, dtype) -> elementwise_dtypes(op, dtype): pure, and on every binary op's path
+_DTYPES: dict[tuple[OpDef, np.dtype], tuple[np.dtype, np.dtype]] = {}
+
+
+def _operand_fast(x: Any, d: np.dtype) -> Node | None:
+    """The node of a strong array of dtype ``d``, or of a Python float next to a float
+    array; None when the general promotion path must decide."""
+    if type(x) is Array:
+        n = x._node
+        return n if n.dtype == d and not n.weak else None
+    if type(x) is float and d.kind == "f":
+        return _scalar_node(x, d)
+    return None
+
+
+def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
+    """The common binary cases (two strong arrays of one dtype; a float array and a
+    Python float) without the general promotion machinery: ~2x cheaper dispatch.
+    Returns None for everything else (the general path decides, raising as it does)."""
+    first = a if type(a) is Array else b
+    if type(first) is not Array or op.arity != 2:
+        return None
+    d = first._node.dtype
+    na, nb = _operand_fast(a, d), _operand_fast(b, d)
+    if na is None or nb is None:
+        return None
+    res = _DTYPES.get((op, d))
+    if res is None:
+        res = _DTYPES[op, d] = elementwise_dtypes(op, d)  # raises for an unsupported dtype
+    compute, out = res
+    if compute != d:
+        return None
+    sa, sb = na.shape, nb.shape
+    shape = sa if sa == sb or not sb else sb if not sa else broadcast_shapes(sa, sb, op=op.name)
+    attrs = {"dtype": compute} if op.exact_dtype else {}
+    return Array(Node(op, (na, nb), attrs, shape, out))
+
+
 def elementwise(op: OpDef, *args: Any) -> Array:
     """Record elementwise ``op`` on arrays and/or Python scalars (broadcasting, promotion).
 
@@ -497,6 +535,10 @@ def elementwise(op: OpDef, *args: Any) -> Array:
     >>> elementwise(OPS["add"], bz.ones((2, 1), dtype=bz.int8), 1.5).dtype
     dtype('float32')
     """
+    if len(args) == 2:
+        fast = _binary_fast(op, args[0], args[1])
+        if fast is not None:
+            return fast
     if len(args) != op.arity:
         raise TypeError(f"{op.name}: takes {op.arity} arguments, got {len(args)}")
     args, common, weak = promote_operands(op.name, args)

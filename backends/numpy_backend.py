@@ -77,10 +77,7 @@ class NumpyBackend:
             if self.skip_tiny and len(order) <= TINY_NODES and all(
                     n.size <= TINY_ELEMENTS for n in order):
                 # A tiny graph on tiny arrays: compiling costs more than fusion saves.
-                for n in order:
-                    if n.op is PARAMETER:
-                        n.op.reference()
-                return evaluate(targets, run_node, order)
+                return _evaluate_tiny(targets, order)
             targets = list(targets)
             schedule, leaves = compile_graph(targets)
             for leaf in leaves:
@@ -108,6 +105,18 @@ class NumpyBackend:
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Execute ``schedule``; subclasses plug in their own kernel executor here."""
         return run_schedule(schedule, inputs)
+
+
+def _evaluate_tiny(targets: Sequence[Node], order: list[Node]) -> list[Any]:
+    """Op by op, without the bookkeeping that frees intermediates early (they are tiny
+    and die with this call). A node drops its inputs only once its value is stored."""
+    for n in order:
+        if n.op is PARAMETER:
+            n.op.reference()  # raises: a placeholder read outside its trace
+    for n in order:
+        n.data = run_node(n, *[x.data for x in n.inputs])
+        n.inputs = ()
+    return [t.data for t in targets]
 
 
 def run_node(node: Node, *xs: np.ndarray) -> np.ndarray:

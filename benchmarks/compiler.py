@@ -3,8 +3,9 @@
 
     .venv/bin/python benchmarks/compiler.py
 
-* optimize: simplify + fuse + memory plan of a 1,000-node graph (cold), and the
-  schedule-cache lookup of a rebuilt graph (warm);
+* optimize: simplify + fuse + memory plan of four ~1,000-node graphs (cold), the
+  time to record each, and the schedule-cache lookup of a rebuilt graph beyond
+  recording it (hashing its structure);
 * workloads (float32, medians): the elementwise chain
   ``tanh(x)*0.5 + 1/(1+exp(-y))*x - exp(-x*x) + sqrt(abs(y))`` at 2^24 and softmax
   over the last axis of 4096x4096, reported in ms, GB/s (inputs + output bytes over
@@ -41,25 +42,62 @@ def softmax_np(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def compiler_costs() -> None:
-    x = bz.asarray(np.ones((64, 64), np.float32))
+def _graphs() -> dict[str, Callable[[], bz.Array]]:
+    """Graphs of ~1,000 nodes: the shapes that stress the fusion analysis."""
+    x = bz.asarray(np.ones((64, 256), np.float32))
+    w = bz.asarray(np.ones((256, 256), np.float32))
+    b = bz.asarray(np.ones(256, np.float32))
 
-    def build():
+    def row_chain():  # 250 row reductions threaded through one running value
         a = x
         for i in range(250):
             m = bz.mean(a, axis=-1, keepdims=True)
             a = bz.tanh(a - m) * 0.5 + 1.0 if i % 2 else bz.exp(-a * a)
         return a
 
-    out = build()
-    g, _ = Graph.from_nodes([out._node])
-    t_opt = median_s(lambda: optimize(g), repeat=5)
-    CACHE.get_or_build(trace([out._node]).key, lambda: g)
-    t_key = median_s(lambda: CACHE.get_or_build(trace([build()._node]).key, lambda: g))
-    t_build = median_s(build)
-    print(f"optimize a {len(g.nodes)}-node graph (cold): {t_opt * 1e3:.1f} ms")
-    print(f"rebuild the same graph: {t_build * 1e3:.2f} ms record; "
-          f"cache lookup incl. record: {t_key * 1e3:.2f} ms")
+    def softmaxes():  # 100 x (softmax + residual)
+        a = x
+        for _ in range(100):
+            a = bz.softmax(a * 1.5, axis=-1) + a
+        return a
+
+    def mlp():  # 60 x (layer norm, matmul + bias, tanh-gelu, residual)
+        a = x
+        for _ in range(60):
+            h = bz.fast.layer_norm(a, b, b, 1e-5) @ w + b
+            a = a + 0.5 * h * (1 + bz.tanh(0.79788456 * (h + 0.044715 * h * h * h)))
+        return a
+
+    def chain():  # 1,000 elementwise ops
+        a = x
+        for i in range(1000):
+            a = bz.exp(a) if i % 3 == 0 else a * 1.0001 + 0.5
+        return a
+
+    return {"250 chained row reductions": row_chain, "100 softmax + residual": softmaxes,
+            "60 layer-norm/matmul/gelu blocks": mlp, "1,000-op elementwise chain": chain}
+
+
+def compiler_costs() -> None:
+    print(f"{'graph':34s} {'nodes':>6s} {'optimize (cold)':>16s} {'record':>8s} "
+          f"{'cache hit':>10s}")
+    for name, build in _graphs().items():
+        out = build()
+        g, _ = Graph.from_nodes([out._node])
+        t_opt = median_s(lambda g=g: optimize(g), repeat=5)
+        CACHE.get_or_build(trace([out._node]).key, lambda g=g: g)
+        t_build = median_s(build)
+        t_key = median_s(lambda g=g, build=build: CACHE.get_or_build(
+            trace([build()._node]).key, lambda: g))
+        print(f"{name:34s} {len(g.nodes):6d} {t_opt * 1e3:13.1f} ms {t_build * 1e3:5.2f} ms "
+              f"{(t_key - t_build) * 1e3:7.2f} ms")
+    x = bz.asarray(np.ones((32, 32), np.float32))
+    g, _ = Graph.from_nodes([bz.softmax(x * 3.0, axis=-1)._node])
+    CACHE.get_or_build(trace([bz.softmax(x * 3.0, axis=-1)._node]).key, lambda: g)
+    t_small = median_s(lambda: CACHE.get_or_build(
+        trace([bz.softmax(x * 3.0, axis=-1)._node]).key, lambda: g), repeat=51)
+    t_rec = median_s(lambda: bz.softmax(x * 3.0, axis=-1), repeat=51)
+    print(f"softmax graph: schedule-cache hit {(t_small - t_rec) * 1e6:.0f} us beyond recording")
 
 
 def workloads() -> None:

@@ -126,6 +126,26 @@ def test_a_broadcast_transcendental_is_computed_once_per_own_element(xy) -> None
     assert kernels(x * bz.exp(y)).num_kernels == 1
 
 
+def test_a_running_value_read_by_many_kernels_is_realized(xy) -> None:
+    """Inline-width rule: ``a = softmax(a) + a`` threaded 40 times. Without it every
+    reduction would inline the whole running chain back to x (quadratic analysis); with
+    it no node is inlined into MAX_INLINE_ROOTS or more roots, and values are unchanged."""
+    from braze.graph.passes.fuse import MAX_INLINE_ROOTS, Fuser
+
+    x, _ = xy
+    a, want = x, np.asarray(x).astype(np.float64)
+    for _ in range(40):
+        a = bz.softmax(a * 1.5, axis=-1) + a
+        e = np.exp(want * 1.5 - (want * 1.5).max(axis=-1, keepdims=True))
+        want = e / e.sum(axis=-1, keepdims=True) + want
+    g = simplify(Graph.from_nodes([a._node])[0])
+    f = Fuser(g)
+    f.realize_widely_inlined()
+    f.analyze()
+    assert max(len(roots) for roots in f.members.values()) < MAX_INLINE_ROOTS
+    np.testing.assert_allclose(np.asarray(a), want, rtol=1e-4, atol=1e-6)  # float32, 40 steps
+
+
 def test_common_subexpressions_are_computed_once(xy) -> None:
     x, _ = xy
     s = kernels(bz.sin(x) + bz.sin(x))

@@ -17,7 +17,9 @@ Data-flow analysis in four steps:
    stay whole): recomputing it would multiply its cost by the broadcast factor.
    Sharing inside one kernel costs nothing extra (a row kernel's stages re-read the
    row they work on). A reshape that strides cannot express (flattening a
-   transpose) realizes the value it reads, as a copy.
+   transpose) realizes the value it reads, as a copy. Before all this, a value that
+   ``MAX_INLINE_ROOTS`` = 8 or more kernel roots would inline is realized (a running
+   value threaded through many row ops): it keeps the analysis linear in graph size.
 3. **Group.** Row fusion: a reduction merges with the kernels that read its result
    broadcast back along the reduced dims (``x - max(x)``, ``e / sum(e)``) over the
    same iteration space — softmax, layer norm, RMS norm and logsumexp become one
@@ -40,6 +42,7 @@ from ..view import View
 
 RECOMPUTE_LIMIT = 16
 BROADCAST_REALIZE = 4  # see Fuser.broadcast_costly
+MAX_INLINE_ROOTS = 8  # see Fuser.realize_widely_inlined
 _EXPENSIVE = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
               "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow",
               "sigmoid", "atan2", "hypot", "logaddexp"}
@@ -161,6 +164,35 @@ class Fuser:
                     j = g.nodes[j].inputs[0]
                 if reshaped and self.kinds[j] == "elementwise":
                     self.realized.add(j)
+
+    def realize_widely_inlined(self) -> None:
+        """Inline-width rule: an elementwise value that ``MAX_INLINE_ROOTS`` or more kernel
+        roots would inline is realized. Every root walks what it inlines down to buffers,
+        so a running value threaded through N row ops (``a = softmax(a) + a``, N times)
+        made each root walk the whole chain: O(N^2) analysis (700 nodes: 200 ms). One
+        pass over the graph in reverse order counts, per node, the roots reaching it
+        through inlined nodes (a bitset per node); realizing a node makes it the only
+        root its inputs see."""
+        reach = [0] * len(self.g.nodes)
+        kinds, consumers = self.kinds, self.consumers
+        for i in range(len(self.g.nodes) - 1, -1, -1):
+            k = kinds[i]
+            if k not in ("elementwise", "view"):
+                continue
+            if self.is_buffer(i):
+                reach[i] = 1 << i
+                continue
+            bits = 0
+            for c in consumers[i]:
+                kc = kinds[c]
+                if kc == "reduce" or (kc in ("elementwise", "view") and self.is_buffer(c)):
+                    bits |= 1 << c
+                elif kc in ("elementwise", "view"):
+                    bits |= reach[c]
+            if k == "elementwise" and bits.bit_count() >= MAX_INLINE_ROOTS:
+                self.realized.add(i)
+                bits = 1 << i
+            reach[i] = bits
 
     # ------------------------------------------------------------ spaces and views
     def is_buffer(self, i: int) -> bool:
@@ -303,9 +335,12 @@ class Fuser:
                 stack.extend(self.g.nodes[j].inputs)
         return True
 
-    def subtree_cost(self, i: int) -> int:
+    def subtree_cost(self, i: int, cap: int = RECOMPUTE_LIMIT + 1) -> int:
+        """Per-element cost of what node i inlines (each shared node once), counted only
+        up to ``cap``: the rules ask "more than RECOMPUTE_LIMIT?", and deep inlined chains
+        (1,000-node graphs) made the full count quadratic."""
         total, stack, seen = 0, [i], set()
-        while stack:
+        while stack and total < cap:
             j = stack.pop()
             if j in seen:
                 continue
@@ -567,6 +602,7 @@ class _Groups:
 def fuse(g: Graph) -> Schedule:
     """Lower ``g`` to a schedule (see the module docstring)."""
     f = Fuser(g)
+    f.realize_widely_inlined()
     while True:
         f.analyze()
         roots = f.roots()
