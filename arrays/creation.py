@@ -187,6 +187,9 @@ def full(shape: ShapeLike, fill_value: Any, *, dtype: Any = None, device: Any = 
                 raise OverflowError(f"full: {fill_value} is out of bounds for {dt.name(d)}")
         if dt.is_complex(np.asarray(fill_value).dtype) and not dt.is_complex(d):
             raise TypeError(f"full: complex fill_value for real dtype {dt.name(d)}")
+        if dt.is_integer(d) and isinstance(fill_value, builtins.float) and \
+                not math.isfinite(fill_value):
+            raise ValueError(f"full: cannot fill an {dt.name(d)} array with {fill_value}")
         with np.errstate(all="ignore"):
             value_node = constant(np.asarray(fill_value, dtype=d))
     if shape == ():
@@ -318,7 +321,10 @@ def linspace(start: builtins.float, stop: builtins.float, /, num: builtins.int, 
     >>> bz.linspace(0, 1, 5).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    num = operator.index(num)
+    try:
+        num = operator.index(num)
+    except TypeError:
+        raise TypeError(f"linspace: num must be an int, got {num!r}") from None
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     for v in (start, stop):

@@ -278,6 +278,9 @@ def test_full_rejects_bad_fill_values() -> None:
         bz.full((2,), 300, dtype=bz.int8)
     with pytest.raises(OverflowError, match=r"^full\b"):
         bz.full((2,), -1, dtype=bz.uint32)
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match=r"^full\b"):
+            bz.full((2,), bad, dtype=bz.int32)
     with pytest.raises(OverflowError):
         bz.full((2,), 2**64)
     with pytest.raises(ValueError, match=r"^full\b"):
@@ -364,6 +367,8 @@ def test_linspace_special_cases_and_errors() -> None:
         bz.linspace(0, math.nan, 3)
     with pytest.raises(TypeError, match=r"^linspace\b"):
         bz.linspace(0, 1, 3, dtype=bz.int32)
+    with pytest.raises(TypeError, match=r"^linspace\b"):
+        bz.linspace(0, 1, math.nan)
 
 
 # ---------------------------------------------------------------- eye / tril / triu / meshgrid
