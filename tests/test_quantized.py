@@ -269,7 +269,8 @@ def test_native_kernel_every_isa(backend_name, isa, bits, gs, half) -> None:
     s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
     b = (rng.standard_normal((n, k // gs))).astype(sdt)
     assert qmatmul.kernel_isa(bits, gs, half, isa) == min(isa, qmatmul.host_isa())
-    for m in (1, 3, 5, 16, 21):  # fused with 1-4 rows per pass, tiled from 16 rows
+    for m in (1, 3, 5, 16, 21, 40):  # fused with 1-4 rows per pass, tiled from 16 (40: a
+                                     # last block of 8 rows, one vector each)
         x = rng.standard_normal((m, k)).astype(np.float32)
         for threads in (1, 2):
             y = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,
@@ -501,7 +502,7 @@ def int8_gemm_problems(draw):  # type: ignore[no-untyped-def]
     gs = draw(st.sampled_from([32, 32, 64, 128]))
     k = gs * draw(st.integers(1, 1536 // gs))
     n = draw(st.sampled_from([1, 5, 16, 17, 45, 301]))  # tiles of 16 weight rows and a tail
-    m = draw(st.sampled_from([9, 16, 33, 96, 130]))
+    m = draw(st.sampled_from([9, 16, 33, 48, 96, 112, 130]))
     rng, x, s, b = _int8_operands(draw, m, n, k, gs)
     return x, pack(rng.integers(0, 16, (n, k)), 4), s, b, gs
 
