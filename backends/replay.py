@@ -35,10 +35,13 @@ import numpy as np
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS, reference_eval
 from ..graph.view import View
+from .governor import ThreadGovernor
 from .numpy_backend import SMALL_BYTES, LibraryImpl, strided
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 MAX_IDLE_PLANS = 4  # per schedule: concurrent replays beyond this build throwaway plans
+# plans with multi-threaded native calls fall back to one thread while the cores are busy
+GOVERN_THREADS = os.environ.get("BRAZE_GOVERN_THREADS", "1") != "0"
 _MATMUL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
                   np.dtype(np.complex128))
 
@@ -51,6 +54,7 @@ class NativeCall:
     handle: int
     slots: tuple[int, ...]
     args: np.ndarray
+    threads_arg: bool = True  # args[0] is the kernel's thread count (see governor.py)
 
 
 # kernel -> its native call, None (run it with ``run_kernel``), or "skip" (nothing to do)
@@ -69,6 +73,7 @@ class NativeLibraryCall:
     handle: int
     args: np.ndarray
     scratch: tuple[int, ...] = ()
+    threads_arg: bool = True  # args[0] is the kernel's thread count (see governor.py)
 
 
 # op name -> factory(attrs, inputs, out) -> NativeLibraryCall, or None (run it in Python)
@@ -157,6 +162,7 @@ class ReplayPlan:
                 read.add(step.source)
         native_slots: set[int] = set()
         self.program = None
+        self.governor: ThreadGovernor | None = None
         calls: list[tuple[NativeCall, int]] = []  # (call, step index)
         kinds: list[Any] = []
         self._scratch: list[np.ndarray] = []  # library calls' scratch, slots n, n+1, ...
@@ -167,7 +173,7 @@ class ReplayPlan:
                 for nbytes in lc.scratch:
                     extra.append(n + len(self._scratch))
                     self._scratch.append(np.empty(max(nbytes, 1), np.uint8))
-                nat = NativeCall(lc.handle, (*slots, *extra), lc.args)
+                nat = NativeCall(lc.handle, (*slots, *extra), lc.args, lc.threads_arg)
                 calls.append((nat, t))
                 native_slots.update(slots)
                 kinds.append(("native", len(calls) - 1))
@@ -196,8 +202,15 @@ class ReplayPlan:
             if factory is None:
                 factory = _program_factory()
             self.program = factory(n + len(self._scratch))
+            parallel: list[np.ndarray] = []  # the plan's own copies: the governor edits them
             for nat, _ in calls:
-                self.program.add(nat.handle, list(nat.slots), nat.args)
+                args = nat.args
+                if nat.threads_arg and args.size and args[0] > 1:
+                    args = args.copy()
+                    parallel.append(args)
+                self.program.add(nat.handle, list(nat.slots), args)
+            if parallel and GOVERN_THREADS:
+                self.governor = ThreadGovernor(parallel)
             for slot in native_slots - dynamic:
                 self.program.set(slot, self.bufs[slot])
             for j, buf in enumerate(self._scratch):
@@ -332,6 +345,9 @@ class ReplayPlan:
                     bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
             if self._bind_native:
                 self.program.bind([bufs[d] for d in self._bind_native])
+            governor = self.governor
+            if governor is not None:
+                governor.before()
             if self._errstate:
                 with np.errstate(all="ignore"):
                     for op in self.ops:
@@ -339,6 +355,8 @@ class ReplayPlan:
             else:
                 for op in self.ops:
                     op()
+            if governor is not None:
+                governor.after()
             if self._stats is not None and self.n_native:
                 self._stats["native"] += self.n_native
             outs = [bufs[o] for o in self.schedule.output_slots]

@@ -100,4 +100,4 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     args = [len(inputs), dtype.itemsize, axis, *((1,) * pad + tuple(shape))]
     for v, _ in inputs:
         args += [v.offset, *((0,) * pad + tuple(v.strides)), v.shape[axis - pad]]
-    return NativeLibraryCall(h, np.array(args, np.int64))
+    return NativeLibraryCall(h, np.array(args, np.int64), threads_arg=False)

@@ -1,0 +1,92 @@
+"""Thread governor: a replay plan's multi-threaded native calls fall back to one thread
+while other processes hold the cores, and go back when they are free.
+
+Every OpenMP region of a native kernel splits its work statically and waits for all
+of its threads. When another process keeps a core busy, the second thread of each
+region waits for the OS to schedule it (milliseconds), and a SmolLM2 decode step of
+~120 such regions went from 4.5 ms to 60 ms on 2 cores, where one thread takes 9 ms.
+
+The governor times each call of its plan and keeps a recent time per mode (all calls at
+their tuned thread counts, or all at one thread). It runs one call in the other mode —
+a *probe* — after its first call, when two calls in a row took over ``SLOW`` times the
+recent time, and every ``probe_every`` calls (doubled, up to ``MAX_PROBE_EVERY``, each
+time a probe loses; reset when it wins); after a probe the faster mode is kept. The
+thread count is element 0 of each call's int64 args, which the program reads on every
+call: switching rewrites those elements (the plan owns copies of the args).
+
+Results stay the same across modes for every kernel whose threads split independent
+outputs (elementwise, row reductions, matmuls, attention); a reduction of a whole array
+into one value sums per-thread partials, whose rounding depends on the split.
+
+>>> import numpy as np
+>>> args = [np.array([2, 7], np.int64)]
+>>> g = ThreadGovernor(args)
+>>> g.before(); g.after(0.060)  # a slow first call in parallel
+>>> g.before(); args[0].tolist()  # the probe runs serial
+[1, 7]
+>>> g.after(0.009); g.serial
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+SLOW = 1.5
+PROBE_EVERY = 64
+MAX_PROBE_EVERY = 1024
+
+
+class ThreadGovernor:
+    """Chooses between the tuned thread counts and one thread for a plan's calls."""
+
+    def __init__(self, args: list[np.ndarray]) -> None:
+        self._args = args
+        self._tuned = [int(a[0]) for a in args]
+        self.serial = False  # the mode kept (probes aside)
+        self._written = False  # the mode the args hold now (False: tuned counts)
+        self._time = [math.inf, math.inf]  # recent seconds per call: [tuned, serial]
+        self._probe_every = PROBE_EVERY
+        self._since_probe = 0
+        self._slow_calls = 0
+        self._probing = False
+        self._mode = False
+        self._t0 = 0.0
+
+    def _write(self, serial: bool) -> None:
+        if serial != self._written:
+            for a, n in zip(self._args, self._tuned):
+                a[0] = 1 if serial else n
+            self._written = serial
+
+    def before(self) -> None:
+        """Called before each replay: picks this call's mode and starts its clock."""
+        other = not self.serial
+        self._probing = self._time[self.serial] < math.inf and (
+            self._time[other] == math.inf or self._slow_calls >= 2
+            or self._since_probe >= self._probe_every)
+        self._mode = other if self._probing else self.serial
+        self._write(self._mode)
+        self._t0 = time.perf_counter()
+
+    def after(self, seconds: float | None = None) -> None:
+        """Called after each replay (``seconds``: the call's time, measured if None)."""
+        dt = time.perf_counter() - self._t0 if seconds is None else seconds
+        m = self._mode
+        if self._probing:
+            self._time[m] = dt
+            self._since_probe = self._slow_calls = 0
+            if self._time[m] < self._time[self.serial]:
+                self.serial = m
+                self._probe_every = PROBE_EVERY
+            else:
+                self._probe_every = min(2 * self._probe_every, MAX_PROBE_EVERY)
+            return
+        recent = self._time[m]
+        self._slow_calls = self._slow_calls + 1 if dt > SLOW * recent else 0
+        # down at once, up halfway: one slow call does not erase a good estimate
+        self._time[m] = dt if dt < recent else 0.5 * (recent + dt)
+        self._since_probe += 1
