@@ -197,14 +197,16 @@ class Info:
                 "integral": dt.DEFAULT_INT, "indexing": dt.DEFAULT_INDEX}
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, np.dtype]:
-        """Supported dtypes by name, optionally of one ``kind`` (as in :func:`isdtype`).
+        """The standard's dtypes by name, optionally of one ``kind`` (as in
+        :func:`isdtype`). braze's extra float16 and bfloat16 are not listed: consumers
+        of this function expect the standard's names only.
 
         >>> import braze as bz
         >>> list(bz.__array_namespace_info__().dtypes(kind="unsigned integer"))
         ['uint8', 'uint16', 'uint32', 'uint64']
         """
         _check_device(device)
-        out = {dt.name(d): d for d in dt.ALL}
+        out = {dt.name(d): d for d in dt.ALL if d not in (dt.float16, dt.bfloat16)}
         if kind is None:
             return out
         return {n: d for n, d in out.items() if isdtype(d, kind)}

@@ -13,6 +13,7 @@ input (only it, not unrelated pending work) and return arrays holding the result
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
+from . import indexing as _ix
 from .array import Array, as_array, astype, elementwise, promote_operands
 from .reductions import normalize_axes
 
@@ -58,6 +60,35 @@ def argsort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bo
     [1, 0, 2]
     """
     return _sort_op("argsort", x, axis, descending, stable)
+
+
+def top_k(x: Array, k: int, /, *, axis: int = -1, mode: str = "largest"
+          ) -> tuple[Array, Array]:
+    """The ``k`` largest (``mode="largest"``) or smallest elements along ``axis`` and
+    their indices (int64), best first, ties in index order (from the Array API's next
+    revision). Lazy: one stable argsort, a slice, a gather.
+
+    >>> import braze as bz
+    >>> v, i = bz.top_k(bz.asarray([3.0, 1.0, 4.0, 1.0, 5.0]), 2)
+    >>> v.tolist(), i.tolist()
+    ([5.0, 4.0], [4, 2])
+    """
+    x = as_array(x, "top_k")
+    if mode not in ("largest", "smallest"):
+        raise ValueError(f"top_k: mode must be 'largest' or 'smallest', got {mode!r}")
+    if x.ndim == 0:
+        raise ValueError("top_k: needs at least 1 dimension, got a 0-d array")
+    (ax,) = normalize_axes(axis, x.ndim, "top_k")
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"top_k: k must be an int, got {k!r}") from None
+    if not 0 <= k <= x.shape[ax]:
+        raise ValueError(f"top_k: k must be in [0, {x.shape[ax]}] (axis {ax} of shape "
+                         f"{x.shape}), got {k}")
+    order = argsort(x, axis=ax, descending=mode == "largest")
+    idx = order[(slice(None),) * ax + (slice(0, k),)]
+    return _ix.take_along_axis(x, idx, axis=ax), idx
 
 
 def searchsorted(x1: Array, x2: Array | int | float, /, *, side: str = "left",
@@ -241,5 +272,5 @@ def isin(x1: Array, x2: Array, /, *, invert: bool = False) -> Array:
     return elementwise(OPS["logical_not"], hit) if invert else hit
 
 
-__all__ = ["isin", "sort", "argsort", "searchsorted", "nonzero", "count_nonzero", "unique_all",
-           "unique_counts", "unique_inverse", "unique_values"]
+__all__ = ["isin", "sort", "argsort", "top_k", "searchsorted", "nonzero", "count_nonzero",
+           "unique_all", "unique_counts", "unique_inverse", "unique_values"]

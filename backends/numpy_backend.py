@@ -78,7 +78,19 @@ class NumpyBackend:
                     n.size <= TINY_ELEMENTS for n in order):
                 # A tiny graph on tiny arrays: compiling costs more than fusion saves.
                 return _evaluate_tiny(targets, order)
+            asked = len(targets)
             targets = list(targets)
+            # An intermediate that an earlier compiled evaluation computed and dropped is
+            # held by someone (a user array, another pending graph): computed again now,
+            # it is kept this time (``y = stack(xs)`` then ``y[i]`` for every i would
+            # otherwise recompute the whole stack per element).
+            wanted = {id(t) for t in targets}
+            for n in order:
+                if n.inputs and id(n) not in wanted:
+                    if n.pending_evals:
+                        targets.append(n)
+                    else:
+                        n.pending_evals = 1
             schedule, leaves = compile_graph(targets)
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
@@ -87,7 +99,7 @@ class NumpyBackend:
             for t, v in zip(targets, values):
                 t.data = v
                 t.inputs = ()
-            return values
+            return values[:asked]
 
 
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:

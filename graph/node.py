@@ -24,7 +24,8 @@ from .dtypes import name as dtype_name
 class Node:
     """One op application in the lazy graph (or a leaf holding data)."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "weak", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "weak", "pending_evals",
+                 "__weakref__")
 
     def __init__(
         self,
@@ -45,6 +46,9 @@ class Node:
         # A weakly typed value (a traced Python scalar, or arithmetic on such values
         # only): it takes the dtype of the arrays it meets, like a Python scalar.
         self.weak = weak
+        # compiled evaluations that computed this node as an intermediate without keeping
+        # it (see NumpyBackend.evaluate: the next one keeps it)
+        self.pending_evals = 0
 
     @property
     def is_evaluated(self) -> bool:

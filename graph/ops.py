@@ -194,13 +194,47 @@ def _shift(f: Callable[..., Any]) -> Callable[..., Any]:
     return ref
 
 
+def _expm1(x: np.ndarray) -> np.ndarray:
+    """np.expm1, and for complex ``exp(z) - 1`` accurate near 0 (numpy's complex expm1
+    is ``exp(z) - 1``) with the standard's special cases (infinite and NaN parts)."""
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    a, b = x.real, x.imag
+    re = np.expm1(a) * np.cos(b) - 2.0 * np.sin(b / 2) ** 2 + 0.0  # (+0: -0 - 0 is -0)
+    im = np.where(b == 0, b, np.exp(a) * np.sin(b))
+    bad_b = ~np.isfinite(b)
+    re = np.where((a == -np.inf) & bad_b, -1.0, np.where((a == np.inf) & bad_b, np.inf, re))
+    im = np.where((a == -np.inf) & bad_b, 0.0, np.where((a == np.inf) & bad_b, np.nan, im))
+    return _complex(re, im, x.dtype)
+
+
+def _complex(re: np.ndarray, im: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """re + im*j without arithmetic (which would turn an infinite part into NaNs)."""
+    out = np.empty(np.shape(re), dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    """np.tanh; for complex with an infinite real part and a finite imaginary one, the
+    standard's ``±1 + 0j`` with the imaginary zero's sign from b (numpy's sign comes
+    from sin(2b))."""
+    out = np.tanh(x)
+    if x.dtype.kind == "c":
+        a, b = x.real, x.imag
+        hit = np.isinf(a) & np.isfinite(b)
+        if hit.any():
+            out = np.where(hit, _complex(np.sign(a), np.copysign(0.0, b), x.dtype), out)
+    return out
+
+
 # unary, floating (integer inputs are computed in the default float dtype)
 for _name, _ref in [
-    ("exp", np.exp), ("expm1", np.expm1), ("log", np.log), ("log1p", np.log1p),
+    ("exp", np.exp), ("expm1", _expm1), ("log", np.log), ("log1p", np.log1p),
     ("log2", np.log2), ("log10", np.log10), ("sqrt", np.sqrt),
     ("sin", np.sin), ("cos", np.cos), ("tan", np.tan), ("asin", np.arcsin),
     ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh),
-    ("tanh", np.tanh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh),
+    ("tanh", _tanh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh),
     ("reciprocal", np.reciprocal),
 ]:
     _ew(_name, 1, _ref, "numeric", cast="float")

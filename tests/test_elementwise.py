@@ -165,9 +165,51 @@ def _floor_divide_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out.astype(x.dtype)
 
 
+def _expm1_ref(x: np.ndarray) -> np.ndarray:
+    """expm1; complex: exp(z) - 1 in complex128 for finite parts, and the standard's
+    table, row by row, where a part is infinite or NaN or both parts are zero."""
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    out = np.exp(x.astype(np.complex128)) - 1
+    inf, nan = np.inf, np.nan
+    for i, z in enumerate(x.astype(np.complex128).flat):
+        a, b = z.real, z.imag
+        if a == 0 and b == 0:
+            row = complex(0.0, b)
+        elif np.isfinite(a) and not np.isfinite(b):
+            row = complex(nan, nan)
+        elif a == inf and b == 0:
+            row = complex(inf, b)
+        elif a == -inf and np.isfinite(b):
+            row = complex(-1.0, 0.0 * np.sin(b))
+        elif a == inf and np.isfinite(b):
+            row = complex(inf * np.cos(b), inf * np.sin(b))
+        elif a == -inf:  # b infinite or NaN: -1 + 0j (sign of the zero unspecified)
+            row = complex(-1.0, 0.0)
+        elif a == inf:  # b infinite or NaN
+            row = complex(inf, nan)
+        elif np.isnan(a):
+            row = complex(nan, b) if b == 0 else complex(nan, nan)
+        else:
+            continue
+        out.flat[i] = row
+    return out
+
+
+def _tanh_ref(x: np.ndarray) -> np.ndarray:
+    """tanh; complex ``±inf + bj`` with finite b is ``±1 + 0j``, the zero signed like b
+    (the standard's table; numpy's zero takes the sign of sin(2b))."""
+    out = np.tanh(x)
+    if x.dtype.kind == "c":
+        for i, z in enumerate(x.flat):
+            if np.isinf(z.real) and np.isfinite(z.imag):
+                out.flat[i] = complex(np.sign(z.real), np.copysign(0.0, z.imag))
+    return out
+
+
 SPECIAL_REFS: dict[str, Callable[..., Any]] = {
     "sigmoid": _sigmoid_ref, "sign": _sign_ref, "pow": _pow_ref,
-    "floor_divide": _floor_divide_ref,
+    "floor_divide": _floor_divide_ref, "expm1": _expm1_ref, "tanh": _tanh_ref,
 }
 # The next representable value is a property of the dtype itself: no float32 detour.
 NATIVE_PRECISION = {"nextafter"}

@@ -99,6 +99,25 @@ def test_intermediates_nobody_holds_are_freed() -> None:
     assert ref() is None, "an intermediate nobody holds outlived the evaluation"
 
 
+def test_a_held_intermediate_a_second_evaluation_needs_is_kept() -> None:
+    """``y = stack(xs)`` then ``y[i]`` for every i: the first element evaluates the
+    stack as an intermediate (fused, not kept); the second keeps it, so the rest only
+    index it. Each evaluation here is large enough to go through the compiler."""
+    xs = [bz.asarray(np.arange(400, dtype=np.float32) + i) for i in range(3)]
+    y = bz.stack(xs) * 2.0
+    first = y[0] + 1.0
+    bz.eval(first)
+    assert not y._node.is_evaluated or bz.backends.current().name == "numpy" and \
+        not bz.backends.current().optimize
+    second = y[1] + 1.0
+    bz.eval(second)
+    assert y._node.is_evaluated
+    want = (np.arange(400, dtype=np.float32)[None] + np.arange(3)[:, None]) * 2.0
+    np.testing.assert_array_equal(np.asarray(y), want)
+    np.testing.assert_array_equal(np.asarray(second), want[1] + 1.0)
+    np.testing.assert_array_equal(np.asarray(first), want[0] + 1.0)
+
+
 def test_intermediates_a_user_holds_stay_correct() -> None:
     a = bz.arange(10)
     b = a * 3  # fused into c's kernel: b may stay lazy, but its value must be right

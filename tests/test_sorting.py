@@ -46,6 +46,34 @@ def test_sort_and_argsort_match_numpy(data):
     np.testing.assert_array_equal(upcast(got), upcast(ref))
 
 
+@given(st.data())
+def test_top_k_matches_a_stable_sort(data):
+    """top_k against numpy's stable argsort (largest: of the negated integers, so ties
+    keep index order) on integer dtypes, where the order is exact."""
+    x = data.draw(arrays(st.sampled_from([dt.int8, dt.int16, dt.int64]),
+                         shapes(min_dims=1, max_dims=3)))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    k = data.draw(st.integers(0, x.shape[axis]))
+    mode = data.draw(st.sampled_from(["largest", "smallest"]))
+    key = -x.astype(np.int64) if mode == "largest" else x
+    idx = np.take(np.argsort(key, axis=axis, kind="stable"), np.arange(k), axis=axis)
+    values, indices = bz.top_k(bz.asarray(x), k, axis=axis, mode=mode)
+    same(indices, idx.astype(np.int64))
+    same(values, np.take_along_axis(x, idx, axis=axis))
+
+
+def test_top_k_errors():
+    x = bz.asarray([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^top_k: k must be in \[0, 2\]"):
+        bz.top_k(x, 3)
+    with pytest.raises(ValueError, match="^top_k: mode"):
+        bz.top_k(x, 1, mode="middle")
+    with pytest.raises(ValueError, match="^top_k: needs"):
+        bz.top_k(bz.asarray(1.0), 1)
+    with pytest.raises(TypeError, match="^top_k: k must be an int"):
+        bz.top_k(x, 1.5)
+
+
 def test_descending_is_stable_and_lazy():
     x = bz.asarray([1, 3, 1, 3, 2])
     s = bz.argsort(x, descending=True)
