@@ -356,7 +356,9 @@ def eye(n_rows: builtins.int, n_cols: builtins.int | None = None, /, *, k: built
     shape = normalize_shape((n_rows, n_cols), "eye")
     d = _float_or(dtype, "eye")
     rows, cols = _index_grid(*shape)
-    on = elementwise(OPS["equal"], cols - rows, operator.index(k))
+    # a diagonal past the corners selects nothing: clamp k (any Python int is valid)
+    k = builtins.max(-shape[0], builtins.min(operator.index(k), shape[1]))
+    on = elementwise(OPS["equal"], cols - rows, k)
     from .elementwise import where
 
     return where(on, full((), 1, dtype=d), full((), 0, dtype=d))
@@ -368,7 +370,8 @@ def _triangle(x: Array, k: int, op: str, keep_lower: builtins.bool) -> Array:
         raise ValueError(f"{op}: requires at least 2 dimensions, got shape {x.shape}")
     rows, cols = _index_grid(*x.shape[-2:])
     diff = cols - rows
-    keep = diff <= operator.index(k) if keep_lower else diff >= operator.index(k)
+    k = builtins.max(-x.shape[-2] - 1, builtins.min(operator.index(k), x.shape[-1] + 1))
+    keep = diff <= k if keep_lower else diff >= k
     from .elementwise import where
 
     return where(keep, x, zeros((), dtype=x.dtype))

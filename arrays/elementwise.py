@@ -102,8 +102,9 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Array:
 
 
 def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 - standard names
-    """Clamp ``x`` to [min, max]; bounds are scalars or arrays; the result keeps x's dtype
-    and shape; NaN in ``x`` stays NaN.
+    """Clamp ``x`` to [min, max]; bounds are scalars or arrays broadcast with x (the
+    result has the broadcast shape, as in numpy and the conformance suite); the result
+    keeps x's dtype; NaN in ``x`` stays NaN.
 
     >>> import braze as bz
     >>> bz.clip(bz.asarray([-2, 0, 5]), -1, 3).tolist()
@@ -139,8 +140,6 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 
             info = np.iinfo(x.dtype)  # a bound past the dtype's range clamps nothing
             bound = builtins.min(builtins.max(bound, int(info.min)), int(info.max))
         out = elementwise(op, out, bound)
-    if out.shape != x.shape:
-        raise ValueError(f"clip: bounds would broadcast x from {x.shape} to {out.shape}")
     return out
 
 

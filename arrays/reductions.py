@@ -81,7 +81,12 @@ def _with_dtype(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool) -> Arr
     if dtype is None:
         return _reduce(name, x, axis, keepdims)
     d = dt.to_dtype(dtype, name)
-    x = astype(as_array(x, name), d)
+    x = as_array(x, name)
+    if dt.is_complex(x.dtype) and not dt.is_complex(d):
+        # an explicit real accumulation dtype for complex input: the real parts (numpy's
+        # cast; astype itself refuses complex -> real)
+        x = elementwise(OPS["real"], x)
+    x = astype(x, d)
     out = _reduce(name, x, axis, keepdims)
     return astype(out, d)
 

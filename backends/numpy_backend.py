@@ -95,7 +95,7 @@ class NumpyBackend:
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
                     leaf.op.reference()
-            values = self._run(schedule, [leaf.data for leaf in leaves])
+            values = self._run_eager(schedule, [leaf.data for leaf in leaves])
             for t, v in zip(targets, values):
                 t.data = v
                 t.inputs = ()
@@ -117,6 +117,11 @@ class NumpyBackend:
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Execute ``schedule``; subclasses plug in their own kernel executor here."""
         return run_schedule(schedule, inputs)
+
+    def _run_eager(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Execute ``schedule`` for a ``bz.eval`` (not a compiled function's call): where
+        building kernels costs time, a backend may run one-off small work differently."""
+        return self._run(schedule, inputs)
 
 
 def _evaluate_tiny(targets: Sequence[Node], order: list[Node]) -> list[Any]:

@@ -468,6 +468,36 @@ def test_large_outputs_use_streaming_stores_correctly() -> None:
     np.testing.assert_allclose(np.asarray(out), np.tanh(x) * 0.5 + 1.0, rtol=1e-6)
 
 
+def test_tiered_build_runs_cold_small_kernels_with_numpy_until_built(tmp_path,
+                                                                     monkeypatch) -> None:
+    """bz.eval with tiering: a small kernel no cache holds runs with the numpy executor
+    while a background thread builds it, then natively; a large one builds at once;
+    compiled functions never defer."""
+    from braze.backends import cpu as cpu_mod
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    cpu = CpuBackend(skip_tiny=False, tiered=True)
+    x = np.linspace(-2, 2, 600, dtype=np.float32).reshape(20, 30)
+    want = np.exp(x * 1.7 - (x * 1.7).max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+
+    def run():
+        out = bz.softmax(bz.asarray(x) * 1.7, axis=-1)
+        cpu.evaluate([out._node])
+        np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-7)
+
+    run()
+    assert cpu.stats == {"native": 0, "numpy": 1} and len(cpu._deferred) == 1
+    for _, future in list(cpu._deferred.values()):
+        assert isinstance(future.result(timeout=120), int)  # the background build's handle
+    run()
+    assert cpu.stats == {"native": 1, "numpy": 1} and not cpu._deferred
+    big = bz.tanh(bz.asarray(np.ones(cpu_mod.COLD_ELEMENTS, np.float32))) * 3.0
+    cpu.evaluate([big._node])
+    assert cpu.stats["native"] == 2  # large: built at once
+    np.testing.assert_allclose(np.asarray(big), np.tanh(1.0) * 3.0, rtol=1e-6)
+
+
 # ---------------------------------------------------------------- (d) structural names
 def test_same_structure_at_two_shapes_is_one_symbol_and_one_build(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))

@@ -379,6 +379,16 @@ def test_eye_matches_numpy(n, m, k, dtype) -> None:
     assert_same(bz.eye(n, m, k=k, dtype=dtype), np.eye(n, m, k=k, dtype=want), want)
 
 
+def test_diagonals_past_the_corners_select_nothing() -> None:
+    """k is any Python int (the conformance suite draws 2**63): clamped, never overflowing
+    the int64 index arithmetic."""
+    for k in (2**63, -2**70, 5, -4):
+        assert_same(bz.eye(3, 4, k=k), np.eye(3, 4, k=max(-4, min(k, 5))), dt.float32)
+        x = np.ones((2, 3), np.float32)
+        assert_same(bz.tril(bz.asarray(x), k=k), np.tril(x, k=max(-3, min(k, 4))), dt.float32)
+        assert_same(bz.triu(bz.asarray(x), k=k), np.triu(x, k=max(-3, min(k, 4))), dt.float32)
+
+
 def test_eye_errors() -> None:
     with pytest.raises(ValueError, match=r"^eye\b"):
         bz.eye(-1)

@@ -210,6 +210,19 @@ def test_sum_prod_dtype_argument(src, dtype, name) -> None:
         assert_exact(got, expected, dtype)  # wraps like numpy for narrow dtypes
 
 
+def test_a_real_accumulation_dtype_for_complex_input_takes_the_real_parts() -> None:
+    """sum/prod/trace(complex x, dtype=real): numpy's cast (the real parts), which the
+    conformance suite's trace test relies on; astype itself refuses complex -> real."""
+    a = np.array([[1 + 2j, 3 - 1j], [4 + 0.5j, 5 - 1j]], np.complex64)
+    x = bz.asarray(a)
+    assert bz.sum(x, dtype=bz.float32).tolist() == 13.0
+    assert bz.prod(x, axis=1, dtype=bz.float64).tolist() == [3.0, 20.0]
+    got = bz.linalg.trace(x, dtype=bz.uint8)
+    assert got.dtype == bz.uint8 and got.tolist() == 6
+    with pytest.raises(TypeError, match="^astype"):
+        bz.astype(x, bz.float32)
+
+
 # ---------------------------------------------------------------- max / min
 @given(data=st.data(), dtype=st.sampled_from(REAL_DTYPES), keepdims=st.booleans(),
        name=st.sampled_from(["max", "min"]))

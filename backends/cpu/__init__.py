@@ -7,7 +7,10 @@ and cached by :mod:`.build`, loaded and launched (GIL released) by ``braze._core
 Library steps (matmul...) stay numpy/BLAS. A kernel the generator does not support
 (complex dtypes) silently runs with the numpy executor; a kernel whose build fails
 does too, after **one** warning naming it. Tiny graphs on tiny arrays skip the
-compiler, as on the numpy backend.
+compiler, as on the numpy backend. Building is tiered for ``bz.eval``: a small kernel
+whose code no cache holds runs with the numpy executor once and is built when it runs
+again (one-off small work never waits for the C++ compiler); compiled functions build
+every kernel on their first call.
 
 Large planned buffers come from a :class:`~.pool.BufferPool` (reused across
 evaluations once nothing refers to them: fresh pages cost a page fault each).
@@ -19,10 +22,12 @@ run on).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
 import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +45,9 @@ from . import concat as _concat
 from . import matvec as _matvec
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
+
+# bz.eval builds a small kernel (fewer elements) that no cache holds on its second run
+COLD_ELEMENTS = 1 << 16
 
 SOURCE_GENERATORS["cpu"] = lambda kernel: generate(kernel).source  # Kernel.source("cpu")
 
@@ -86,12 +94,18 @@ class CpuBackend(NumpyBackend):
     name = "cpu"
 
     def __init__(self, optimize: bool | None = None, skip_tiny: bool = True,
-                 num_threads: int | None = None) -> None:
+                 num_threads: int | None = None, tiered: bool | None = None) -> None:
         super().__init__(optimize, skip_tiny)
         self.num_threads = num_threads or default_num_threads()
+        # tiered building for bz.eval (see _run_eager); BRAZE_TIERED_BUILD=0 turns it off
+        self.tiered = os.environ.get("BRAZE_TIERED_BUILD", "1") != "0" if tiered is None \
+            else tiered
         self._kernels: dict[int, tuple[Kernel, _Native | None]] = {}
         self._schedules: dict[int, Schedule] = {}
         self._failed: dict[str, _build.BuildError] = {}  # symbol -> error (warned once)
+        # tiered building (see _run_eager): id(kernel) -> (kernel, its background build)
+        self._deferred: dict[int, tuple[Kernel, Future[Any]]] = {}
+        self._deferred_symbols: set[str] = set()
         self._lock = threading.RLock()
         self.stats = {"native": 0, "numpy": 0}
         self.pool = BufferPool()
@@ -141,6 +155,28 @@ class CpuBackend(NumpyBackend):
             self.prepare(schedule)
         return run_schedule(schedule, inputs, run_kernel=self._run_kernel, alloc=self.pool.alloc,
                             library=self.library)
+
+    def _run_eager(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Tiered building for ``bz.eval``: a small kernel (under ``COLD_ELEMENTS``) whose
+        code is in no cache is built in a background thread and runs with the numpy
+        executor until the build is done: one-off small work never waits ~0.2 s for the
+        C++ compiler. Compiled functions build every kernel on their first call."""
+        if not self.tiered:
+            return self._run(schedule, inputs)
+        if self._schedules.get(id(schedule)) is not schedule:
+            self.prepare(schedule, defer_cold=True)
+        return run_schedule(schedule, inputs, run_kernel=self._run_kernel_eager,
+                            alloc=self.pool.alloc, library=self.library)
+
+    def _run_kernel_eager(self, k: Kernel, bufs: list[Any]) -> None:
+        d = self._deferred.get(id(k))
+        if d is not None and d[0] is k:
+            if not d[1].done():  # still building in the background: numpy's executor
+                self.stats["numpy"] += 1
+                numpy_run_kernel(k, bufs)
+                return
+            del self._deferred[id(k)]  # built (or failed): load it as usual
+        self._run_kernel(k, bufs)
 
     def _run_kernel(self, k: Kernel, bufs: list[Any]) -> None:
         entry = self._kernels.get(id(k))
@@ -206,15 +242,16 @@ class CpuBackend(NumpyBackend):
         return True
 
     # ------------------------------------------------------------ preparation
-    def prepare(self, schedule: Schedule) -> None:
-        """Generate, build (in parallel) and load every kernel of ``schedule``."""
+    def prepare(self, schedule: Schedule, defer_cold: bool = False) -> None:
+        """Generate, build (in parallel) and load every kernel of ``schedule`` (with
+        ``defer_cold``, not the small ones no cache holds yet: see ``_run_eager``)."""
         with self._lock:
-            self._prepare_kernels(schedule.kernels)
+            self._prepare_kernels(schedule.kernels, defer_cold)
             self._schedules[id(schedule)] = schedule
             if len(self._schedules) > 4096:
                 self._schedules.clear()
 
-    def _prepare_kernels(self, kernels: list[Kernel]) -> None:
+    def _prepare_kernels(self, kernels: list[Kernel], defer_cold: bool = False) -> None:
         with self._lock:
             todo: list[tuple[Kernel, GeneratedKernel]] = []
             for k in kernels:
@@ -228,6 +265,14 @@ class CpuBackend(NumpyBackend):
                     continue
                 if g.symbol in self._failed:
                     self._kernels[id(k)] = (k, None)
+                    continue
+                if defer_cold and math.prod(k.shape) < COLD_ELEMENTS and \
+                        g.symbol not in self._deferred_symbols and \
+                        not _build.is_cached(g.source, g.symbol):
+                    if len(self._deferred) > 8192:
+                        self._deferred.clear()
+                    self._deferred[id(k)] = (k, _background_build(g.source, g.symbol))
+                    self._deferred_symbols.add(g.symbol)
                     continue
                 todo.append((k, g))
             if not todo:
@@ -264,11 +309,33 @@ class CpuBackend(NumpyBackend):
                 native.args[0] = 1
 
 
+_BUILDER: list[Any] = []  # one background build thread, made on first use
+
+
+def _background_build(source: str, symbol: str) -> Future[Any]:
+    """Build (and cache) a kernel in the background; its future's result is the handle
+    or the BuildError (the regular build path warns about failures when it loads it)."""
+    if not _BUILDER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _BUILDER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="braze-build"))
+
+    def build() -> Any:
+        try:
+            return _build.load(source, symbol)
+        except _build.BuildError as e:
+            return e
+
+    return _BUILDER[0].submit(build)
+
+
 _INSTANCES: weakref.WeakSet[CpuBackend] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    _BUILDER.clear()  # its thread did not survive the fork (nor the builds it was running)
     for b in list(_INSTANCES):
+        b._deferred.clear()
         b._single_threaded()
 
 

@@ -242,6 +242,19 @@ def load(source: str, symbol: str) -> int:
         return h
 
 
+def is_cached(source: str, symbol: str) -> bool:
+    """Is ``source`` loaded in this process or built in the cache (so that loading it
+    costs no compile)?"""
+    cmd = compiler()
+    if cmd is None:
+        return False
+    key = cache_key(source, cmd)
+    if key + str(cache_dir()) in _loaded:
+        return True
+    lib, sidecar = _paths(symbol, key)
+    return lib.exists()
+
+
 def load_many(items: Sequence[tuple[str, str]]) -> list[int | BuildError]:
     """Load several (source, symbol) kernels, building the missing ones in parallel."""
     if len(items) <= 1:
