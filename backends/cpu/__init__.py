@@ -105,7 +105,7 @@ class CpuBackend(NumpyBackend):
         self._failed: dict[str, _build.BuildError] = {}  # symbol -> error (warned once)
         # tiered building (see _run_eager): id(kernel) -> (kernel, its background build)
         self._deferred: dict[int, tuple[Kernel, Future[Any]]] = {}
-        self._deferred_symbols: set[str] = set()
+        self._building: dict[str, Future[Any]] = {}  # symbol -> its background build
         self._lock = threading.RLock()
         self.stats = {"native": 0, "numpy": 0}
         self.pool = BufferPool()
@@ -266,14 +266,18 @@ class CpuBackend(NumpyBackend):
                 if g.symbol in self._failed:
                     self._kernels[id(k)] = (k, None)
                     continue
-                if defer_cold and math.prod(k.shape) < COLD_ELEMENTS and \
-                        g.symbol not in self._deferred_symbols and \
-                        not _build.is_cached(g.source, g.symbol):
-                    if len(self._deferred) > 8192:
-                        self._deferred.clear()
-                    self._deferred[id(k)] = (k, _background_build(g.source, g.symbol))
-                    self._deferred_symbols.add(g.symbol)
-                    continue
+                if defer_cold and math.prod(k.shape) < COLD_ELEMENTS:
+                    pending = self._building.get(g.symbol)
+                    if pending is None and not _build.is_cached(g.source, g.symbol):
+                        if len(self._building) > 8192:
+                            self._building.clear()
+                        pending = self._building[g.symbol] = _background_build(g.source,
+                                                                               g.symbol)
+                    if pending is not None and not pending.done():
+                        if len(self._deferred) > 8192:
+                            self._deferred.clear()
+                        self._deferred[id(k)] = (k, pending)
+                        continue
                 todo.append((k, g))
             if not todo:
                 return
@@ -336,6 +340,7 @@ def _after_fork_in_child() -> None:
     _BUILDER.clear()  # its thread did not survive the fork (nor the builds it was running)
     for b in list(_INSTANCES):
         b._deferred.clear()
+        b._building.clear()
         b._single_threaded()
 
 
