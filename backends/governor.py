@@ -8,9 +8,10 @@ region waits for the OS to schedule it (milliseconds), and a SmolLM2 decode step
 
 The governor times each call of its plan and keeps a recent time per mode (all calls at
 their tuned thread counts, or all at one thread). It runs one call in the other mode —
-a *probe* — after its first call, when two calls in a row took over ``SLOW`` times the
-recent time, and every ``probe_every`` calls (doubled, up to ``MAX_PROBE_EVERY``, each
-time a probe loses; reset when it wins); after a probe the faster mode is kept. The
+a *probe* — when two calls in a row took over ``SLOW`` times the recent time, and after
+every ``PROBE_EVERY`` calls (doubled, up to ``MAX_PROBE_EVERY``, each time a probe loses;
+reset when it wins); after a probe the faster mode is kept. (No probe right at the start:
+a plan called a few times — a prompt's pre-fill — would spend a call at one thread.) The
 thread count is element 0 of each call's int64 args, which the program reads on every
 call: switching rewrites those elements (the plan owns copies of the args).
 
@@ -21,8 +22,9 @@ into one value sums per-thread partials, whose rounding depends on the split.
 >>> import numpy as np
 >>> args = [np.array([2, 7], np.int64)]
 >>> g = ThreadGovernor(args)
->>> g.before(); g.after(0.060)  # a slow first call in parallel
->>> g.before(); args[0].tolist()  # the probe runs serial
+>>> for seconds in (0.005, 0.060, 0.060):  # another process takes a core
+...     g.before(); g.after(seconds)
+>>> g.before(); args[0].tolist()  # two slow calls: the next one probes one thread
 [1, 7]
 >>> g.after(0.009); g.serial
 True
@@ -36,7 +38,7 @@ import time
 import numpy as np
 
 SLOW = 1.5
-PROBE_EVERY = 64
+PROBE_EVERY = 16
 MAX_PROBE_EVERY = 1024
 
 
@@ -64,11 +66,8 @@ class ThreadGovernor:
 
     def before(self) -> None:
         """Called before each replay: picks this call's mode and starts its clock."""
-        other = not self.serial
-        self._probing = self._time[self.serial] < math.inf and (
-            self._time[other] == math.inf or self._slow_calls >= 2
-            or self._since_probe >= self._probe_every)
-        self._mode = other if self._probing else self.serial
+        self._probing = self._slow_calls >= 2 or self._since_probe >= self._probe_every
+        self._mode = (not self.serial) if self._probing else self.serial
         self._write(self._mode)
         self._t0 = time.perf_counter()
 

@@ -27,17 +27,18 @@ def test_busy_cores_switch_to_one_thread_and_free_cores_switch_back() -> None:
     args = [np.array([2, 5], np.int64), np.array([3, 5], np.int64)]
     g = ThreadGovernor(args)
     tuned, serial = 0.0045, 0.0088
-    assert run(g, tuned) is False  # first call: tuned counts
-    assert run(g, serial) is True  # second: a probe of one thread, which loses
+    for _ in range(PROBE_EVERY):  # no probe before PROBE_EVERY calls
+        assert run(g, tuned, serial) is False
+    assert run(g, tuned, serial) is True  # a periodic probe of one thread, which loses
     assert g.serial is False and [a[0] for a in args] == [1, 1]
     for _ in range(10):
-        assert run(g, tuned) is False
+        assert run(g, tuned, serial) is False
     assert [a[0] for a in args] == [2, 3] and [a[1] for a in args] == [5, 5]
     # another process takes a core: parallel calls wait for their second thread
     busy = 0.060
     assert run(g, busy) is False and run(g, busy) is False  # two slow calls...
     assert run(g, serial) is True and g.serial  # ...then a probe, which wins
-    for _ in range(20):
+    for _ in range(PROBE_EVERY - 1):  # serial until the next periodic probe
         assert run(g, serial) is True
     # the core is free again: the next periodic probe finds the tuned counts faster
     modes = [run(g, tuned, serial) for _ in range(2 * PROBE_EVERY)]
@@ -49,10 +50,11 @@ def test_probes_back_off_while_they_lose() -> None:
     g = ThreadGovernor([np.array([2], np.int64)])
     at = [i for i in range(8 * MAX_PROBE_EVERY) if run(g, 0.002, 0.004)]  # probes lose
     gaps = [b - a - 1 for a, b in zip(at, at[1:])]  # calls between probes
-    assert g.serial is False and at[0] == 1
-    assert gaps[:5] == [2 * PROBE_EVERY, 4 * PROBE_EVERY, 8 * PROBE_EVERY, MAX_PROBE_EVERY,
-                        MAX_PROBE_EVERY]
-    assert set(gaps[4:]) == {MAX_PROBE_EVERY}
+    assert g.serial is False and at[0] == PROBE_EVERY
+    doubling = [PROBE_EVERY * 2 ** i for i in range(1, 7) if PROBE_EVERY * 2 ** i
+                < MAX_PROBE_EVERY]
+    assert gaps[:len(doubling)] == doubling
+    assert set(gaps[len(doubling):]) == {MAX_PROBE_EVERY}
 
 
 def test_a_replay_plan_governs_its_parallel_native_calls() -> None:
