@@ -48,13 +48,13 @@ def test_busy_cores_switch_to_one_thread_and_free_cores_switch_back() -> None:
 
 def test_probes_back_off_while_they_lose() -> None:
     g = ThreadGovernor([np.array([2], np.int64)])
-    at = [i for i in range(8 * MAX_PROBE_EVERY) if run(g, 0.002, 0.004)]  # probes lose
+    at = [i for i in range(4 * MAX_PROBE_EVERY) if run(g, 0.002, 0.004)]  # probes lose
     gaps = [b - a - 1 for a, b in zip(at, at[1:])]  # calls between probes
     assert g.serial is False and at[0] == PROBE_EVERY
-    doubling = [PROBE_EVERY * 2 ** i for i in range(1, 7) if PROBE_EVERY * 2 ** i
-                < MAX_PROBE_EVERY]
-    assert gaps[:len(doubling)] == doubling
-    assert set(gaps[len(doubling):]) == {MAX_PROBE_EVERY}
+    growing = [PROBE_EVERY * 4 ** i for i in range(1, 8) if PROBE_EVERY * 4 ** i
+               < MAX_PROBE_EVERY]
+    assert growing and gaps[:len(growing)] == growing
+    assert set(gaps[len(growing):]) == {MAX_PROBE_EVERY}
 
 
 def test_a_replay_plan_governs_its_parallel_native_calls() -> None:
