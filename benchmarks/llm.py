@@ -1,10 +1,10 @@
 """LLM decode and pre-fill speed: braze (4-bit, float32) vs the numpy float32 reference.
 
 Each implementation runs in its own processes (``--runs`` of them, medians reported):
-load SmolLM2-135M-Instruct, pre-fill a 104-token chat prompt, then decode
-``--tokens`` tokens greedily with a KV cache. Reported: pre-fill and decode tokens/s,
-peak RSS, ratios against the numpy float32 reference, and the decode roofline
-(bytes of weights read per token / memory bandwidth).
+load SmolLM2-135M-Instruct, pre-fill a 104-token chat prompt (3 times from an empty
+cache, median), then decode ``--tokens`` tokens greedily with a KV cache. Reported:
+pre-fill and decode tokens/s, peak RSS, ratios against the numpy float32 reference, and
+the decode roofline (bytes of weights read per token / memory bandwidth).
 
     .venv/bin/python benchmarks/llm.py [--runs 3] [--tokens 64] [--only braze-q4,numpy]
 """
@@ -32,6 +32,7 @@ QUESTION = ("Explain in a few sentences why the sky is blue, how sunsets get the
             "sentences in total.")  # 104 tokens in the chat template, as in issue 6
 BANDWIDTH = 35e9  # bytes/s: STREAM triad on this machine kind (2 threads)
 IMPLS = ("numpy", "braze-f32", "braze-q4")
+PREFILLS = 3  # pre-fills per process (median): one ~0.2 s measurement is at the host's mercy
 
 
 def worker(impl: str, n_tokens: int) -> dict[str, float]:
@@ -49,11 +50,14 @@ def worker(impl: str, n_tokens: int) -> dict[str, float]:
         weight_bytes = sum(a.nbytes for a in ref.wt.values())
         ids = tok.encode(llama.chat_prompt(QUESTION)).ids
         load_s = time.perf_counter() - t0
-        step(ids[:8])  # warm-up (BLAS threads, caches), then a fresh cache
-        ref.reset()
-        t0 = time.perf_counter()
-        logits = step(ids)[-1]
-        prefill_s = time.perf_counter() - t0
+        step(ids[:8])  # warm-up (BLAS threads, caches)
+        times = []
+        for _ in range(PREFILLS):  # each from an empty cache
+            ref.reset()
+            t0 = time.perf_counter()
+            logits = step(ids)[-1]
+            times.append(time.perf_counter() - t0)
+        prefill_s = statistics.median(times)
         t0 = time.perf_counter()
         for _ in range(n_tokens):
             logits = step([int(np.argmax(logits))])[-1]
@@ -69,10 +73,13 @@ def worker(impl: str, n_tokens: int) -> dict[str, float]:
             warm = model.make_cache()
             list(llama.generate(model, tok, llama.chat_prompt(QUESTION), max_tokens=3,
                                 cache=warm))
-        cache = model.make_cache()
-        t0 = time.perf_counter()
-        logits = np.asarray(model([ids], cache, last_only=True))[0, -1]
-        prefill_s = time.perf_counter() - t0
+        times = []
+        for _ in range(PREFILLS):  # each into an empty cache
+            cache = model.make_cache()
+            t0 = time.perf_counter()
+            logits = np.asarray(model([ids], cache, last_only=True))[0, -1]
+            times.append(time.perf_counter() - t0)
+        prefill_s = statistics.median(times)
         t0 = time.perf_counter()
         for _ in range(n_tokens):
             logits = np.asarray(model([[int(np.argmax(logits))]], cache, last_only=True))[0, -1]
