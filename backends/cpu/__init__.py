@@ -8,9 +8,9 @@ Library steps (matmul...) stay numpy/BLAS. A kernel the generator does not suppo
 (complex dtypes) silently runs with the numpy executor; a kernel whose build fails
 does too, after **one** warning naming it. Tiny graphs on tiny arrays skip the
 compiler, as on the numpy backend. Building is tiered for ``bz.eval``: a small kernel
-whose code no cache holds runs with the numpy executor once and is built when it runs
-again (one-off small work never waits for the C++ compiler); compiled functions build
-every kernel on their first call.
+whose code no cache holds is built in a background thread and runs with the numpy
+executor until it is ready (one-off small work never waits for the C++ compiler);
+compiled functions build every kernel on their first call.
 
 Large planned buffers come from a :class:`~.pool.BufferPool` (reused across
 evaluations once nothing refers to them: fresh pages cost a page fault each).
@@ -46,7 +46,7 @@ from . import matvec as _matvec
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
 
-# bz.eval builds a small kernel (fewer elements) that no cache holds on its second run
+# bz.eval builds kernels of fewer elements that no cache holds in the background
 COLD_ELEMENTS = 1 << 16
 
 SOURCE_GENERATORS["cpu"] = lambda kernel: generate(kernel).source  # Kernel.source("cpu")
@@ -313,24 +313,36 @@ class CpuBackend(NumpyBackend):
                 native.args[0] = 1
 
 
-_BUILDER: list[Any] = []  # one background build thread, made on first use
+_BUILDER: list[Any] = []  # the background build queue (its thread made on first use)
 
 
 def _background_build(source: str, symbol: str) -> Future[Any]:
     """Build (and cache) a kernel in the background; its future's result is the handle
-    or the BuildError (the regular build path warns about failures when it loads it)."""
+    or the BuildError (the regular build path warns about failures when it loads it).
+    One daemon thread: exiting never waits for queued builds (a ThreadPoolExecutor's
+    worker would run its whole queue first)."""
     if not _BUILDER:
-        from concurrent.futures import ThreadPoolExecutor
+        import queue
 
-        _BUILDER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="braze-build"))
+        q: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
-    def build() -> Any:
-        try:
-            return _build.load(source, symbol)
-        except _build.BuildError as e:
-            return e
+        def work() -> None:
+            while True:
+                fut, src, sym = q.get()
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    fut.set_result(_build.load(src, sym))
+                except _build.BuildError as e:
+                    fut.set_result(e)
+                except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+                    fut.set_exception(e)
 
-    return _BUILDER[0].submit(build)
+        threading.Thread(target=work, name="braze-build", daemon=True).start()
+        _BUILDER.append(q)
+    fut: Future[Any] = Future()
+    _BUILDER[0].put((fut, source, symbol))
+    return fut
 
 
 _INSTANCES: weakref.WeakSet[CpuBackend] = weakref.WeakSet()
