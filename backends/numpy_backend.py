@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..graph.compiler import compile_graph
+from ..graph.compiler import CACHE, compile_graph
 from ..graph.evaluate import evaluate, topo_order
+from ..graph.ir import trace
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
 from ..graph.ops import OPS, PARAMETER, mean_ref, reference_eval
@@ -39,6 +40,7 @@ _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 BLOCK_ELEMENTS = 1 << 16  # elements per block when a kernel runs in pieces
 TINY_NODES = 8  # graphs this small on arrays this small skip the compiler (eval overhead)
 TINY_ELEMENTS = 256
+SMALL_NODES = 64  # such graphs on tiny arrays are compiled only when they come back
 SMALL_BYTES = 1 << 16  # buffers below this are allocated directly (no planned storage)
 
 
@@ -74,12 +76,19 @@ class NumpyBackend:
             if not self.optimize:
                 return evaluate(targets, run_node)
             order = topo_order(targets)
-            if self.skip_tiny and len(order) <= TINY_NODES and all(
+            traced = None
+            if self.skip_tiny and len(order) <= SMALL_NODES and all(
                     n.size <= TINY_ELEMENTS for n in order):
-                # A tiny graph on tiny arrays: compiling costs more than fusion saves.
-                return _evaluate_tiny(targets, order)
+                # A tiny graph on tiny arrays: compiling costs more than fusion saves; a
+                # small one too, unless it comes back (then it is compiled and cached).
+                if len(order) <= TINY_NODES:
+                    return _evaluate_tiny(targets, order)
+                traced = trace(list(targets))
+                if not CACHE.sighted(traced.key):
+                    return _evaluate_tiny(targets, order)
             asked = len(targets)
             targets = list(targets)
+            n_targets = len(targets)
             # An intermediate that an earlier compiled evaluation computed and dropped is
             # held by someone (a user array, another pending graph): computed again now,
             # it is kept this time (``y = stack(xs)`` then ``y[i]`` for every i would
@@ -91,7 +100,8 @@ class NumpyBackend:
                         targets.append(n)
                     else:
                         n.pending_evals = 1
-            schedule, leaves = compile_graph(targets)
+            schedule, leaves = compile_graph(
+                targets, traced if len(targets) == n_targets else None)
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
                     leaf.op.reference()

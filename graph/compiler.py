@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Graph, trace
+from .ir import Graph, Trace, trace
 from .kernel import Schedule
 from .node import Node
 from .passes.fuse import fuse
@@ -46,6 +46,7 @@ class ScheduleCache:
     def __init__(self, maxsize: int = 512) -> None:
         self.maxsize = maxsize
         self._entries: OrderedDict[Any, Schedule] = OrderedDict()
+        self._sightings: OrderedDict[Any, None] = OrderedDict()  # keys seen, not built
         self.hits = 0
         self.misses = 0
 
@@ -63,11 +64,23 @@ class ScheduleCache:
             self._entries.popitem(last=False)
         return s
 
+    def sighted(self, key: Any) -> bool:
+        """Is ``key`` cached, or was it sighted before (without being built)? Notes it.
+        Lets an evaluator run a small graph op by op the first time and compile it when
+        it comes back (the optimizer costs ~1 ms; op by op, a few us per node)."""
+        if key in self._entries or key in self._sightings:
+            return True
+        self._sightings[key] = None
+        if len(self._sightings) > 4 * self.maxsize:
+            self._sightings.popitem(last=False)
+        return False
+
     def stats(self) -> CacheStats:
         return CacheStats(self.hits, self.misses, len(self._entries))
 
     def clear(self) -> None:
         self._entries.clear()
+        self._sightings.clear()
         self.hits = self.misses = 0
 
 
@@ -75,9 +88,11 @@ CACHE = ScheduleCache()
 _LOG_FUSION = "fusion" in os.environ.get("BRAZE_LOG", "").split(",")
 
 
-def compile_graph(targets: list[Node]) -> tuple[Schedule, list[Node]]:
-    """The (cached) schedule computing ``targets`` and the leaf nodes bound to its inputs."""
-    t = trace(targets)
+def compile_graph(targets: list[Node], traced: Trace | None = None
+                  ) -> tuple[Schedule, list[Node]]:
+    """The (cached) schedule computing ``targets`` and the leaf nodes bound to its inputs
+    (``traced``: ``trace(targets)`` when the caller has it already)."""
+    t = traced if traced is not None else trace(targets)
     s = CACHE.get_or_build(t.key, t.build)
     if _LOG_FUSION:  # BRAZE_LOG=fusion: the schedule of every compiled eval
         print(describe(s), file=sys.stderr)

@@ -405,6 +405,34 @@ def test_rebuilding_the_same_graph_hits_the_schedule_cache() -> None:
     assert after.hits - before.hits >= 4
 
 
+def test_small_graphs_compile_only_when_they_come_back() -> None:
+    """A graph of 9-64 nodes on tiny arrays runs op by op the first time (the optimizer
+    costs ~1 ms, op by op a few us per node) and is compiled and cached when it comes
+    back: ``x[i]`` arithmetic in a loop over new i no longer optimizes every time."""
+    backend = NumpyBackend()
+    x = bz.asarray(np.linspace(-1, 1, 6, dtype=np.float32))
+
+    def graph(i):
+        y = x[i] * 2.0
+        for _ in range(6):
+            y = bz.tanh(y) + x[i + 1] * 0.5
+        return y
+
+    def reference(i):
+        xn = np.linspace(-1, 1, 6, dtype=np.float32)
+        y = xn[i] * np.float32(2.0)
+        for _ in range(6):
+            y = np.tanh(y) + xn[i + 1] * np.float32(0.5)
+        return y
+
+    CACHE.clear()
+    for i, (hits, misses) in enumerate([(0, 0), (0, 1), (1, 1)]):
+        out = graph(1)
+        backend.evaluate([out._node])
+        assert (CACHE.hits, CACHE.misses) == (hits, misses), i
+        np.testing.assert_allclose(np.asarray(out), reference(1), rtol=1e-6)
+
+
 def test_different_shapes_or_constants_miss_the_cache() -> None:
     a = compile_graph([(bz.ones((3, 3)) * bz.asarray(np.ones(3, np.float32)))._node])[0]
     b = compile_graph([(bz.ones((4, 3)) * bz.asarray(np.ones(3, np.float32)))._node])[0]
