@@ -269,8 +269,8 @@ def test_native_kernel_every_isa(backend_name, isa, bits, gs, half) -> None:
     s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
     b = (rng.standard_normal((n, k // gs))).astype(sdt)
     assert qmatmul.kernel_isa(bits, gs, half, isa) == min(isa, qmatmul.host_isa())
-    for m in (1, 3, 5, 16, 21, 40):  # fused with 1-4 rows per pass, tiled from 16 (40: a
-                                     # last block of 8 rows, one vector each)
+    for m in (1, 3, 5, 16, 21, 40, 45):  # fused with 1-4 rows per pass, tiled from 16;
+                                         # 40, 45: last blocks of 8 and 13 rows (dot products)
         x = rng.standard_normal((m, k)).astype(np.float32)
         for threads in (1, 2):
             y = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,

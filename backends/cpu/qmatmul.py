@@ -407,52 +407,56 @@ static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, fl
     }
 }
 
-/* V vectors of 16 rows of x per weight row: V = 2 (32 rows) in general, V = 1 for a
-   block of at most 16 rows (the last of M = 112, say: at V = 2 half the FMAs would be
-   masked-off waste). */
-template <int NW, int V>
+template <int NW>
 static void bz_wx_micro(const float* wt, int64_t K, const float* xT, int64_t M, int64_t mv,
                         float* out, int64_t N) {
-    __m512 acc[NW][V];
+    __m512 acc[NW][2];
 #pragma GCC unroll 8
-    for (int r = 0; r < NW; ++r)
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const __mmask16 k0 = mv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << mv) - 1u);
     const __mmask16 k1 = mv >= 32 ? (__mmask16)0xFFFF
                                   : (mv <= 16 ? (__mmask16)0 : (__mmask16)((1u << (mv - 16)) - 1u));
     for (int64_t k = 0; k < K; ++k) {
-        __m512 xv[V];
-        xv[0] = _mm512_maskz_loadu_ps(k0, xT + k * M);
-        if (V == 2) xv[V - 1] = _mm512_maskz_loadu_ps(k1, xT + k * M + 16);
+        const __m512 x0 = _mm512_maskz_loadu_ps(k0, xT + k * M);
+        const __m512 x1 = _mm512_maskz_loadu_ps(k1, xT + k * M + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < NW; ++r) {
             const __m512 wv = _mm512_set1_ps(wt[r * K + k]);
-            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wv, xv[v], acc[r][v]);
+            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
         }
     }
-    /* the NW x 16V block through a stack buffer into out[m * N + r] (NW floats per row
-       of out; scatters with stride N touch a page per lane and were slower) */
-    float blk[NW][16 * V];
+    /* the 8 x 32 block through a stack buffer into out[m * N + r] (8 floats per row of
+       out; scatters with stride N touch a page per lane and were slower) */
+    float blk[NW][32];
 #pragma GCC unroll 8
-    for (int r = 0; r < NW; ++r)
-        for (int v = 0; v < V; ++v) _mm512_storeu_ps(blk[r] + 16 * v, acc[r][v]);
+    for (int r = 0; r < NW; ++r) {
+        _mm512_storeu_ps(blk[r], acc[r][0]);
+        _mm512_storeu_ps(blk[r] + 16, acc[r][1]);
+    }
     for (int64_t m = 0; m < mv; ++m)
 #pragma GCC unroll 8
         for (int r = 0; r < NW; ++r) out[m * N + r] = blk[r][m];
 }
 
-template <int V>
-static void bz_wx_tile(int64_t nc, const float* wt, int64_t K, const float* xT, int64_t M,
-                       int64_t mv, float* out, int64_t N) {
-    switch (nc) {
-        case 1: bz_wx_micro<1, V>(wt, K, xT, M, mv, out, N); break;
-        case 2: bz_wx_micro<2, V>(wt, K, xT, M, mv, out, N); break;
-        case 3: bz_wx_micro<3, V>(wt, K, xT, M, mv, out, N); break;
-        case 4: bz_wx_micro<4, V>(wt, K, xT, M, mv, out, N); break;
-        case 5: bz_wx_micro<5, V>(wt, K, xT, M, mv, out, N); break;
-        case 6: bz_wx_micro<6, V>(wt, K, xT, M, mv, out, N); break;
-        case 7: bz_wx_micro<7, V>(wt, K, xT, M, mv, out, N); break;
-        default: bz_wx_micro<8, V>(wt, K, xT, M, mv, out, N); break;
+/* A last block of at most 16 rows of x: row-major dot products (bz_micro, 4 rows of x by
+   VT::NR weight rows, 8 loads per 16 FMAs) instead of the broadcast kernel, which at one
+   vector per weight row is load-bound (M = 104's last 8 rows took ~20 % of the GEMM). */
+static void bz_wx_tail(const float* xp, int64_t K, const float* tile, int64_t nh, int64_t mv,
+                       float* out, int64_t N) {
+    for (int64_t j0 = 0; j0 < nh; j0 += VT::NR) {
+        const int64_t nv = nh - j0 < VT::NR ? nh - j0 : VT::NR;
+        const float* wt = tile + j0 * K;
+        for (int64_t r = 0; r < mv; r += 4) {
+            const float* xm = xp + r * K;
+            float* o = out + r * N + j0;
+            switch (mv - r < 4 ? mv - r : 4) {
+                case 1: bz_micro<1>(xm, wt, K, o, N, nv); break;
+                case 2: bz_micro<2>(xm, wt, K, o, N, nv); break;
+                case 3: bz_micro<3>(xm, wt, K, o, N, nv); break;
+                default: bz_micro<4>(xm, wt, K, o, N, nv); break;
+            }
+        }
     }
 }
 #else
@@ -1154,21 +1158,32 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
                floats (rows of out a multiple of 4 KiB apart alias in L1 otherwise) */
             int64_t NC = (BZ_CHUNK_FLOATS / K) / BZ_NW * BZ_NW;
             NC = NC < BZ_NW ? BZ_NW : (NC > BZ_NC ? BZ_NC : NC);
-            float* tile = (float*)malloc(sizeof(float) * (size_t)(NC * K));
+            /* zeroed: the tail kernel reads whole VT::NR-row groups past a last chunk */
+            float* tile = (float*)calloc((size_t)(NC * K), sizeof(float));
             for (int64_t h0 = n0; h0 < n1; h0 += NC) {
                 const int64_t nh = n1 - h0 < NC ? n1 - h0 : NC;
                 bz_dequant_rows(wq, sc, bi, sb, h0, nh, G, K, tile);
                 for (int64_t m0 = 0; m0 < M; m0 += 32) {
                     const int64_t mv = M - m0 < 32 ? M - m0 : 32;
+                    if (mv <= 16) {
+                        bz_wx_tail(xp + m0 * K, K, tile, nh, mv, out + m0 * N + h0, N);
+                        continue;
+                    }
                     const float* xT = bz_xT + m0;
                     for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW) {
                         const int64_t nc = nh - j0 < BZ_NW ? nh - j0 : BZ_NW;
                         const float* wt = tile + j0 * K;
                         float* o = out + m0 * N + h0 + j0;
-                        if (mv > 16)
-                            bz_wx_tile<2>(nc, wt, K, xT, M, mv, o, N);
-                        else
-                            bz_wx_tile<1>(nc, wt, K, xT, M, mv, o, N);
+                        switch (nc) {
+                            case 1: bz_wx_micro<1>(wt, K, xT, M, mv, o, N); break;
+                            case 2: bz_wx_micro<2>(wt, K, xT, M, mv, o, N); break;
+                            case 3: bz_wx_micro<3>(wt, K, xT, M, mv, o, N); break;
+                            case 4: bz_wx_micro<4>(wt, K, xT, M, mv, o, N); break;
+                            case 5: bz_wx_micro<5>(wt, K, xT, M, mv, o, N); break;
+                            case 6: bz_wx_micro<6>(wt, K, xT, M, mv, o, N); break;
+                            case 7: bz_wx_micro<7>(wt, K, xT, M, mv, o, N); break;
+                            default: bz_wx_micro<8>(wt, K, xT, M, mv, o, N); break;
+                        }
                     }
                 }
             }
