@@ -383,6 +383,32 @@ static void bz_micro(const float* xm, const float* wt, int64_t K, float* out, in
         for (int j = 0; j < nv; ++j) out[m * N + j] = VT::hsum(acc[m][j]);
 }
 
+/* out[m * N + j] = x row m . tile row j for m < M, j < nt (x and the tile with stride K):
+   bz_micro over 4 rows of x by VT::NR tile rows (8 loads per 16 FMAs at AVX-512), tile
+   groups outer (for few rows of x: the tile streams once). Reads whole VT::NR-row groups
+   of the tile: rows up to nt rounded up must be readable. The AVX2 pre-fill path (4 rows
+   of x per call), and the AVX-512 one's last block of <= 16 rows (where its broadcast
+   kernel, one vector per weight row, is load-bound). Always inlined: as a call, its
+   AVX-512 caller ran ~12 % slower. */
+static BZ_INLINE void bz_tile_rows(const float* xp, int64_t M, int64_t K, const float* tile,
+                                   int64_t nt, float* out, int64_t N) {
+    constexpr int NR = VT::NR;
+    for (int64_t j0 = 0; j0 < nt; j0 += NR) {
+        const int64_t nv = nt - j0 < NR ? nt - j0 : NR;
+        const float* wt = tile + j0 * K;
+        for (int64_t m0 = 0; m0 < M; m0 += 4) {
+            const float* xm = xp + m0 * K;
+            float* o = out + m0 * N + j0;
+            switch (M - m0 < 4 ? M - m0 : 4) {
+                case 1: bz_micro<1>(xm, wt, K, o, N, nv); break;
+                case 2: bz_micro<2>(xm, wt, K, o, N, nv); break;
+                case 3: bz_micro<3>(xm, wt, K, o, N, nv); break;
+                default: bz_micro<4>(xm, wt, K, o, N, nv); break;
+            }
+        }
+    }
+}
+
 #if BZ_ISA == 2
 /* Pre-fill (AVX-512): out^T = W x^T. A tile of BZ_NW = 8 dequantized weight rows (row
    major, as dequantized) against 32 rows of x transposed (xT[k * M + m], once per call:
@@ -439,26 +465,6 @@ static void bz_wx_micro(const float* wt, int64_t K, const float* xT, int64_t M, 
         for (int r = 0; r < NW; ++r) out[m * N + r] = blk[r][m];
 }
 
-/* A last block of at most 16 rows of x: row-major dot products (bz_micro, 4 rows of x by
-   VT::NR weight rows, 8 loads per 16 FMAs) instead of the broadcast kernel, which at one
-   vector per weight row is load-bound (M = 104's last 8 rows took ~20 % of the GEMM). */
-static void bz_wx_tail(const float* xp, int64_t K, const float* tile, int64_t nh, int64_t mv,
-                       float* out, int64_t N) {
-    for (int64_t j0 = 0; j0 < nh; j0 += VT::NR) {
-        const int64_t nv = nh - j0 < VT::NR ? nh - j0 : VT::NR;
-        const float* wt = tile + j0 * K;
-        for (int64_t r = 0; r < mv; r += 4) {
-            const float* xm = xp + r * K;
-            float* o = out + r * N + j0;
-            switch (mv - r < 4 ? mv - r : 4) {
-                case 1: bz_micro<1>(xm, wt, K, o, N, nv); break;
-                case 2: bz_micro<2>(xm, wt, K, o, N, nv); break;
-                case 3: bz_micro<3>(xm, wt, K, o, N, nv); break;
-                default: bz_micro<4>(xm, wt, K, o, N, nv); break;
-            }
-        }
-    }
-}
 #else
 #define BZ_WXT 0
 #endif
@@ -1165,8 +1171,8 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
                 bz_dequant_rows(wq, sc, bi, sb, h0, nh, G, K, tile);
                 for (int64_t m0 = 0; m0 < M; m0 += 32) {
                     const int64_t mv = M - m0 < 32 ? M - m0 : 32;
-                    if (mv <= 16) {
-                        bz_wx_tail(xp + m0 * K, K, tile, nh, mv, out + m0 * N + h0, N);
+                    if (mv <= 16) {  /* a short last block: dot products (bz_tile_rows) */
+                        bz_tile_rows(xp + m0 * K, mv, K, tile, nh, out + m0 * N + h0, N);
                         continue;
                     }
                     const float* xT = bz_xT + m0;
@@ -1202,21 +1208,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
             for (int64_t c0 = n0; c0 < n1; c0 += NT) {
                 const int64_t nc = n1 - c0 < NT ? n1 - c0 : NT;
                 bz_dequant_rows(wq, sc, bi, sb, c0, nc, G, K, tile);
-                for (int64_t m0 = 0; m0 < M; m0 += 4) {
-                    const int64_t mr = M - m0 < 4 ? M - m0 : 4;
-                    const float* xm = xp + m0 * K;
-                    for (int64_t j0 = 0; j0 < nc; j0 += NR) {
-                        const int64_t nv = nc - j0 < NR ? nc - j0 : NR;
-                        float* o = out + m0 * N + c0 + j0;
-                        const float* wt = tile + j0 * K;
-                        switch (mr) {
-                            case 1: bz_micro<1>(xm, wt, K, o, N, nv); break;
-                            case 2: bz_micro<2>(xm, wt, K, o, N, nv); break;
-                            case 3: bz_micro<3>(xm, wt, K, o, N, nv); break;
-                            default: bz_micro<4>(xm, wt, K, o, N, nv); break;
-                        }
-                    }
-                }
+                for (int64_t m0 = 0; m0 < M; m0 += 4)  /* 4 rows of x in L1, the tile swept */
+                    bz_tile_rows(xp + m0 * K, M - m0 < 4 ? M - m0 : 4, K, tile, nc,
+                                 out + m0 * N + c0, N);
             }
             free(tile);
         } else
