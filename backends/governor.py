@@ -50,13 +50,12 @@ class ThreadGovernor:
         self._args = args
         self._tuned = [int(a[0]) for a in args]
         self.serial = False  # the mode kept (probes aside)
-        self._written = False  # the mode the args hold now (False: tuned counts)
+        self._written = False  # the mode the args hold, so this call's (False: tuned)
         self._time = [math.inf, math.inf]  # recent seconds per call: [tuned, serial]
         self._probe_every = PROBE_EVERY
         self._since_probe = 0
         self._slow_calls = 0
         self._probing = False
-        self._mode = False
         self._t0 = 0.0
 
     def _write(self, serial: bool) -> None:
@@ -68,14 +67,13 @@ class ThreadGovernor:
     def before(self) -> None:
         """Called before each replay: picks this call's mode and starts its clock."""
         self._probing = self._slow_calls >= 2 or self._since_probe >= self._probe_every
-        self._mode = (not self.serial) if self._probing else self.serial
-        self._write(self._mode)
+        self._write((not self.serial) if self._probing else self.serial)
         self._t0 = time.perf_counter()
 
     def after(self, seconds: float | None = None) -> None:
         """Called after each replay (``seconds``: the call's time, measured if None)."""
         dt = time.perf_counter() - self._t0 if seconds is None else seconds
-        m = self._mode
+        m = self._written
         if self._probing:
             self._time[m] = dt
             self._since_probe = self._slow_calls = 0

@@ -88,7 +88,6 @@ class NumpyBackend:
                     return _evaluate_tiny(targets, order)
             asked = len(targets)
             targets = list(targets)
-            n_targets = len(targets)
             # An intermediate that an earlier compiled evaluation computed and dropped is
             # held by someone (a user array, another pending graph): computed again now,
             # it is kept this time (``y = stack(xs)`` then ``y[i]`` for every i would
@@ -101,7 +100,7 @@ class NumpyBackend:
                     else:
                         n.pending_evals = 1
             schedule, leaves = compile_graph(
-                targets, traced if len(targets) == n_targets else None)
+                targets, traced if len(targets) == asked else None)
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
                     leaf.op.reference()
