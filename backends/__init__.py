@@ -116,6 +116,13 @@ def _cuda_available() -> bool:
     return cuda_available()
 
 
+def _cuda_emulator_factory() -> Backend:
+    from .cuda import CudaBackend
+    from .cuda.emulator import EmulatedDevice
+
+    return CudaBackend(skip_tiny=False, driver=EmulatedDevice())  # every graph as kernels
+
+
 def _mlx_factory() -> Backend:
     from .mlx import MlxBackend
 
@@ -133,6 +140,9 @@ register("numpy", _numpy_factory, lambda: True)
 register("cpu", _cpu_factory, _cpu_available)
 register("cuda", _cuda_factory, _cuda_available)
 register("mlx", _mlx_factory, _mlx_available)
+# The cuda backend with its device emulated on the host CPU (generated CUDA C compiled as
+# C++, blocks of threads as fibers): slow, for testing the CUDA generator without a GPU.
+register("cuda-emulator", _cuda_emulator_factory, _cpu_available)
 
 # Kernel.source("cuda" | "metal") works on any machine: the generators register themselves
 from .cuda import codegen as _cuda_codegen  # noqa: E402, F401

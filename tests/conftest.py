@@ -29,9 +29,12 @@ settings.register_profile("thorough", max_examples=400, deadline=None, database=
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-# BRAZE_TEST_BACKENDS=mlx,cpu restricts the parametrization (default: every available one)
+# BRAZE_TEST_BACKENDS=mlx,cpu restricts the parametrization (default: every available one
+# but the cuda emulator, which compiles each new kernel and runs threads as fibers: ask for
+# it by name, BRAZE_TEST_BACKENDS=cuda-emulator, to run the suite through the CUDA code)
 _WANTED = [b for b in os.environ.get("BRAZE_TEST_BACKENDS", "").split(",") if b]
-BACKENDS = [b for b in bz.backends.available() if not _WANTED or b in _WANTED]
+BACKENDS = [b for b in bz.backends.available()
+            if (b in _WANTED if _WANTED else b != "cuda-emulator")]
 
 
 @pytest.fixture(params=BACKENDS, autouse=True, scope="module")

@@ -14,7 +14,7 @@ import numpy as np
 import braze as bz
 from braze.graph import dtypes as dt
 from braze.graph.compiler import compile_graph
-from braze.graph.kernel import Kernel
+from braze.graph.kernel import Kernel, Schedule
 from braze.graph.node import Node
 from braze.graph.ops import OPS
 
@@ -23,11 +23,6 @@ from .test_compiler import build_program
 
 REAL_DTYPES = [d for d in dt.ALL if d.kind != "c"]
 N_RANDOM = 60
-
-
-def _kernels(outs: list[bz.Array]) -> list[Kernel]:
-    schedule, _ = compile_graph([o._node for o in outs])
-    return schedule.kernels
 
 
 def _arr(shape: tuple[int, ...], d: np.dtype, seed: int = 0) -> bz.Array:
@@ -115,8 +110,9 @@ def _random_spec(rng: np.random.Generator):
 
 
 @functools.lru_cache(maxsize=1)
-def corpus() -> tuple[Kernel, ...]:
-    """The kernels, deduplicated by structural name (first occurrence kept)."""
+def programs() -> tuple[tuple[Schedule, list[np.ndarray]], ...]:
+    """The compiled graphs (schedule, input arrays) that contribute a kernel of the
+    corpus: what a test runs to execute every corpus kernel on real data."""
     graphs: list[list[bz.Array]] = []
     for d in REAL_DTYPES:
         x, y, w = _arr((16, 16), d, 0), _arr((16, 16), d, 1), _arr((16,), d, 2)
@@ -130,8 +126,26 @@ def corpus() -> tuple[Kernel, ...]:
     rng = np.random.default_rng(7)
     for _ in range(N_RANDOM):
         graphs.append(build_program(_random_spec(rng)))
-    seen: dict[str, Kernel] = {}
+    seen: set[str] = set()
+    out = []
     for outs in graphs:
-        for k in _kernels(outs):
-            seen.setdefault(k.name + repr(k.shape) + repr([ld.view for ld in k.loads]), k)
+        schedule, leaves = compile_graph([o._node for o in outs])
+        keys = {_key(k) for k in schedule.kernels} - seen
+        if keys:
+            seen |= keys
+            out.append((schedule, [leaf.data for leaf in leaves]))
+    return tuple(out)
+
+
+def _key(k: Kernel) -> str:
+    return k.name + repr(k.shape) + repr([ld.view for ld in k.loads])
+
+
+@functools.lru_cache(maxsize=1)
+def corpus() -> tuple[Kernel, ...]:
+    """The kernels, deduplicated by structural name (first occurrence kept)."""
+    seen: dict[str, Kernel] = {}
+    for schedule, _ in programs():
+        for k in schedule.kernels:
+            seen.setdefault(_key(k), k)
     return tuple(seen.values())

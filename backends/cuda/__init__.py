@@ -13,6 +13,11 @@ inputs are uploaded and outputs downloaded around each launch (library ops stay
 numpy). A kernel NVRTC rejects (or the generator does not support) runs with the
 numpy executor, after **one** warning naming it.
 
+The device is reached through a *driver* (:class:`CudaDriver`: ``braze._core``'s
+``dlopen``-ed CUDA driver API). :class:`~braze.backends.cuda.emulator.EmulatedDevice`
+is another: it runs the same generated kernels on the host CPU, so that the whole
+backend is tested where there is no GPU (CI).
+
 >>> available() in (True, False)
 True
 """
@@ -34,7 +39,7 @@ from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
 
-__all__ = ["CudaBackend", "DevicePool", "available", "device_info"]
+__all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
 
 BLOCK = 256
 
@@ -59,6 +64,31 @@ def device_info() -> dict[str, Any]:
     return {"name": name, "cc": (major, minor), "sms": sms, "driver": driver}
 
 
+class CudaDriver:
+    """The real device: NVRTC to CUBIN for its ``sm_XX``, the driver API through
+    ``braze._core`` (what :class:`CudaBackend` asks of any driver)."""
+
+    def info(self) -> dict[str, Any]:
+        return device_info()
+
+    def malloc(self, nbytes: int) -> int:
+        return _core.cuda_malloc(nbytes)
+
+    def upload(self, ptr: int, host: np.ndarray) -> None:
+        _core.cuda_upload(ptr, host)
+
+    def download(self, host: np.ndarray, ptr: int) -> None:
+        _core.cuda_download(host, ptr)
+
+    def load(self, g: GpuKernel, arch: str) -> int:
+        image = nvrtc.compile_source(g.source, g.symbol, arch=arch, cubin=True)
+        return _core.cuda_load(image, g.symbol)
+
+    def launch(self, handle: int, grid: int, block: int, ptrs: list[int],
+               args: np.ndarray) -> None:
+        _core.cuda_launch(handle, grid, block, ptrs, args, True)
+
+
 class DevicePool:
     """Caching device allocator: freed blocks are kept by size class and reused.
 
@@ -66,9 +96,10 @@ class DevicePool:
     1024
     """
 
-    def __init__(self) -> None:
+    def __init__(self, malloc: Any = None) -> None:
         self.free: dict[int, list[int]] = {}
         self.lock = threading.Lock()
+        self.malloc = malloc or _core.cuda_malloc
 
     @staticmethod
     def size_class(n: int) -> int:
@@ -80,7 +111,7 @@ class DevicePool:
             lst = self.free.get(c)
             if lst:
                 return lst.pop(), c
-        return _core.cuda_malloc(c), c
+        return self.malloc(c), c
 
     def release(self, ptr: int, c: int) -> None:
         with self.lock:
@@ -89,7 +120,7 @@ class DevicePool:
 
 @dataclass
 class _Loaded:
-    fn: int
+    fn: Any
     gen: GpuKernel
     args: np.ndarray
 
@@ -99,12 +130,14 @@ class CudaBackend(NumpyBackend):
 
     name = "cuda"
 
-    def __init__(self, optimize: bool | None = None, skip_tiny: bool = True) -> None:
+    def __init__(self, optimize: bool | None = None, skip_tiny: bool = True,
+                 driver: Any = None) -> None:
         super().__init__(optimize, skip_tiny, fast_replay=False)  # host plans: not yet
-        info = device_info()
+        self.driver = driver if driver is not None else CudaDriver()
+        info = self.driver.info()
         self.arch = f"sm_{info['cc'][0]}{info['cc'][1]}"
         self.sms = info["sms"]
-        self.pool = DevicePool()
+        self.pool = DevicePool(self.driver.malloc)
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
         self.stats = {"cuda": 0, "numpy": 0}
@@ -121,8 +154,7 @@ class CudaBackend(NumpyBackend):
         try:
             g = generate(k)
             if g.symbol not in self._failed:
-                image = nvrtc.compile_source(g.source, g.symbol, arch=self.arch, cubin=True)
-                loaded = _Loaded(_core.cuda_load(image, g.symbol), g, kernel_args(k))
+                loaded = _Loaded(self.driver.load(g, self.arch), g, kernel_args(k))
         except Unsupported:
             pass
         except (nvrtc.NvrtcError, RuntimeError) as err:
@@ -165,15 +197,15 @@ class CudaBackend(NumpyBackend):
                 held.append((ptr, c))
                 ptrs.append(ptr)
                 if slot in {ld.slot for ld in k.loads} or slot in stored:
-                    _core.cuda_upload(ptr, host.reshape(-1).view(np.uint8) if host.size else
-                                      np.zeros(1, np.uint8))
+                    self.driver.upload(ptr, host.reshape(-1).view(np.uint8) if host.size else
+                                       np.zeros(1, np.uint8))
             grid, block = self.launch_config(g, k)
-            _core.cuda_launch(loaded.fn, grid, block, ptrs, loaded.args, True)
+            self.driver.launch(loaded.fn, grid, block, ptrs, loaded.args)
             for slot, ptr in zip(g.slots, ptrs):
                 if slot in stored:
                     out = bufs[slot]
                     if out.size:
-                        _core.cuda_download(out.reshape(-1).view(np.uint8), ptr)
+                        self.driver.download(out.reshape(-1).view(np.uint8), ptr)
         finally:
             for ptr, c in held:
                 self.pool.release(ptr, c)

@@ -1,0 +1,257 @@
+"""The cuda backend, run end to end on the CPU emulator of the CUDA execution model.
+
+NVRTC (test_gpu_codegen) proves that generated CUDA C compiles; these tests *run* it:
+every kernel of the corpus, through :class:`CudaBackend` (its launch configuration,
+argument packing, allocator and transfers) with :class:`EmulatedDevice` as the driver,
+must match the numpy executor on the same schedule. A second launch configuration
+stresses what the default one does not reach on 16x16 inputs: grid-stride loops (fewer
+blocks than rows or elements) and multi-warp block reductions (3 warps).
+
+Tolerances (relative; absolute = relative x max(largest |reference|, reduction length x
+largest |input|), as a sum may cancel to ~0 and round differently in another order):
+float64 1e-12, float32 2e-6 (host libm vs
+numpy: last-ulp differences, another summation order), float16 1e-3, bfloat16 1e-2;
+integers and bools exact; NaNs where the reference has them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import braze as bz
+from braze.backends import cuda
+from braze.backends.cpu.build import compiler
+from braze.backends.cuda import CudaBackend, codegen
+from braze.backends.cuda.emulator import EmulatedDevice, EmulatorError, emulator_source
+from braze.backends.gpusource import GpuKernel
+from braze.backends.numpy_backend import run_schedule
+from braze.graph import dtypes as dt
+from braze.graph.compiler import compile_graph
+
+from .helpers import arrays, shapes
+from .kernel_corpus import corpus, programs
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler")
+
+TOL = {dt.float64: 1e-12, dt.float32: 2e-6, dt.float16: 1e-3, dt.bfloat16: 1e-2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def backend_name():
+    """The emulated backend is built here, whatever the active backend: run once."""
+    yield "none"
+
+
+@pytest.fixture(scope="module")
+def device() -> EmulatedDevice:
+    """One emulated device with every corpus kernel built (batches in parallel)."""
+    dev = EmulatedDevice()
+    gens = list({g.symbol: g for g in map(codegen.generate, corpus())}.values())
+    batches = [gens[i:i + 60] for i in range(0, len(gens), 60)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(dev.build, batches))
+    return dev
+
+
+def _max_abs(a: np.ndarray) -> float:
+    a = np.abs(a.astype(np.float64)) if a.dtype.kind in "fiu" else np.zeros(0)
+    a = a[np.isfinite(a)]
+    return float(a.max()) if a.size else 0.0
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, what: str, rtol: float = 0.0,
+                 scale: float = 0.0) -> None:
+    """``rtol``: at least the result dtype's (a float64 result computed through float32
+    intermediates gets float32's); absolute error allowed: rtol x max(|want|, scale)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    if want.dtype in TOL:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        scale = max(scale, _max_abs(want))
+        rtol = max(rtol, TOL[want.dtype])
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, equal_nan=True,
+                                   err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+class PoisonedBackend(CudaBackend):
+    """Output buffers start as all-ones bytes (NaN, -1, True) on the device, never as
+    whatever np.empty handed back (often a stale copy of the reference's result): an
+    element a kernel forgets to write shows."""
+
+    def _run_kernel(self, k, bufs) -> None:
+        loaded = [bufs[ld.slot] for ld in k.loads]
+        for store in k.stores:
+            out = bufs[store.slot]
+            if out.size == store.view.size and not any(np.shares_memory(out, a) for a in loaded):
+                out.reshape(-1).view(np.uint8)[:] = 255
+        super()._run_kernel(k, bufs)
+
+
+class StressedBackend(PoisonedBackend):
+    """At most 3 blocks (grid-stride loops over rows and elements), 96 threads per row
+    block (3 warps: the second level of the block reduction sees a partial warp)."""
+
+    def launch_config(self, g, k):
+        grid, block = super().launch_config(g, k)
+        return min(grid, 3), (96 if g.mode == "rows" else 64)
+
+
+def _check(backend: CudaBackend, schedule, inputs) -> None:
+    want = run_schedule(schedule, inputs)
+    got = backend.run_schedule(schedule, inputs)
+    names = ", ".join(k.name for k in schedule.kernels)
+    rtol = max([TOL.get(ins.dtype, 0.0) for k in schedule.kernels for ins in k.instrs],
+               default=0.0)
+    # a sum of n terms may lose n ulps of its largest term (summation orders differ)
+    n = max([int(np.prod(k.shape[len(k.shape) - k.n_red:])) for k in schedule.kernels
+             if k.n_red], default=1)
+    scale = n * max([_max_abs(np.asarray(a)) for a in inputs], default=0.0)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w, f"output {i} of [{names}]", rtol, scale)
+
+
+@pytest.mark.parametrize("kind", [PoisonedBackend, StressedBackend], ids=["default", "stressed"])
+def test_every_corpus_kernel_runs_and_matches_the_numpy_executor(device, kind) -> None:
+    backend = kind(driver=device)
+    with np.errstate(all="ignore"):
+        for schedule, inputs in programs():
+            _check(backend, schedule, inputs)
+    assert backend.stats["numpy"] == 0  # nothing fell back: every kernel ran emulated
+    assert backend.stats["cuda"] >= len(corpus()) >= 300
+
+
+def test_the_corpus_reaches_every_shape_of_generated_code(device) -> None:
+    gens = [codegen.generate(k) for k in corpus()]
+    assert {g.mode for g in gens} == {"flat", "nested", "rows"}
+    assert any(g.vec > 1 for g in gens)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+@pytest.mark.parametrize("n", [1, 7, 64, 1001])
+def test_vector_path_and_its_scalar_fallback(device, n: int, offset: int) -> None:
+    """16-byte vector loads when every view is aligned, element loads otherwise, and the
+    tail past the last whole vector."""
+    base = np.random.default_rng(n).standard_normal(n + 3).astype(np.float32)
+    x = bz.asarray(base)[offset:offset + n]
+    schedule, leaves = compile_graph([(bz.exp(x) * 2.0 + x)._node])
+    (k,) = schedule.kernels
+    assert codegen.generate(k).vec == (4 if n > 1 else 1)  # one element: a stride-0 view
+    _check(PoisonedBackend(driver=device), schedule, [leaf.data for leaf in leaves])
+
+
+FUNCS = {
+    "chain": lambda x, y: bz.tanh(x) * y - bz.sqrt(bz.abs(y)) + 1.0,
+    "softmax": lambda x, y: bz.softmax(x + y, axis=-1),
+    "sum0": lambda x, y: bz.sum(x * y, axis=0),
+    "argmax": lambda x, y: bz.argmax(x - y, axis=-1),
+    "transposed": lambda x, y: bz.permute_dims(x, tuple(range(x.ndim))[::-1]) * 3.0,
+    "strided": lambda x, y: x[..., ::-2] + y[..., ::-2],
+}
+
+
+@given(data=st.data(), name=st.sampled_from(sorted(FUNCS)),
+       dtype=st.sampled_from([dt.float32, dt.float64, dt.int32, dt.float16]))
+def test_shapes_views_and_dtypes(device, data, name: str, dtype) -> None:
+    """Empty, 0-d, broadcast and non-contiguous inputs through the emulated backend."""
+    shape = data.draw(shapes(min_dims=0 if name in ("chain", "transposed") else 1, max_side=9))
+    x = data.draw(arrays(dtype, shape, finite=True))
+    y = data.draw(arrays(dtype, shape[1:] if len(shape) > 1 and data.draw(st.booleans()) else shape,
+                         finite=True))
+    fn = FUNCS[name]
+    try:
+        out = fn(bz.asarray(x), bz.asarray(y))
+    except (TypeError, ValueError):
+        return  # outside the op's domain (e.g. softmax of int32): nothing to run
+    schedule, leaves = compile_graph([out._node])
+    backend = PoisonedBackend(driver=device)
+    with np.errstate(all="ignore"):
+        _check(backend, schedule, [leaf.data for leaf in leaves])
+    assert backend.stats["numpy"] == 0
+
+
+def _kernel(body: str, symbol: str = "bz_0123456789abcdef0123") -> GpuKernel:
+    src = codegen.PRELUDE + (f'extern "C" __global__ void {symbol}(float* b0, '
+                             f"const bz_args<2> bz_a) {{\n{body}\n}}\n")
+    return GpuKernel(src, symbol, (0,), 2, "flat", 1, False)
+
+
+def _launch(body: str, block: int = 64) -> np.ndarray:
+    dev = EmulatedDevice()
+    g = _kernel(body)
+    handle = dev.load(g, "sm_90")
+    ptr = dev.malloc(4 * block)
+    dev.launch(handle, 2, block, [ptr], np.zeros(2, np.int64))
+    out = np.empty(block, np.float32)
+    dev.download(out.view(np.uint8), ptr)
+    return out
+
+
+def test_shared_memory_barriers_and_shuffles_behave_like_a_block() -> None:
+    body = """
+  __shared__ float s[64];
+  const int t = threadIdx.x;
+  s[t] = (float)t;
+  __syncthreads();
+  float v = s[63 - t] + bz_shfl((float)t, 1);  // a partner lane's value
+  __syncthreads();
+  if (blockIdx.x == 1) b0[t] = v;"""
+    out = _launch(body)
+    t = np.arange(64)
+    np.testing.assert_array_equal(out, (63 - t) + (t ^ 1))
+
+
+@pytest.mark.parametrize("body, match", [
+    ("if (threadIdx.x < 32) __syncthreads();", "deadlock"),
+    ("if (threadIdx.x >= 48) return; __syncthreads();", "deadlock|exited"),
+    ("if (threadIdx.x % 32 >= 16) return; bz_shfl(1.0f, 1);", "exited"),
+])
+def test_barrier_misuse_is_an_error_not_a_hang(body: str, match: str) -> None:
+    with pytest.raises(EmulatorError, match=match):
+        _launch(body)
+
+
+def test_bad_launch_configuration_is_refused() -> None:
+    dev = EmulatedDevice()
+    handle = dev.load(_kernel(""), "sm_90")
+    with pytest.raises(EmulatorError, match="multiple of 32"):
+        dev.launch(handle, 1, 48, [dev.malloc(4)], np.zeros(2, np.int64))
+
+
+def test_a_kernel_that_does_not_build_falls_back_with_one_warning(monkeypatch) -> None:
+    """The backend's fallback path: a kernel the device cannot build runs with numpy,
+    after one warning naming it, however often it comes back."""
+    real = cuda.generate
+
+    def broken(k):
+        g = real(k)
+        return GpuKernel(g.source.replace("{", "{ not C++;", 1) if "__global__" in g.source
+                         else g.source, g.symbol, g.slots, g.n_args, g.mode, g.vec, g.empty)
+
+    monkeypatch.setattr(cuda, "generate", broken)
+    backend = CudaBackend(driver=EmulatedDevice())
+    x = bz.asarray(np.arange(10, dtype=np.float32))
+    schedule, leaves = compile_graph([(bz.exp(x) + 1.0)._node])
+    (k,) = schedule.kernels
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            out, = backend.run_schedule(schedule, [leaf.data for leaf in leaves])
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and k.name in msgs[0]
+    np.testing.assert_allclose(out, np.exp(np.arange(10, dtype=np.float32)) + 1, rtol=2e-6)
+    assert backend.stats["numpy"] == 3 and backend.stats["cuda"] == 0
+
+
+def test_emulator_source_keeps_each_kernel_in_its_namespace() -> None:
+    gens = [codegen.generate(k) for k in corpus()[:3]]
+    src = emulator_source(gens, codegen.PRELUDE)
+    assert src.count(codegen.PRELUDE) == 1
+    for g in gens:
+        assert f"bz_emu_launch_{g.symbol}" in src and g.source[len(codegen.PRELUDE):] in src
