@@ -4,14 +4,14 @@ braze builds and installs without CUDA.
 
 Available when ``libcuda`` loads, ``cuInit`` succeeds, a device is present and NVRTC is
 installed (``pip install nvidia-cuda-nvrtc``); ``bz.backends.available()`` lists it only
-then. Schedules run through the shared executor
-(:func:`braze.backends.numpy_backend.run_schedule`): each fused kernel is generated
-(:mod:`.codegen`), compiled for the device's ``sm_XX`` to CUBIN (cached on disk, see
-:mod:`.nvrtc`), loaded once, and launched on device buffers from a caching allocator
-(:class:`DevicePool`). Buffers live on the host between steps in this first landing:
-inputs are uploaded and outputs downloaded around each launch (library ops stay
-numpy). A kernel NVRTC rejects (or the generator does not support) runs with the
-numpy executor, after **one** warning naming it.
+then. Each fused kernel is generated (:mod:`.codegen`), compiled for the device's
+``sm_XX`` to CUBIN (cached on disk, see :mod:`.nvrtc`), loaded once, and launched on
+device buffers from a caching allocator (:class:`DevicePool`). Values stay on the device
+between kernels (:class:`_DeviceRun`: a planned storage is one device allocation):
+inputs are uploaded once, outputs downloaded once, and a value crosses otherwise only
+for what runs on the host (library ops -- matmul, sort, fft... -- still run with numpy
+in this landing). A kernel NVRTC rejects (or the generator does not support) runs with
+the numpy executor, after **one** warning naming it.
 
 The device is reached through a *driver* (:class:`CudaDriver`: ``braze._core``'s
 ``dlopen``-ed CUDA driver API). :class:`~braze.backends.cuda.emulator.EmulatedDevice`
@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from ...graph.kernel import Kernel, Schedule
-from ..numpy_backend import NumpyBackend, run_schedule
+from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
+from ...graph.ops import OPS, reference_eval
+from ..numpy_backend import SMALL_BYTES, NumpyBackend, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
@@ -140,10 +141,7 @@ class CudaBackend(NumpyBackend):
         self.pool = DevicePool(self.driver.malloc)
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
-        self.stats = {"cuda": 0, "numpy": 0}
-
-    def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return run_schedule(schedule, inputs, run_kernel=self._run_kernel)
+        self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0}
 
     def load(self, k: Kernel) -> _Loaded | None:
         """Generate, compile (cached) and load ``k``; None (after one warning) on failure."""
@@ -179,34 +177,135 @@ class CudaBackend(NumpyBackend):
         per_block = BLOCK * g.vec
         return max(1, min((n + per_block - 1) // per_block, self.sms * 32)), BLOCK
 
-    def _run_kernel(self, k: Kernel, bufs: list[Any]) -> None:
-        loaded = self.load(k)
-        if loaded is None:
-            self.stats["numpy"] += 1
+    def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        with _DeviceRun(self, schedule) as run:
+            return run.execute(inputs)
+
+
+class _DeviceRun:
+    """One schedule run with device-resident values: each slot's value lives on the
+    device, on the host, or both. Kernels read and write device buffers (a planned
+    storage is one device allocation, shared by the slots the memory plan puts in it);
+    a value crosses to the host only when something there needs it -- a library op, a
+    kernel that falls back to numpy, a view step, a schedule output -- and to the
+    device only when a kernel reads what only the host has (inputs, library results).
+    Device memory goes back to the pool when the plan frees its storage and at the end."""
+
+    def __init__(self, backend: CudaBackend, s: Schedule) -> None:
+        self.b, self.s = backend, s
+        self.host: list[np.ndarray | None] = [None] * len(s.slots)
+        self.dev: list[int | None] = [None] * len(s.slots)
+        self.storages: dict[int, tuple[int, int]] = {}  # storage id -> (ptr, size class)
+        self.owned: dict[int, tuple[int, int]] = {}  # unplanned slot -> (ptr, size class)
+        self.slots_of: dict[int, list[int]] = {}
+        for slot, sid in s.storage.items():
+            self.slots_of.setdefault(sid, []).append(slot)
+
+    def __enter__(self) -> _DeviceRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ptr, c in [*self.storages.values(), *self.owned.values()]:
+            self.b.pool.release(ptr, c)
+
+    # -- where values are
+    def _alloc(self, slot: int) -> int:
+        info = self.s.slots[slot]
+        sid = self.s.storage.get(slot)
+        if sid is not None and info.nbytes >= SMALL_BYTES:
+            if sid not in self.storages:
+                self.storages[sid] = self.b.pool.alloc(self.s.storage_bytes[sid])
+            ptr = self.storages[sid][0]
+        else:
+            if slot not in self.owned:
+                self.owned[slot] = self.b.pool.alloc(max(1, info.nbytes))
+            ptr = self.owned[slot][0]
+        self.dev[slot] = ptr
+        return ptr
+
+    def on_device(self, slot: int) -> int:
+        ptr = self.dev[slot]
+        if ptr is None:
+            host = self.host[slot]
+            assert host is not None, f"slot {slot} has no value"
+            ptr = self._alloc(slot)
+            if host.size:
+                self.b.driver.upload(ptr, np.ascontiguousarray(host).reshape(-1).view(np.uint8))
+                self.b.stats["uploads"] += 1
+        return ptr
+
+    def on_host(self, slot: int) -> np.ndarray:
+        host = self.host[slot]
+        if host is None:
+            info = self.s.slots[slot]
+            host = np.empty(info.shape, info.dtype)
+            if host.size:
+                self.b.driver.download(host.reshape(-1).view(np.uint8), self.dev[slot])
+                self.b.stats["downloads"] += 1
+            self.host[slot] = host
+        return host
+
+    def wrote_on_device(self, slot: int) -> None:
+        self.host[slot] = None
+        # the other slots of the same storage are dead (the plan reuses it only then)
+
+    # -- steps
+    def execute(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        s = self.s
+        for slot, arr in zip(s.input_slots, inputs):
+            self.host[slot] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
+        for slot, value in s.const_slots.items():
+            self.host[slot] = np.asarray(value, dtype=s.slots[slot].dtype)
+        for t, step in enumerate(s.steps):
+            if isinstance(step, KernelStep):
+                self.kernel(step.kernel)
+            elif isinstance(step, LibraryStep):
+                ins = [self.on_host(i) for i in step.inputs]
+                out = reference_eval(OPS[step.op], step.attrs, s.slots[step.output].dtype, *ins)
+                if any(np.may_share_memory(out, x) for x in ins):
+                    out = out.copy()
+                self.host[step.output] = out if out.flags.c_contiguous else np.array(
+                    out, order="C")
+                self.dev[step.output] = None
+            else:
+                self.host[step.output] = strided(self.on_host(step.source), step.view)
+                self.dev[step.output] = None
+            for sid in s.frees[t]:
+                mem = self.storages.pop(sid, None)
+                if mem is not None:
+                    self.b.pool.release(*mem)
+                for slot in self.slots_of.get(sid, ()):
+                    if slot not in s.output_slots:
+                        self.dev[slot] = None
+                        self.host[slot] = None
+        return [self.on_host(o) for o in s.output_slots]
+
+    def kernel(self, k: Kernel) -> None:
+        b = self.b
+        loaded = b.load(k)
+        if loaded is None:  # the numpy executor, on host copies
+            b.stats["numpy"] += 1
+            bufs: list[Any] = [None] * len(self.s.slots)
+            for ld in k.loads:
+                bufs[ld.slot] = self.on_host(ld.slot)
+            for st in k.stores:
+                if bufs[st.slot] is None:
+                    info = self.s.slots[st.slot]
+                    bufs[st.slot] = np.empty(info.shape, info.dtype)
             numpy_run_kernel(k, bufs)
+            for st in k.stores:
+                self.host[st.slot] = bufs[st.slot]
+                self.dev[st.slot] = None
             return
         g = loaded.gen
-        if g.empty:
-            return
         stored = {st.slot for st in k.stores}
-        held, ptrs = [], []
-        try:
-            for slot in g.slots:
-                host = np.ascontiguousarray(bufs[slot])
-                ptr, c = self.pool.alloc(host.nbytes)
-                held.append((ptr, c))
-                ptrs.append(ptr)
-                if slot in {ld.slot for ld in k.loads} or slot in stored:
-                    self.driver.upload(ptr, host.reshape(-1).view(np.uint8) if host.size else
-                                       np.zeros(1, np.uint8))
-            grid, block = self.launch_config(g, k)
-            self.driver.launch(loaded.fn, grid, block, ptrs, loaded.args)
-            for slot, ptr in zip(g.slots, ptrs):
-                if slot in stored:
-                    out = bufs[slot]
-                    if out.size:
-                        self.driver.download(out.reshape(-1).view(np.uint8), ptr)
-        finally:
-            for ptr, c in held:
-                self.pool.release(ptr, c)
-        self.stats["cuda"] += 1
+        ptrs = []
+        for slot in g.slots:  # a stored slot the host holds (part of it) is uploaded too
+            known = self.dev[slot] is not None or self.host[slot] is not None
+            ptrs.append(self.on_device(slot) if known else self._alloc(slot))
+        if not g.empty:
+            grid, block = b.launch_config(g, k)
+            b.driver.launch(loaded.fn, grid, block, ptrs, loaded.args)
+        for slot in stored:
+            self.wrote_on_device(slot)
+        b.stats["cuda"] += 1

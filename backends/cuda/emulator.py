@@ -18,7 +18,9 @@ replaced:
   some threads of the block exited before, or a warp shuffle with exited lanes --
   undefined behaviour on a GPU, often a hang -- raise :class:`EmulatorError` naming the
   block and what each thread was doing;
-* device memory is host memory (256-byte aligned, like ``cuMemAlloc``).
+* device memory is host memory (256-byte aligned, like ``cuMemAlloc``), filled with
+  0xFF bytes when allocated (NaN, -1, True): an element a kernel reads before anything
+  wrote it, or that it forgets to write, shows in its results.
 
 Math runs on the host's libm, not CUDA's (results differ in the last ulp at most); the
 emulator checks the generated program, not the GPU's arithmetic or its speed.
@@ -36,10 +38,8 @@ emulator checks the generated program, not the GPU's arithmetic or its speed.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
-import os
 import re
 import subprocess
 import tempfile
@@ -298,23 +298,25 @@ class EmulatedDevice:
         self._launchers: dict[str, Any] = {}
         self._libs: list[ctypes.CDLL] = []
         self._lock = threading.Lock()  # the runtime's fibers and statics are per library
-        self.launches = 0
+        self.launches = self.uploads = self.downloads = 0
 
     # -- what CudaBackend asks of a driver
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "cc": (9, 0), "sms": self.sms, "driver": 0}
 
     def malloc(self, nbytes: int) -> int:
-        buf = np.empty(nbytes + ALIGN, np.uint8)
+        buf = np.full(nbytes + ALIGN, 255, np.uint8)
         ptr = buf.ctypes.data + (-buf.ctypes.data) % ALIGN
         self._memory[ptr] = buf
         return ptr
 
     def upload(self, ptr: int, host: np.ndarray) -> None:
         ctypes.memmove(ptr, host.ctypes.data, host.nbytes)
+        self.uploads += 1
 
     def download(self, host: np.ndarray, ptr: int) -> None:
         ctypes.memmove(host.ctypes.data, ptr, host.nbytes)
+        self.downloads += 1
 
     def build(self, kernels: Sequence[GpuKernel]) -> None:
         """Compile ``kernels`` together (one library) and make them launchable."""
@@ -349,9 +351,3 @@ class EmulatedDevice:
         self.launches += 1
         if rc != 0:
             raise EmulatorError(f"kernel {handle}: {err.value.decode()}")
-
-    def clear_cache(self) -> None:
-        """Forget every compiled library entry on disk (tests of the build path)."""
-        for p in cache_dir().glob("cudaemu-*.so"):
-            with contextlib.suppress(OSError):
-                os.unlink(p)
