@@ -17,8 +17,10 @@ integers and bools exact; NaNs where the reference has them.
 
 from __future__ import annotations
 
+import runpy
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +271,13 @@ def test_emulator_source_keeps_each_kernel_in_its_namespace() -> None:
     assert src.count(codegen.PRELUDE) == 1
     for g in gens:
         assert f"bz_emu_launch_{g.symbol}" in src and g.source[len(codegen.PRELUDE):] in src
+
+
+def test_the_gpu_benchmark_script_runs_on_the_emulator(capsys) -> None:
+    """benchmarks/gpu.py has never met a GPU: its logic (explain, load, device buffers,
+    launch, result check against numpy) runs here on small sizes."""
+    gpu = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "gpu.py"))
+    gpu["main"](["--emulate"])
+    out = capsys.readouterr().out
+    assert "emulator" in out
+    assert all(w in out for w in ("chain 4096", "softmax 64x64", "layer norm 64x64"))

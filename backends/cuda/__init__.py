@@ -89,6 +89,9 @@ class CudaDriver:
                args: np.ndarray) -> None:
         _core.cuda_launch(handle, grid, block, ptrs, args, True)
 
+    def synchronize(self) -> None:
+        _core.cuda_synchronize()
+
 
 class DevicePool:
     """Caching device allocator: freed blocks are kept by size class and reused.

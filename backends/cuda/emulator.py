@@ -318,6 +318,9 @@ class EmulatedDevice:
         ctypes.memmove(host.ctypes.data, ptr, host.nbytes)
         self.downloads += 1
 
+    def synchronize(self) -> None:
+        """Launches run synchronously here."""
+
     def build(self, kernels: Sequence[GpuKernel]) -> None:
         """Compile ``kernels`` together (one library) and make them launchable."""
         from .codegen import PRELUDE
