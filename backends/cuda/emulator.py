@@ -11,7 +11,8 @@ replaced:
 * the kernel's CUDA source is compiled as C++17 by the host compiler, with a small shim
   (``__global__``/``__shared__``/``threadIdx``/``__syncthreads``/``__shfl_xor_sync``/bit
   casts) in front of it -- the source itself is not edited;
-* each block runs its threads as cooperative fibers (``ucontext``) on one OS thread:
+* each block runs its threads as cooperative fibers on one OS thread (started with
+  ``makecontext``, switched with ``_setjmp``/``_longjmp``: no system call per switch):
   ``__syncthreads`` and warp shuffles switch fibers, ``__shared__`` arrays are one copy
   per block (blocks run one after another);
 * barriers are checked: threads of one block waiting at different barriers, a barrier
@@ -112,6 +113,10 @@ template <class T> static inline T __shfl_xor_sync(unsigned int, T v, int o) {
 
 # The fiber scheduler (its own translation unit: it needs the C library's headers).
 RUNTIME = r"""// braze CUDA emulator runtime: blocks of cooperative fibers
+// A fiber starts on its own stack through makecontext/setcontext; afterwards switches use
+// _setjmp/_longjmp, which (unlike swapcontext) save no signal mask: no system call.
+#undef _FORTIFY_SOURCE
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <ucontext.h>
@@ -123,17 +128,25 @@ unsigned long long bz_emu_slots[1024];
 }
 
 namespace {
-enum State { RUN, AT_BLOCK, AT_WARP, DONE };
-struct Fiber { ucontext_t ctx; int state; };
+enum State { FRESH, RUN, AT_BLOCK, AT_WARP, DONE };
+struct Fiber { jmp_buf jb; int state; };
 const size_t STACK = 128 * 1024;
 Fiber* fibers = nullptr;
 char* stacks = nullptr;
 unsigned int capacity = 0, cur = 0;
-ucontext_t sched;
+jmp_buf sched;
+ucontext_t start_ctx;
 void (*entry)(void) = nullptr;
 
-void fiber_main() { entry(); fibers[cur].state = DONE; }  // uc_link: back to the scheduler
-void wait_at(int s) { fibers[cur].state = s; swapcontext(&fibers[cur].ctx, &sched); }
+void fiber_main() {
+  entry();
+  fibers[cur].state = DONE;
+  _longjmp(sched, 1);
+}
+void wait_at(int s) {
+  fibers[cur].state = s;
+  if (!_setjmp(fibers[cur].jb)) _longjmp(sched, 1);
+}
 }  // namespace
 
 extern "C" void bz_emu_syncthreads(void) { wait_at(AT_BLOCK); }
@@ -159,21 +172,22 @@ extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void
   bz_emu_gdim = {grid, 1, 1};
   for (unsigned int b = 0; b < grid; ++b) {
     bz_emu_bidx = {b, 0, 0};
-    for (unsigned int t = 0; t < block; ++t) {
-      Fiber& f = fibers[t];
-      getcontext(&f.ctx);
-      f.ctx.uc_stack.ss_sp = stacks + (size_t)t * STACK;
-      f.ctx.uc_stack.ss_size = STACK;
-      f.ctx.uc_link = &sched;
-      makecontext(&f.ctx, fiber_main, 0);
-      f.state = RUN;
-    }
+    for (unsigned int t = 0; t < block; ++t) fibers[t].state = FRESH;
     for (;;) {
       for (unsigned int t = 0; t < block; ++t) {
-        if (fibers[t].state != RUN) continue;
+        Fiber& f = fibers[t];
+        if (f.state != RUN && f.state != FRESH) continue;
         cur = t;
         bz_emu_tidx = {t, 0, 0};
-        swapcontext(&sched, &fibers[t].ctx);
+        if (_setjmp(sched)) continue;  // the fiber waits or is done
+        if (f.state == RUN) _longjmp(f.jb, 1);
+        f.state = RUN;
+        getcontext(&start_ctx);
+        start_ctx.uc_stack.ss_sp = stacks + (size_t)t * STACK;
+        start_ctx.uc_stack.ss_size = STACK;
+        start_ctx.uc_link = nullptr;
+        makecontext(&start_ctx, fiber_main, 0);
+        setcontext(&start_ctx);
       }
       // every thread now waits or is done: release what may go on
       unsigned int done = 0, at_block = 0, at_warp = 0;
