@@ -137,6 +137,34 @@ def programs() -> tuple[tuple[Schedule, list[np.ndarray]], ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
+def op_programs() -> tuple[tuple[Schedule, list[np.ndarray]], ...]:
+    """One program per elementwise op of the table and real dtype of its domain (the
+    corpus puts all ops of a dtype in one many-output kernel, which targets with a buffer
+    limit -- Metal -- do not take). Float inputs mix magnitudes (x3, x1e-3, x1e-6) and
+    hold 0, -0, +-inf and NaN."""
+    out = []
+    for d in REAL_DTYPES:
+        args = []
+        for seed in (1, 2):
+            a = np.asarray(_arr((64,), d, seed))
+            if d.kind == "f" or d in (dt.float16, dt.bfloat16):
+                with np.errstate(all="ignore"):
+                    a = a.astype(np.float32)
+                    a[16:32] *= 1e-3
+                    a[32:48] *= 1e-6
+                    a[48:53] = [0.0, -0.0, np.inf, -np.inf, np.nan]
+                    a = a.astype(d)
+            args.append(bz.asarray(a)._node)
+        for arity in (1, 2):
+            for name, result in elementwise_ops(arity, d):
+                attrs = {"dtype": d} if name == "nextafter" else {}
+                node = Node(OPS[name], tuple(args[:arity]), attrs, (64,), result)
+                schedule, leaves = compile_graph([node])
+                out.append((schedule, [leaf.data for leaf in leaves]))
+    return tuple(out)
+
+
 def _key(k: Kernel) -> str:
     return k.name + repr(k.shape) + repr([ld.view for ld in k.loads])
 

@@ -17,6 +17,7 @@ integers and bools exact; NaNs where the reference has them.
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -33,12 +34,13 @@ from braze.backends.cpu.build import compiler
 from braze.backends.cuda import CudaBackend, codegen
 from braze.backends.cuda.emulator import EmulatedDevice, EmulatorError, emulator_source
 from braze.backends.gpusource import GpuKernel
+from braze.backends.numpy_backend import run_kernel as numpy_run_kernel
 from braze.backends.numpy_backend import run_schedule
 from braze.graph import dtypes as dt
 from braze.graph.compiler import compile_graph
 
 from .helpers import arrays, shapes
-from .kernel_corpus import corpus, programs
+from .kernel_corpus import corpus, op_programs, programs
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler")
 
@@ -98,12 +100,15 @@ def _check(backend: CudaBackend, schedule, inputs) -> None:
     names = ", ".join(k.name for k in schedule.kernels)
     rtol = max([TOL.get(ins.dtype, 0.0) for k in schedule.kernels for ins in k.instrs],
                default=0.0)
-    # a sum of n terms may lose n ulps of its largest term (summation orders differ)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w, f"output {i} of [{names}]", rtol, _scale(schedule, inputs))
+
+
+def _scale(schedule, inputs) -> float:
+    """A sum of n terms may lose n ulps of its largest term (summation orders differ)."""
     n = max([int(np.prod(k.shape[len(k.shape) - k.n_red:])) for k in schedule.kernels
              if k.n_red], default=1)
-    scale = n * max([_max_abs(np.asarray(a)) for a in inputs], default=0.0)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(g, w, f"output {i} of [{names}]", rtol, scale)
+    return n * max([_max_abs(np.asarray(a)) for a in inputs], default=0.0)
 
 
 @pytest.mark.parametrize("kind", [CudaBackend, StressedBackend], ids=["default", "stressed"])
@@ -281,3 +286,75 @@ def test_the_gpu_benchmark_script_runs_on_the_emulator(capsys) -> None:
     out = capsys.readouterr().out
     assert "emulator" in out
     assert all(w in out for w in ("chain 4096", "softmax 64x64", "layer norm 64x64"))
+
+
+# ---------------------------------------------------------------- Metal
+def _metal_runner(dev: EmulatedDevice, stats: dict[str, int]):
+    """A ``run_kernel`` for run_schedule: the kernel's MSL on the emulator, over the host
+    buffers (unified memory), launched with the mlx backend's geometry; output buffers
+    poisoned first. Kernels the Metal path does not take (float64, > 23 buffers) run
+    with numpy and are counted."""
+    from braze.backends.csource import kernel_args
+    from braze.backends.metal import codegen as metal_codegen
+    from braze.backends.mlx.metal import _launch
+
+    def run(k, bufs) -> None:
+        try:
+            g = metal_codegen.generate(k)
+        except metal_codegen.Unsupported:
+            stats["numpy"] += 1
+            numpy_run_kernel(k, bufs)
+            return
+        loaded = [bufs[ld.slot] for ld in k.loads]
+        for store in k.stores:
+            out = bufs[store.slot]
+            if out.size == store.view.size and not any(np.shares_memory(out, a) for a in loaded):
+                out.reshape(-1).view(np.uint8)[:] = 255
+        held = [b if b.flags.c_contiguous else np.array(b, order="C")
+                for b in (bufs[s] for s in g.slots)]
+        assert all(bufs[st.slot] is held[g.slots.index(st.slot)] for st in k.stores)
+        if not g.empty:
+            groups, threads = _launch(g.mode, k)
+            dev.launch(dev.load(g, "metal"), groups, threads, [a.ctypes.data for a in held],
+                       kernel_args(k))
+        stats["metal"] += 1
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def metal_device() -> EmulatedDevice:
+    from braze.backends.metal import codegen as metal_codegen
+
+    dev = EmulatedDevice(target="metal")
+    gens = {}
+    for k in corpus():
+        with contextlib.suppress(metal_codegen.Unsupported):
+            g = metal_codegen.generate(k)
+            gens[g.symbol] = g
+    batches = [list(gens.values())[i:i + 60] for i in range(0, len(gens), 60)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(dev.build, batches))
+    return dev
+
+
+@pytest.mark.parametrize("which", ["corpus", "ops"])
+def test_every_metal_corpus_kernel_runs_and_matches_the_numpy_executor(metal_device,
+                                                                        which) -> None:
+    """The MSL generator's kernels (its own helpers: expm1, log1p, hypot, nextafter,
+    64-bit shuffles as two 32-bit ones) computed, not only type-checked: the corpus, and
+    every elementwise op alone (with zeros, infinities, NaN, tiny values)."""
+    stats = {"metal": 0, "numpy": 0}
+    run = _metal_runner(metal_device, stats)
+    progs = programs() if which == "corpus" else op_programs()
+    with np.errstate(all="ignore"):
+        for schedule, inputs in progs:
+            want = run_schedule(schedule, inputs)
+            got = run_schedule(schedule, inputs, run_kernel=run)
+            names = ", ".join(k.name for k in schedule.kernels)
+            rtol = max([TOL.get(i.dtype, 0.0) for k in schedule.kernels for i in k.instrs],
+                       default=0.0)
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert_close(g, w, f"metal output {i} of [{names}]", rtol, _scale(schedule,
+                                                                                   inputs))
+    assert stats["metal"] >= 350 if which == "corpus" else stats["metal"] >= 300, stats

@@ -111,6 +111,66 @@ template <class T> static inline T __shfl_xor_sync(unsigned int, T v, int o) {
 }
 """
 
+# The Metal kernel translation unit starts with this instead: the subset of the Metal
+# standard library generated MSL uses, with real semantics (float math on the host's libm;
+# Metal has no double). Address spaces are erased; kernel-scope threadgroup arrays become
+# function statics (one copy per threadgroup) by a rewrite of their declarations.
+METAL_SHIM = r"""// braze Metal emulator shim (kernel side)
+typedef unsigned int uint; typedef unsigned short ushort; typedef unsigned char uchar;
+typedef __INT8_TYPE__ int8_t;   typedef __UINT8_TYPE__ uint8_t;
+typedef __INT16_TYPE__ int16_t; typedef __UINT16_TYPE__ uint16_t;
+typedef __INT32_TYPE__ int32_t; typedef __UINT32_TYPE__ uint32_t;
+typedef __INT64_TYPE__ int64_t; typedef __UINT64_TYPE__ uint64_t;
+#define device
+#define constant
+#define thread
+#define threadgroup
+#define kernel
+struct bz_emu_dim3 { unsigned int x, y, z; };
+extern "C" bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
+extern "C" unsigned long long bz_emu_slots[1024];
+extern "C" void bz_emu_syncthreads(void);
+extern "C" void bz_emu_syncwarp(void);
+extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
+                          int errlen);
+namespace metal {
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };
+static inline void threadgroup_barrier(mem_flags) { bz_emu_syncthreads(); }
+template <class To, class From> static inline To as_type(From f) {
+  static_assert(sizeof(To) == sizeof(From), "as_type: size mismatch");
+  To t; __builtin_memcpy(&t, &f, sizeof(To)); return t; }
+template <class T> static inline T simd_shuffle_xor(T v, ushort o) {
+  static_assert(sizeof(T) <= 4, "Metal shuffles 32-bit values at most");
+  const unsigned int t = bz_emu_tidx.x;
+  __builtin_memcpy(&bz_emu_slots[t], &v, sizeof(T));
+  bz_emu_syncwarp();
+  T r;
+  __builtin_memcpy(&r, &bz_emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned int)o)], sizeof(T));
+  bz_emu_syncwarp();
+  return r;
+}
+#define BZ_M1(name) static inline float name(float x) { return __builtin_##name##f(x); }
+BZ_M1(exp) BZ_M1(exp2) BZ_M1(log) BZ_M1(log2) BZ_M1(log10) BZ_M1(sqrt) BZ_M1(fabs)
+BZ_M1(sin) BZ_M1(cos) BZ_M1(tan) BZ_M1(asin) BZ_M1(acos) BZ_M1(atan) BZ_M1(sinh)
+BZ_M1(cosh) BZ_M1(tanh) BZ_M1(asinh) BZ_M1(acosh) BZ_M1(atanh) BZ_M1(floor) BZ_M1(ceil)
+BZ_M1(rint) BZ_M1(trunc) BZ_M1(round)
+#undef BZ_M1
+#define BZ_M2(name) static inline float name(float x, float y) { return __builtin_##name##f(x, y); }
+BZ_M2(pow) BZ_M2(fmod) BZ_M2(atan2) BZ_M2(copysign) BZ_M2(fmin) BZ_M2(fmax)
+#undef BZ_M2
+template <class T> static inline T max(T a, T b) { return a < b ? b : a; }
+template <class T> static inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> static inline T abs(T a) { return a < T(0) ? T(-a) : a; }
+static inline float abs(float a) { return __builtin_fabsf(a); }
+template <class T> static inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
+template <class T> static inline T select(T a, T b, bool c) { return c ? b : a; }
+static inline bool isnan(float x) { return x != x; }
+static inline bool isinf(float x) { return __builtin_isinf(x); }
+static inline bool isfinite(float x) { return __builtin_isfinite(x); }
+static inline bool signbit(float x) { return __builtin_signbit(x); }
+}  // namespace metal
+"""
+
 # The fiber scheduler (its own translation unit: it needs the C library's headers).
 RUNTIME = r"""// braze CUDA emulator runtime: blocks of cooperative fibers
 // A fiber starts on its own stack through makecontext/setcontext; afterwards switches use
@@ -229,26 +289,40 @@ extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void
 }
 """
 
-_SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
-                        r"(bz_[0-9a-f]+)\(([^)]*)\)")
+_SIGNATURE = {
+    "cuda": re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
+                       r"(bz_[0-9a-f]+)\(([^)]*)\)"),
+    "metal": re.compile(r"\[\[kernel\]\] void (bz_[0-9a-f]+)\((.*)\) \{"),
+}
+_THREAD = {"bz_tid": "bz_emu_tidx.x", "bz_bid": "bz_emu_bidx.x", "bz_bdim": "bz_emu_bdim.x",
+           "bz_gdim": "bz_emu_gdim.x"}
 
 
-def _launcher(g: GpuKernel) -> str:
+def _launcher(g: GpuKernel, target: str) -> str:
     """The C entry point that launches ``g``: pointers and int64 args -> a typed call."""
-    m = _SIGNATURE.search(g.source)
+    m = _SIGNATURE[target].search(g.source)
     if m is None or m.group(1) != g.symbol:
-        raise BuildError(f"kernel {g.symbol}: no __global__ signature found")
-    params = [p.strip() for p in m.group(2).split(",")]
-    casts = [re.sub(r"\s*\w+$", "", p) for p in params[:-1]]  # drop the parameter names
-    call = ", ".join([f"({c})bz_emu_p[{i}]" for i, c in enumerate(casts)] + ["a"])
-    n, na = len(casts), g.n_args
+        raise BuildError(f"kernel {g.symbol}: no {target} kernel signature found")
+    params = [re.sub(r"\s*\[\[.*?\]\]", "", p).strip() for p in m.group(2).split(", ")]
+    na = g.n_args
+    if target == "cuda":  # buffers..., then the argument struct by value
+        casts = [re.sub(r"\s*\w+$", "", p) for p in params[:-1]]
+        call = [f"({c})bz_emu_p[{i}]" for i, c in enumerate(casts)] + ["a"]
+    else:  # buffers..., the argument buffer, the thread-position attributes
+        names = [p.split()[-1] for p in params]
+        casts = [re.sub(r"\s*\w+$", "", p) for p in params
+                 if re.fullmatch(r"b\d+", p.split()[-1])]
+        call = [f"({c})bz_emu_p[{i}]" for i, c in enumerate(casts)] + ["a.a"]
+        call += [_THREAD[n] for n in names[len(casts) + 1:]]
+    n = len(casts)
     return f"""
 static void* bz_emu_p[{max(n, 1)}];
 static int64_t bz_emu_a[{na}];
+template <int N> struct bz_emu_args {{ int64_t a[N]; }};
 static void bz_emu_entry(void) {{
-  bz_args<{na}> a;
+  {"bz_args" if target == "cuda" else "bz_emu_args"}<{na}> a;
   for (int i = 0; i < {na}; ++i) a.a[i] = bz_emu_a[i];
-  {g.symbol}({call});
+  {g.symbol}({", ".join(call)});
 }}
 extern "C" __attribute__((visibility("default"))) int bz_emu_launch_{g.symbol}(
     unsigned int grid, unsigned int block, void** p, const int64_t* args, char* err,
@@ -260,14 +334,26 @@ extern "C" __attribute__((visibility("default"))) int bz_emu_launch_{g.symbol}(
 """
 
 
-def emulator_source(kernels: Sequence[GpuKernel], prelude: str) -> str:
-    """The kernel translation unit for ``kernels`` (each in its own namespace after one
-    shared ``prelude``), with one ``bz_emu_launch_<symbol>`` entry point per kernel."""
-    parts = [SHIM, prelude]
+# a kernel-scope threadgroup array (Metal allows them only there): one copy per threadgroup
+_TG_DECL = re.compile(r"(^|;)(\s*)threadgroup (\w+ \w+\[\d+\];)", re.M)
+
+
+def emulator_source(kernels: Sequence[GpuKernel], prelude: str, target: str = "cuda") -> str:
+    """The kernel translation unit for ``kernels`` (``target``: 'cuda' or 'metal'; each
+    kernel in its own namespace after one shared ``prelude``), with one
+    ``bz_emu_launch_<symbol>`` entry point per kernel."""
+    if target == "metal":
+        head = [METAL_SHIM, prelude.replace("#include <metal_stdlib>\n", "")]
+    else:
+        head = [SHIM, prelude]
+    parts = head
     for i, g in enumerate(kernels):
         if not g.source.startswith(prelude):
-            raise BuildError(f"kernel {g.symbol} does not start with the CUDA prelude")
-        parts.append(f"namespace bz_emu_k{i} {{\n{g.source[len(prelude):]}\n{_launcher(g)}}}\n")
+            raise BuildError(f"kernel {g.symbol} does not start with the {target} prelude")
+        body = g.source[len(prelude):]
+        if target == "metal":
+            body = _TG_DECL.sub(r"\1\2static \3", body)
+        parts.append(f"namespace bz_emu_k{i} {{\n{body}\n{_launcher(g, target)}}}\n")
     return "\n".join(parts)
 
 
@@ -306,8 +392,9 @@ class EmulatedDevice:
 
     name = "braze CUDA emulator (host CPU)"
 
-    def __init__(self, sms: int = 4) -> None:
+    def __init__(self, sms: int = 4, target: str = "cuda") -> None:
         self.sms = sms
+        self.target = target  # "metal": the MSL generator's kernels, launched the same way
         self._memory: dict[int, np.ndarray] = {}
         self._launchers: dict[str, Any] = {}
         self._libs: list[ctypes.CDLL] = []
@@ -337,12 +424,16 @@ class EmulatedDevice:
 
     def build(self, kernels: Sequence[GpuKernel]) -> None:
         """Compile ``kernels`` together (one library) and make them launchable."""
-        from .codegen import PRELUDE
+        if self.target == "metal":
+            from ..metal.codegen import PRELUDE
+        else:
+            from .codegen import PRELUDE
 
         todo = {g.symbol: g for g in kernels if g.symbol not in self._launchers}
         if not todo:
             return
-        lib = ctypes.CDLL(str(_build(emulator_source(list(todo.values()), PRELUDE))))
+        source = emulator_source(list(todo.values()), PRELUDE, self.target)
+        lib = ctypes.CDLL(str(_build(source)))
         with self._lock:
             self._libs.append(lib)
             for sym in todo:

@@ -43,12 +43,13 @@ BZ_FN float bz_nanf() { return as_type<float>(0x7fc00000u); }
 template <class T> BZ_FN bool bz_isinf(T x) { return x == (T)bz_inf() || x == -(T)bz_inf(); }
 BZ_FN float bz_expm1(float x) {
   if (fabs(x) < 1e-5f) return x + 0.5f * x * x;
-  const float u = exp(x); if (u == 1.0f) return x;
+  const float u = exp(x); if (u == 1.0f || u == bz_inf()) return u == 1.0f ? x : u;
   const float um1 = u - 1.0f; if (um1 == -1.0f) return -1.0f;
   return um1 * x / log(u);
 }
 BZ_FN float bz_log1p(float x) {
-  const float u = 1.0f + x; return u == 1.0f ? x : log(u) * x / (u - 1.0f);
+  const float u = 1.0f + x; if (u == bz_inf()) return u;  // inf * x / inf would be NaN
+  return u == 1.0f ? x : log(u) * x / (u - 1.0f);
 }
 BZ_FN float bz_hypot(float x, float y) {
   const float a = fabs(x), b = fabs(y), m = max(a, b), n = min(a, b);
