@@ -118,7 +118,7 @@ def _cuda_available() -> bool:
 
 def _cuda_emulator_factory() -> Backend:
     from .cuda import CudaBackend
-    from .cuda.emulator import EmulatedDevice
+    from .gpu_emulator import EmulatedDevice
 
     return CudaBackend(skip_tiny=False, driver=EmulatedDevice())  # every graph as kernels
 

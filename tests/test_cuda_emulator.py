@@ -32,7 +32,7 @@ import braze as bz
 from braze.backends import cuda
 from braze.backends.cpu.build import compiler
 from braze.backends.cuda import CudaBackend, codegen
-from braze.backends.cuda.emulator import EmulatedDevice, EmulatorError, emulator_source
+from braze.backends.gpu_emulator import EmulatedDevice, EmulatorError, emulator_source
 from braze.backends.gpusource import GpuKernel
 from braze.backends.numpy_backend import run_kernel as numpy_run_kernel
 from braze.backends.numpy_backend import run_schedule

@@ -14,7 +14,7 @@ in this landing). A kernel NVRTC rejects (or the generator does not support) run
 the numpy executor, after **one** warning naming it.
 
 The device is reached through a *driver* (:class:`CudaDriver`: ``braze._core``'s
-``dlopen``-ed CUDA driver API). :class:`~braze.backends.cuda.emulator.EmulatedDevice`
+``dlopen``-ed CUDA driver API). :class:`~braze.backends.gpu_emulator.EmulatedDevice`
 is another: it runs the same generated kernels on the host CPU, so that the whole
 backend is tested where there is no GPU (CI).
 

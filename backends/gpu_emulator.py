@@ -1,4 +1,5 @@
-"""A CPU emulator of the CUDA execution model, so generated CUDA C *runs* without a GPU.
+"""A CPU emulator of the GPU execution model, so generated CUDA C and MSL *run* without
+a GPU.
 
 NVRTC proves that every generated kernel compiles; only running it proves that it
 computes the right thing (indexing, strides, grid-stride loops, the 16-byte vector
@@ -23,8 +24,12 @@ replaced:
   0xFF bytes when allocated (NaN, -1, True): an element a kernel reads before anything
   wrote it, or that it forgets to write, shows in its results.
 
-Math runs on the host's libm, not CUDA's (results differ in the last ulp at most); the
-emulator checks the generated program, not the GPU's arithmetic or its speed.
+``EmulatedDevice(target="metal")`` runs the MSL generator's ``[[kernel]]`` functions the
+same way, behind a shim of the Metal library subset they use (real semantics, unlike the
+type-checking shim in ``tests/mslshim``); threadgroup arrays become one copy per group.
+
+Math runs on the host's libm, not CUDA's or Metal's (results differ in the last ulp at
+most); the emulator checks the generated program, not the GPU's arithmetic or speed.
 
 >>> import numpy as np, braze as bz
 >>> from braze.backends.cuda import CudaBackend
@@ -51,8 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from ..cpu.build import BuildError, _atomic_write, cache_dir, compiler, compiler_version
-from ..gpusource import GpuKernel
+from .cpu.build import BuildError, _atomic_write, cache_dir, compiler, compiler_version
+from .gpusource import GpuKernel
 
 __all__ = ["EmulatedDevice", "EmulatorError", "emulator_source"]
 
@@ -425,9 +430,9 @@ class EmulatedDevice:
     def build(self, kernels: Sequence[GpuKernel]) -> None:
         """Compile ``kernels`` together (one library) and make them launchable."""
         if self.target == "metal":
-            from ..metal.codegen import PRELUDE
+            from .metal.codegen import PRELUDE
         else:
-            from .codegen import PRELUDE
+            from .cuda.codegen import PRELUDE
 
         todo = {g.symbol: g for g in kernels if g.symbol not in self._launchers}
         if not todo:
