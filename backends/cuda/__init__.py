@@ -291,10 +291,12 @@ class _DeviceRun:
             bufs: list[Any] = [None] * len(self.s.slots)
             for ld in k.loads:
                 bufs[ld.slot] = self.on_host(ld.slot)
-            for st in k.stores:
+            for st in k.stores:  # a slot other kernels wrote parts of keeps those parts
                 if bufs[st.slot] is None:
                     info = self.s.slots[st.slot]
-                    bufs[st.slot] = np.empty(info.shape, info.dtype)
+                    known = self.host[st.slot] is not None or self.dev[st.slot] is not None
+                    bufs[st.slot] = (self.on_host(st.slot) if known
+                                     else np.empty(info.shape, info.dtype))
             numpy_run_kernel(k, bufs)
             for st in k.stores:
                 self.host[st.slot] = bufs[st.slot]
