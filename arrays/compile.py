@@ -111,6 +111,11 @@ class _Entry:
         self.out_kinds = out_kinds
         self.schedules: dict[Any, Schedule] = {None: schedule}
         self.struct: Any = None
+        # the inputs list with the trace's constants in place (an LLM step has hundreds of
+        # weights): a call copies it and fills in the rest
+        self.template = [ref if kind == "data" else None for kind, ref, _ in bindings]
+        self.varying = [(i, kind, ref, dtype) for i, (kind, ref, dtype) in enumerate(bindings)
+                        if kind != "data"]
 
 
 class CompiledFunction:
@@ -248,15 +253,13 @@ class CompiledFunction:
 
     # ------------------------------------------------------------ replay
     def _replay(self, entry: _Entry, leaves: list[Any], captured: list[Any]) -> Any:
-        inputs: list[np.ndarray] = []
-        for kind, ref, dtype in entry.bindings:
+        inputs: list[np.ndarray] = entry.template.copy()
+        for i, kind, ref, dtype in entry.varying:
             if kind == "arg":
                 x = leaves[ref]
-                inputs.append(x._value() if isinstance(x, Array) else np.asarray(x, dtype=dtype))
-            elif kind == "captured":
-                inputs.append(captured[ref][0]()._value())
-            else:
-                inputs.append(ref)
+                inputs[i] = x._value() if isinstance(x, Array) else np.asarray(x, dtype=dtype)
+            else:  # captured
+                inputs[i] = captured[ref][0]()._value()
         schedule = entry.schedules[None]
         if self.shapeless:
             schedule = self._schedule_for_shapes(entry, inputs)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -195,8 +196,10 @@ class ReplayPlan:
                 # else: only native library calls read it (through its buffer): no op
             else:  # a persistent view: made once
                 self.bufs[step.output] = strided(self.bufs[step.source], step.view)
-        # bound at the start of a call; library results and their views are bound as made
-        self._bind_native = [d for d in sorted(set(s.input_slots) | fresh) if d in native_slots]
+        # bound at the start of a call (inputs only when they change, see run); library
+        # results and their views are bound as made
+        self._bind_native = [d for d in sorted(fresh) if d in native_slots]
+        self._native_input = [slot in native_slots for slot in s.input_slots]
         if calls:
             factory = program_factory
             if factory is None:
@@ -220,6 +223,14 @@ class ReplayPlan:
         self.n_python_kernels = sum(1 for k in kinds if k[0] == "kernel")
         self._inputs = [(slot, s.slots[slot].shape, s.slots[slot].dtype)
                         for slot in s.input_slots]
+        # Inputs that come back as the same object call after call (a compiled function's
+        # weights: hundreds per LLM step) stay validated and bound: an identity check
+        # instead of shape/dtype checks and a rebind. An input is held from its second
+        # call in a row in the same position (a weak reference spots that), so a one-off
+        # array is never kept alive by an idle plan.
+        self._held: list[Any] = [None] * len(self._inputs)
+        self._last: list[Any] = [None] * len(self._inputs)  # weakrefs of last call's inputs
+        self._clear = list(self.dynamic)  # slots unbound after every call
         self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
                        for slot in self.fresh]
         # constants (and views of them) are the plan's: handed out as copies
@@ -328,15 +339,22 @@ class ReplayPlan:
         bufs = self.bufs
         if len(inputs) != len(self._inputs):
             return None
+        held = self._held
+        changed = []
         try:
-            for a, (slot, shape, dtype) in zip(inputs, self._inputs):
+            for i, a in enumerate(inputs):
+                if a is held[i]:
+                    continue
+                slot, shape, dtype = self._inputs[i]
                 if a.shape != shape or a.dtype != dtype:
                     raise TypeError
                 bufs[slot] = a if a.flags.c_contiguous else np.array(a, order="C")
+                changed.append(i)
         except (TypeError, AttributeError):  # not the arrays this plan was built for
-            for d in self.dynamic:
-                bufs[d] = None
+            self._forget()
             return None
+        if changed:
+            self._note_inputs(inputs, changed)
         try:
             for slot, shape, dtype, nbytes in self._fresh:
                 if nbytes < SMALL_BYTES:
@@ -365,8 +383,41 @@ class ReplayPlan:
                     outs[j] = np.array(outs[j])  # the plan's constant stays the plan's
             return outs
         finally:
-            for d in self.dynamic:
+            for d in self._clear:
                 bufs[d] = None
+
+    def _note_inputs(self, inputs: list[np.ndarray], changed: list[int]) -> None:
+        """Bind the inputs that changed; hold those seen twice in a row (see __init__)."""
+        held, last, prog = self._held, self._last, self.program
+        moved = False
+        for i in changed:
+            a = inputs[i]
+            slot = self._inputs[i][0]
+            if prog is not None and self._native_input[i]:
+                prog.set(slot, self.bufs[slot])
+            ref = last[i]
+            if ref is not None and ref() is a:
+                held[i] = a  # from now on: an identity check, no rebind, not unbound
+                moved = True
+                continue
+            if held[i] is not None:
+                held[i] = None
+                moved = True
+            try:
+                last[i] = weakref.ref(a)
+            except TypeError:
+                last[i] = None
+        if moved:
+            kept = {self._inputs[i][0] for i, h in enumerate(held) if h is not None}
+            self._clear = [d for d in self.dynamic if d not in kept]
+
+    def _forget(self) -> None:
+        """Drop every held input and unbind every dynamic slot."""
+        self._held = [None] * len(self._inputs)
+        self._last = [None] * len(self._inputs)
+        self._clear = list(self.dynamic)
+        for d in self.dynamic:
+            self.bufs[d] = None
 
 
 _PROGRAM: list[Any] = []

@@ -295,3 +295,35 @@ def test_concat_steps_of_strided_views(dtype, axis) -> None:
     if bz.backends.current().name == "cpu":
         plan = _plans(f)[0]
         assert plan.n_native == plan.schedule.num_kernels
+
+
+def test_inputs_seen_twice_are_held_others_never() -> None:
+    """A plan holds an input (identity check, no rebind) from its second call in a row
+    in the same position -- a compiled function's constants, an LLM's weights -- never a
+    one-off array; a held position still takes any other array of the right shape."""
+    import gc
+    import weakref
+
+    x0, w0 = bz.asarray(data(64)), bz.asarray(data(64, seed=1))
+    s, _ = compile_graph([(x0 * 2.0 + w0)._node])  # inputs in order: x, w
+    plan = ReplayPlan(s, numpy_run_kernel)
+    w = data(64, seed=1)
+    xs = [data(64, seed=i) for i in range(2, 6)]
+    one_off = data(64, seed=9)
+    ref = weakref.ref(one_off)
+
+    def call(x):
+        return plan.run([x, w])[0]
+
+    np.testing.assert_allclose(call(one_off), one_off * 2 + w, rtol=1e-6)
+    del one_off
+    gc.collect()
+    assert ref() is None  # not kept alive by the plan
+    for x in xs:  # w comes back each call: held from the second on
+        np.testing.assert_allclose(call(x), x * 2 + w, rtol=1e-6)
+    assert any(h is w for h in plan._held) and not any(h is xs[-1] for h in plan._held)
+    w2 = data(64, seed=7)  # another array in w's position: checked, bound, used
+    out = plan.run([xs[0], w2])[0]
+    np.testing.assert_allclose(out, xs[0] * 2 + w2, rtol=1e-6)
+    assert plan.run([xs[0], data(65)]) is None  # a wrong shape is still refused
+    np.testing.assert_allclose(plan.run([xs[1], w])[0], xs[1] * 2 + w, rtol=1e-6)
