@@ -182,4 +182,32 @@ def backend(name: str) -> Iterator[Backend]:
         _current.reset(token)
 
 
-__all__ = ["Backend", "available", "backend", "current", "get", "register", "set_backend"]
+@contextlib.contextmanager
+def profile() -> Iterator[list[tuple[str, float]]]:
+    """Time the native calls of the compiled-function replays run in the block (on the
+    active backend, where it replays natively: ``cpu``): yields a list that fills with
+    (what ran -- a fused kernel's structural name or a library op --, seconds).
+
+    >>> import braze as bz, numpy as np
+    >>> f = bz.compile(lambda x: bz.softmax(x * 2.0, axis=-1))
+    >>> x = bz.asarray(np.ones((4, 8), np.float32))
+    >>> _ = f(x), f(x)  # trace, then prepare the replay
+    >>> with profile() as calls:
+    ...     _ = f(x)
+    >>> all(isinstance(name, str) and t >= 0 for name, t in calls)
+    True
+    """
+    cache = getattr(current(), "_replays", None)
+    records: list[tuple[str, float]] = []
+    if cache is None:
+        yield records
+        return
+    previous, cache.profiling = cache.profiling, records
+    try:
+        yield records
+    finally:
+        cache.profiling = previous
+
+
+__all__ = ["Backend", "available", "backend", "current", "get", "profile", "register",
+           "set_backend"]

@@ -220,6 +220,9 @@ class ReplayPlan:
                 self.program.set(n + j, buf)
             self.program.set_bound(self._bind_native)
         self.n_native = len(calls)
+        self.call_steps = [t for _, t in calls]  # schedule step of each program call
+        self._timings: list[Any] = [None]  # run_profiled: [(call, ns)] while it runs
+        self._call_names: list[str] | None = None
         self.n_python_kernels = sum(1 for k in kinds if k[0] == "kernel")
         self._inputs = [(slot, s.slots[slot].shape, s.slots[slot].dtype)
                         for slot in s.input_slots]
@@ -311,7 +314,7 @@ class ReplayPlan:
                 j = i
                 while j + 1 < len(kinds) and kinds[j + 1][0] == "native":
                     j += 1
-                ops.append(_segment(prog, what, kinds[j][1] + 1))
+                ops.append(_segment(prog, what, kinds[j][1] + 1, self._timings))
                 i = j + 1
                 continue
             if kind == "kernel":
@@ -386,6 +389,24 @@ class ReplayPlan:
             for d in self._clear:
                 bufs[d] = None
 
+    def run_profiled(self, inputs: list[np.ndarray], into: list[tuple[str, float]]
+                     ) -> list[np.ndarray] | None:
+        """:meth:`run`, appending to ``into`` each native program call's (what it runs --
+        a kernel's structural name or a library op's name --, seconds), in call order."""
+        self._timings[0] = []
+        try:
+            outs = self.run(inputs)
+            timed = self._timings[0]
+        finally:
+            self._timings[0] = None
+        names = self._call_names
+        if names is None:  # (a kernel's structural name is hashed from its IR: once)
+            steps = [self.schedule.steps[t] for t in self.call_steps]
+            names = self._call_names = [st.kernel.name if isinstance(st, KernelStep) else st.op
+                                        for st in steps]
+        into.extend((names[call], ns * 1e-9) for call, ns in timed)
+        return outs
+
     def _note_inputs(self, inputs: list[np.ndarray], changed: list[int]) -> None:
         """Bind the inputs that changed; hold those seen twice in a row (see __init__)."""
         held, last, prog = self._held, self._last, self.program
@@ -438,11 +459,14 @@ def _program_factory() -> Any:
     return _PROGRAM[0]
 
 
-def _segment(prog: Any, lo: int, hi: int) -> Callable[[], None]:
+def _segment(prog: Any, lo: int, hi: int, timings: list[Any]) -> Callable[[], None]:
     run = prog.run
 
     def segment() -> None:
-        run(lo, hi)
+        if timings[0] is None:
+            run(lo, hi)
+        else:  # ReplayPlan.profile: each call's time
+            timings[0].extend(zip(range(lo, hi), prog.run_timed(lo, hi)))
 
     segment.calls = hi - lo  # type: ignore[attr-defined]  # (tests read how many it runs)
     return segment
@@ -528,6 +552,8 @@ class PlanCache:
         self.held_bytes = 0
         self._idle: dict[int, tuple[Schedule, list[ReplayPlan]]] = {}
         self._lock = threading.Lock()
+        # braze.backends.profile(): a list the replays append (call, seconds) to
+        self.profiling: list[tuple[str, float]] | None = None
 
     def run(self, s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """Replay ``s`` on ``inputs`` with an idle plan (built if none is); None on the
@@ -547,6 +573,8 @@ class PlanCache:
         except IndexError:
             plan, kept = self._build(s), False
         try:
+            if self.profiling is not None:
+                return plan.run_profiled(inputs, self.profiling)
             return plan.run(inputs)
         finally:
             self._give_back(s, e, plan, kept)

@@ -7,6 +7,10 @@ pre-fill and decode tokens/s, peak RSS, ratios against the numpy float32 referen
 the decode roofline (bytes of weights read per token / memory bandwidth).
 
     .venv/bin/python benchmarks/llm.py [--runs 3] [--tokens 64] [--only braze-q4,numpy]
+                                       [--profile]
+
+``--profile``: where a braze decode step's time goes (``bz.backends.profile()`` over 16
+more steps of one process: each native call by op, ms per step, and the Python left).
 """
 
 from __future__ import annotations
@@ -35,7 +39,26 @@ IMPLS = ("numpy", "braze-f32", "braze-q4")
 PREFILLS = 3  # pre-fills per process (median): one ~0.2 s measurement is at the host's mercy
 
 
-def worker(impl: str, n_tokens: int) -> dict[str, float]:
+def _profile_steps(model, cache, logits, steps: int = 16) -> list[tuple[str, float, float]]:
+    """(op, ms per step, calls per step) of ``steps`` decode steps, most costly first; the
+    last row is what ran outside native calls (Python, library ops in numpy)."""
+    import numpy as np
+
+    by: dict[str, list[float]] = {}
+    t0 = time.perf_counter()
+    with braze.backends.profile() as calls:
+        for _ in range(steps):
+            logits = np.asarray(model([[int(np.argmax(logits))]], cache, last_only=True))[0, -1]
+    wall = time.perf_counter() - t0
+    for name, t in calls:
+        by.setdefault(name.split("_")[0] if "_" in name else name, []).append(t)
+    rows = sorted(((k, 1e3 * sum(v) / steps, len(v) / steps) for k, v in by.items()),
+                  key=lambda r: -r[1])
+    native = sum(r[1] for r in rows)
+    return rows + [("(outside native calls)", 1e3 * wall / steps - native, 0.0)]
+
+
+def worker(impl: str, n_tokens: int, profile: bool = False) -> dict[str, float]:
     """One process: load, pre-fill, decode; returns timings and peak RSS."""
     import llama
     import numpy as np
@@ -84,6 +107,8 @@ def worker(impl: str, n_tokens: int) -> dict[str, float]:
         for _ in range(n_tokens):
             logits = np.asarray(model([[int(np.argmax(logits))]], cache, last_only=True))[0, -1]
         decode_s = time.perf_counter() - t0
+        if profile:
+            return {"profile": _profile_steps(model, cache, logits)}  # type: ignore[dict-item]
     return {"prompt_tokens": len(ids), "prefill_tps": len(ids) / prefill_s,
             "decode_tps": n_tokens / decode_s, "load_s": load_s,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -96,9 +121,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--only", default=",".join(IMPLS))
     ap.add_argument("--worker")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where a braze decode step's time goes")
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.tokens)))
+        print(json.dumps(worker(args.worker, args.tokens, args.profile)))
         return
     impls = [i for i in args.only.split(",") if i in IMPLS]
     results: dict[str, list[dict[str, float]]] = {}
@@ -122,6 +149,19 @@ def main() -> None:
         roof = BANDWIDTH / (m["weight_mb"] * 2**20)
         print(f"{impl:<10} {m['prefill_tps']:>14.0f} {m['decode_tps']:>13.1f} {ratio:>7.2f}x "
               f"{m['weight_mb']:>11.0f} {roof:>15.0f} {m['rss_mb']:>12.0f} {m['load_s']:>7.1f}")
+    if args.profile:
+        for impl in (i for i in impls if i.startswith("braze")):
+            out = subprocess.run([sys.executable, __file__, "--worker", impl, "--tokens",
+                                  str(args.tokens), "--profile"], capture_output=True, text=True)
+            if out.returncode:
+                print(f"{impl} profile: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+                continue
+            rows = json.loads(out.stdout.strip().splitlines()[-1])["profile"]
+            total = sum(r[1] for r in rows)
+            print(f"\n{impl}: a decode step, {total:.2f} ms")
+            for name, ms, n in rows[:-1][:8] + rows[-1:]:
+                calls = f"{n:5.0f} calls" if n else " " * 11
+                print(f"  {name:<26} {ms:7.3f} ms {calls}  {100 * ms / total:5.1f} %")
 
 
 if __name__ == "__main__":

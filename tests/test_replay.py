@@ -327,3 +327,23 @@ def test_inputs_seen_twice_are_held_others_never() -> None:
     np.testing.assert_allclose(out, xs[0] * 2 + w2, rtol=1e-6)
     assert plan.run([xs[0], data(65)]) is None  # a wrong shape is still refused
     np.testing.assert_allclose(plan.run([xs[1], w])[0], xs[1] * 2 + w, rtol=1e-6)
+
+
+def test_profile_times_each_native_call_of_a_replay() -> None:
+    """bz.backends.profile(): one (name, seconds) per native program call of a replayed
+    compiled function; nothing outside the block."""
+    f = bz.compile(lambda x, w: bz.softmax(x @ w, axis=-1) * 2.0)
+    x, w = bz.asarray(data(8, 64)), bz.asarray(data(64, 32, seed=1))
+    want = np.asarray(f(x, w))
+    f(x, w)  # the second call prepares the plan
+    with bz.backends.profile() as calls:
+        got = np.asarray(f(x, w))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # mlx: another matmul order
+    n = len(calls)
+    f(x, w)
+    assert len(calls) == n  # the block is over
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        assert n == plan.n_native >= 1
+        assert all(isinstance(name, str) and 0 <= t < 1 for name, t in calls)
+        assert any(name.startswith("row_") for name, _ in calls)  # the fused softmax kernel
