@@ -138,6 +138,10 @@ extern "C" void bz_emu_syncthreads(void);
 extern "C" void bz_emu_syncwarp(void);
 extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
                           int errlen);
+struct uint3 { uint x, y, z; };
+struct bz_emu_16 { uint16_t bits; };  // half / bfloat as buffer element types (MLX's form)
+typedef bz_emu_16 half; typedef bz_emu_16 float16_t;
+struct bz_emu_b16 { uint16_t bits; }; typedef bz_emu_b16 bfloat16_t;
 namespace metal {
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };
 static inline void threadgroup_barrier(mem_flags) { bz_emu_syncthreads(); }
@@ -297,10 +301,16 @@ extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void
 _SIGNATURE = {
     "cuda": re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
                        r"(bz_[0-9a-f]+)\(([^)]*)\)"),
-    "metal": re.compile(r"\[\[kernel\]\] void (bz_[0-9a-f]+)\((.*)\) \{"),
+    "metal": re.compile(r"\[\[kernel\]\] void (bz_[0-9a-f]+)\((.*)\) \{"),  # also MLX's
 }
+# Metal's thread-position parameters: the generator's (uint) and MLX's metal_kernel (uint3)
 _THREAD = {"bz_tid": "bz_emu_tidx.x", "bz_bid": "bz_emu_bidx.x", "bz_bdim": "bz_emu_bdim.x",
-           "bz_gdim": "bz_emu_gdim.x"}
+           "bz_gdim": "bz_emu_gdim.x",
+           "thread_position_in_threadgroup": "uint3{bz_emu_tidx.x, 0, 0}",
+           "threadgroup_position_in_grid": "uint3{bz_emu_bidx.x, 0, 0}",
+           "threads_per_threadgroup": "uint3{bz_emu_bdim.x, 1, 1}",
+           "threadgroups_per_grid": "uint3{bz_emu_gdim.x, 1, 1}"}
+_METAL_BUFFER = re.compile(r"b\d+|in\d+|out\d+")  # the generator's; MLX's inputs, outputs
 
 
 def _launcher(g: GpuKernel, target: str) -> str:
@@ -313,12 +323,17 @@ def _launcher(g: GpuKernel, target: str) -> str:
     if target == "cuda":  # buffers..., then the argument struct by value
         casts = [re.sub(r"\s*\w+$", "", p) for p in params[:-1]]
         call = [f"({c})bz_emu_p[{i}]" for i, c in enumerate(casts)] + ["a"]
-    else:  # buffers..., the argument buffer, the thread-position attributes
-        names = [p.split()[-1] for p in params]
-        casts = [re.sub(r"\s*\w+$", "", p) for p in params
-                 if re.fullmatch(r"b\d+", p.split()[-1])]
-        call = [f"({c})bz_emu_p[{i}]" for i, c in enumerate(casts)] + ["a.a"]
-        call += [_THREAD[n] for n in names[len(casts) + 1:]]
+    else:  # buffers (pointers in signature order), the argument buffer, thread positions
+        call, casts = [], []
+        for p in params:
+            name = p.split()[-1]
+            if _METAL_BUFFER.fullmatch(name):
+                casts.append(re.sub(r"\s*\w+$", "", p))
+                call.append(f"({casts[-1]})bz_emu_p[{len(casts) - 1}]")
+            elif name in ("bz_a", "bz_args"):
+                call.append("a.a")
+            else:
+                call.append(_THREAD[name])
     n = len(casts)
     return f"""
 static void* bz_emu_p[{max(n, 1)}];

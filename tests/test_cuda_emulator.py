@@ -358,3 +358,70 @@ def test_every_metal_corpus_kernel_runs_and_matches_the_numpy_executor(metal_dev
                 assert_close(g, w, f"metal output {i} of [{names}]", rtol, _scale(schedule,
                                                                                    inputs))
     assert stats["metal"] >= 350 if which == "corpus" else stats["metal"] >= 300, stats
+
+
+def _mlx_form(k):
+    """(GpuKernel of the kernel as MLX's metal_kernel assembles it from metal_spec, spec),
+    or None where the mlx backend does not take the kernel as Metal."""
+    from braze.backends.metal import codegen as metal_codegen
+    from braze.backends.mlx.metal import Unsupported as NotMetal
+    from braze.backends.mlx.metal import metal_spec
+
+    from .test_mlx_backend import _as_mlx_writes_it
+
+    try:
+        spec = metal_spec(k)
+    except NotMetal:
+        return None
+    prelude = metal_codegen.PRELUDE
+    source = prelude + spec.header[len(prelude):] + _as_mlx_writes_it(spec, k)
+    return GpuKernel(source, spec.name, spec.input_slots + spec.output_slots, len(spec.args),
+                     "flat", 1, False), spec
+
+
+def test_the_mlx_metal_kernel_form_runs_and_matches_the_numpy_executor() -> None:
+    """What runs on a Mac: metal_spec's split of the kernel (header, rebinding lines,
+    inputs/outputs in MLX's order, grid in threads) under the signature MLX writes --
+    executed, with fresh poisoned outputs as MLX allocates them, then copied back as
+    run_metal does."""
+    dev = EmulatedDevice(target="metal")
+    forms = {}
+    for k in corpus():
+        f = _mlx_form(k)
+        if f is not None:
+            forms[f[0].symbol] = f[0]
+    batches = [list(forms.values())[i:i + 60] for i in range(0, len(forms), 60)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(dev.build, batches))
+    stats = {"metal": 0, "numpy": 0}
+
+    def run(k, bufs) -> None:
+        f = _mlx_form(k)
+        if f is None:
+            stats["numpy"] += 1
+            numpy_run_kernel(k, bufs)
+            return
+        g, spec = f
+        ins = [np.ascontiguousarray(bufs[s]).reshape(-1) for s in spec.input_slots]
+        dsts = [bufs[s] for s in spec.output_slots]
+        outs = [np.full(max(1, d.size) * d.itemsize, 255, np.uint8).view(d.dtype) for d in dsts]
+        groups = spec.grid[0] // spec.threadgroup[0]
+        assert groups * spec.threadgroup[0] == spec.grid[0]
+        dev.launch(dev.load(g, "metal"), groups, spec.threadgroup[0],
+                   [a.ctypes.data for a in ins + outs], spec.args)
+        for d, o in zip(dsts, outs):
+            if d.size:
+                np.copyto(d.reshape(-1), o[:d.size], casting="no")
+        stats["metal"] += 1
+
+    with np.errstate(all="ignore"):
+        for schedule, inputs in programs():
+            want = run_schedule(schedule, inputs)
+            got = run_schedule(schedule, inputs, run_kernel=run)
+            names = ", ".join(k.name for k in schedule.kernels)
+            rtol = max([TOL.get(i.dtype, 0.0) for k in schedule.kernels for i in k.instrs],
+                       default=0.0)
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert_close(g, w, f"MLX-form output {i} of [{names}]", rtol,
+                             _scale(schedule, inputs))
+    assert stats["metal"] >= 200, stats
