@@ -300,7 +300,7 @@ extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void
 
 _SIGNATURE = {
     "cuda": re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
-                       r"(bz_[0-9a-f]+)\(([^)]*)\)"),
+                       r"(bz_\w+)\(([^)]*)\)"),
     "metal": re.compile(r"\[\[kernel\]\] void (bz_[0-9a-f]+)\((.*)\) \{"),  # also MLX's
 }
 # Metal's thread-position parameters: the generator's (uint) and MLX's metal_kernel (uint3)
@@ -318,7 +318,8 @@ def _launcher(g: GpuKernel, target: str) -> str:
     m = _SIGNATURE[target].search(g.source)
     if m is None or m.group(1) != g.symbol:
         raise BuildError(f"kernel {g.symbol}: no {target} kernel signature found")
-    params = [re.sub(r"\s*\[\[.*?\]\]", "", p).strip() for p in m.group(2).split(", ")]
+    params = [re.sub(r"\s*\[\[.*?\]\]", "", p).strip()
+              for p in re.split(r",\s+", m.group(2))]
     na = g.n_args
     if target == "cuda":  # buffers..., then the argument struct by value
         casts = [re.sub(r"\s*\w+$", "", p) for p in params[:-1]]

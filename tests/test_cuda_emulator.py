@@ -175,8 +175,8 @@ def test_shapes_views_and_dtypes(device, data, name: str, dtype) -> None:
 
 
 def test_values_stay_on_the_device_between_kernels(device) -> None:
-    """Inputs cross once, outputs once; intermediates of a multi-kernel program never
-    (a library op's operands do: matmul runs on the host in this landing)."""
+    """Inputs cross once, outputs once; intermediates of a multi-kernel program never,
+    a matmul's neither (it runs on the device); other library ops' operands do."""
     rng = np.random.default_rng(0)
     x = bz.asarray(rng.standard_normal((64, 300)).astype(np.float32))
     w = bz.asarray(rng.standard_normal(300).astype(np.float32))
@@ -189,12 +189,56 @@ def test_values_stay_on_the_device_between_kernels(device) -> None:
     assert backend.stats["uploads"] == 2 and backend.stats["downloads"] == 2
     assert backend.stats["cuda"] == len(schedule.kernels)
 
-    y = bz.exp(x) @ bz.reshape(w, (300, 1))  # kernel -> matmul (host) -> kernel
+    y = bz.exp(x) @ bz.reshape(w, (300, 1))  # kernel -> matmul (device) -> kernel
     schedule, leaves = compile_graph([bz.tanh(y)._node])
     backend = CudaBackend(driver=device)
     _check(backend, schedule, [leaf.data for leaf in leaves])
-    assert backend.stats["uploads"] == 2  # x; the matmul result (w goes to the host op)
-    assert backend.stats["downloads"] == 1 + 1  # exp(x) for the matmul; the output
+    assert backend.stats["cuda_library"] == 1
+    assert backend.stats["uploads"] == 2 and backend.stats["downloads"] == 1  # x, w; out
+
+    z = bz.sort(bz.exp(x), axis=-1)  # kernel -> sort (host) -> kernel
+    schedule, leaves = compile_graph([(z * 2.0)._node])
+    backend = CudaBackend(driver=device)
+    _check(backend, schedule, [leaf.data for leaf in leaves])
+    assert backend.stats["uploads"] == 2 and backend.stats["downloads"] == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((5, 7), (7, 3)), ((16, 16), (16, 16)), ((33, 70), (70, 17)), ((1, 300), (300, 49)),
+    ((4, 9, 20), (20, 6)), ((4, 9, 20), (4, 20, 6)), ((9, 20), (3, 20, 6)),
+    ((20,), (20, 6)), ((9, 20), (20,)), ((2, 3, 5, 8), (2, 3, 8, 4)), ((0, 5), (5, 3)),
+])
+def test_matmul_runs_on_the_device(device, a_shape, b_shape, dtype) -> None:
+    """The tiled device matmul: partial tiles, batches (either side broadcast), 1-d
+    operands, views, float32/float64; tolerance: rtol x K (another summation order)."""
+    rng = np.random.default_rng(len(a_shape) * 10 + a_shape[-1])
+    a = bz.asarray(rng.standard_normal(a_shape).astype(dtype))
+    b = bz.asarray(rng.standard_normal(b_shape).astype(dtype))
+    schedule, leaves = compile_graph([(bz.tanh(a) @ b * 2.0)._node])
+    backend = CudaBackend(driver=device)
+    inputs = [leaf.data for leaf in leaves]
+    (got,), (want,) = backend.run_schedule(schedule, inputs), run_schedule(schedule, inputs)
+    k = a_shape[-1]
+    rtol = (2e-6 if dtype == np.float32 else 1e-12) * k
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 2 * k)
+    assert backend.stats["cuda_library"] == (1 if want.size else 0)
+    assert backend.stats["downloads"] <= 1
+
+
+def test_matmul_the_device_does_not_take_runs_on_the_host(device) -> None:
+    """Integer operands, partial batch broadcasting: numpy on the host, same results."""
+    rng = np.random.default_rng(0)
+    cases = [(rng.integers(-5, 5, (6, 7)).astype(np.int32), rng.integers(-5, 5, (7, 3))
+              .astype(np.int32)),
+             (rng.standard_normal((2, 1, 4, 5)).astype(np.float32),
+              rng.standard_normal((1, 3, 5, 2)).astype(np.float32))]
+    for x, y in cases:
+        schedule, leaves = compile_graph([(bz.asarray(x) @ bz.asarray(y))._node])
+        backend = CudaBackend(driver=device)
+        (got,) = backend.run_schedule(schedule, [leaf.data for leaf in leaves])
+        np.testing.assert_allclose(got, x @ y, rtol=1e-6)
+        assert backend.stats["cuda_library"] == 0
 
 
 def _kernel(body: str, symbol: str = "bz_0123456789abcdef0123") -> GpuKernel:

@@ -216,3 +216,15 @@ def test_generators_are_pure_and_shape_independent() -> None:
     a, b = kern(8), kern(64)
     for gen in (cuda_codegen.generate, metal_codegen.generate):
         assert gen(a).source == gen(a).source == gen(b).source
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("ctype", ["float", "double"])
+def test_the_device_matmul_kernel_compiles_with_nvrtc(ctype: str) -> None:
+    from braze.backends.cuda.library import gemm_kernel
+
+    g = gemm_kernel(ctype)
+    assert b".entry " + g.symbol.encode() in nvrtc.compile_source(g.source, g.symbol,
+                                                                   cache=False)
+    image = nvrtc.compile_source(g.source, g.symbol, arch="sm_90", cubin=True, cache=False)
+    assert image[:4] == b"\x7fELF"

@@ -27,18 +27,19 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ... import _core
-from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
+from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ...graph.ops import OPS, reference_eval
 from ..numpy_backend import SMALL_BYTES, NumpyBackend, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
+from .library import gemm_plan
 
 __all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
 
@@ -144,7 +145,8 @@ class CudaBackend(NumpyBackend):
         self.pool = DevicePool(self.driver.malloc)
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
-        self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0}
+        self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0}
+        self._library: dict[str, Any] = {}
 
     def load(self, k: Kernel) -> _Loaded | None:
         """Generate, compile (cached) and load ``k``; None (after one warning) on failure."""
@@ -167,6 +169,19 @@ class CudaBackend(NumpyBackend):
             self._kernels.clear()
         self._kernels[id(k)] = (k, loaded)
         return loaded
+
+    def load_library(self, g: GpuKernel) -> Any:
+        """A launch handle for a library kernel (:mod:`.library`), or None -- after one
+        warning -- when it does not build (the op then runs on the host)."""
+        if g.symbol not in self._library:
+            try:
+                self._library[g.symbol] = self.driver.load(g, self.arch)
+            except (nvrtc.NvrtcError, RuntimeError) as err:
+                self._library[g.symbol] = None
+                warnings.warn(f"braze cuda backend: library kernel {g.symbol} failed to "
+                              f"compile or load; its ops run on the host.\n{err}",
+                              RuntimeWarning, stacklevel=3)
+        return self._library[g.symbol]
 
     def launch_config(self, g: GpuKernel, k: Kernel) -> tuple[int, int]:
         """(grid, block): rows get one block each (a warp for short rows); elementwise
@@ -263,16 +278,10 @@ class _DeviceRun:
             if isinstance(step, KernelStep):
                 self.kernel(step.kernel)
             elif isinstance(step, LibraryStep):
-                ins = [self.on_host(i) for i in step.inputs]
-                out = reference_eval(OPS[step.op], step.attrs, s.slots[step.output].dtype, *ins)
-                if any(np.may_share_memory(out, x) for x in ins):
-                    out = out.copy()
-                self.host[step.output] = out if out.flags.c_contiguous else np.array(
-                    out, order="C")
-                self.dev[step.output] = None
+                if not self.library_on_device(step):
+                    self.library_on_host(step)
             else:
-                self.host[step.output] = strided(self.on_host(step.source), step.view)
-                self.dev[step.output] = None
+                self.view(step)
             for sid in s.frees[t]:
                 mem = self.storages.pop(sid, None)
                 if mem is not None:
@@ -282,6 +291,51 @@ class _DeviceRun:
                         self.dev[slot] = None
                         self.host[slot] = None
         return [self.on_host(o) for o in s.output_slots]
+
+    def view(self, step: ViewStep) -> None:
+        """A reshape-like view (row-major strides, any offset) of a device value is a
+        pointer into it (the memory plan keeps the source alive while the view is read);
+        other views are made on the host."""
+        src, view, out = step.source, step.view, step.output
+        on_dev = self.dev[src] is not None and replace(view, offset=0).is_contiguous()
+        self.host[out] = (strided(self.on_host(src), view)
+                          if self.host[src] is not None or not on_dev else None)
+        self.dev[out] = (self.dev[src] + view.offset * self.s.slots[out].dtype.itemsize
+                         if on_dev else None)
+
+    def library_on_device(self, step: LibraryStep) -> bool:
+        """A matmul the device kernel takes (see :mod:`.library`), run there."""
+        s, b = self.s, self.b
+        if step.op != "matmul":
+            return False
+        x, y = step.inputs
+        out = step.output
+        dtypes = {s.slots[i].dtype for i in (x, y, out)}
+        plan = gemm_plan(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype, b.sms)
+        sid = s.storage.get(out)
+        if plan is None or len(dtypes) != 1 or (
+                sid is not None and sid in (s.storage.get(x), s.storage.get(y))):
+            return False  # (an output planned over an operand's memory: the host's copy)
+        g, args, grid = plan
+        handle = b.load_library(g)
+        if handle is None:
+            return False
+        ptrs = [self.on_device(x), self.on_device(y)]
+        ptrs.append(self.dev[out] if self.dev[out] is not None else self._alloc(out))
+        b.driver.launch(handle, grid, 256, ptrs, args)
+        self.wrote_on_device(out)
+        b.stats["cuda_library"] += 1
+        return True
+
+    def library_on_host(self, step: LibraryStep) -> None:
+        """Any other library op: numpy on host copies of its operands."""
+        s = self.s
+        ins = [self.on_host(i) for i in step.inputs]
+        out = reference_eval(OPS[step.op], step.attrs, s.slots[step.output].dtype, *ins)
+        if any(np.may_share_memory(out, x) for x in ins):
+            out = out.copy()
+        self.host[step.output] = out if out.flags.c_contiguous else np.array(out, order="C")
+        self.dev[step.output] = None
 
     def kernel(self, k: Kernel) -> None:
         b = self.b
