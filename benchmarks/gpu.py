@@ -1,7 +1,8 @@
 """GPU benchmark: chain, softmax and layer norm through the ``cuda`` backend's generated
 kernels, device-resident (upload once, launch repeatedly, synchronize), against torch and
-cupy when installed. Prints one line per workload, after checking each result against
-numpy. Run by ``benchmarks/gpu.sh``.
+cupy when installed, and the device matmul (4096^2 float32, GFLOP/s, vs torch). Prints
+one line per workload, after checking each result against numpy. Run by
+``benchmarks/gpu.sh``.
 
 ``--emulate``: the same script on small sizes through the ``cuda-emulator`` backend (the
 host CPU; times mean nothing): checks the script itself where there is no GPU (CI).
@@ -66,6 +67,31 @@ def bench_braze(make, arrays: list[np.ndarray], backend: str = "cuda",
     return t, moved
 
 
+def bench_matmul(n: int, backend: str = "cuda", reps: int = REPS) -> float:
+    """Median seconds of the device matmul (backends/cuda/library.py) on n x n float32,
+    checked against numpy first."""
+    from braze.backends.cuda.library import gemm_plan
+
+    be = bz.backends.get(backend)
+    drv = be.driver
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    g, args, grid = gemm_plan(a.shape, b.shape, a.dtype, be.sms)
+    handle = be.load_library(g)
+    assert handle is not None, "the matmul kernel did not compile"
+    ptrs = []
+    for arr in (a, b, np.empty_like(a)):
+        ptr, _ = be.pool.alloc(arr.nbytes)
+        drv.upload(ptr, arr.reshape(-1).view(np.uint8))
+        ptrs.append(ptr)
+    t = _time(lambda: drv.launch(handle, grid, 256, ptrs, args), drv.synchronize, reps)
+    got = np.empty_like(a)
+    drv.download(got.reshape(-1).view(np.uint8), ptrs[2])
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3 * np.sqrt(n),
+                               err_msg="matmul: wrong result")
+    return t
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--emulate", action="store_true",
@@ -123,6 +149,15 @@ def main(argv: list[str] | None = None) -> None:
                        cupy.cuda.Device().synchronize)
             line += f" | cupy {tc * 1e3:8.3f} ms"
         print(line, flush=True)
+    n = 64 if args.emulate else 4096
+    t = bench_matmul(n, backend, reps)
+    name = f"matmul {n}x{n}"
+    line = f"{name:24s} braze {t * 1e3:8.3f} ms  {2 * n**3 / t / 1e9:7.1f} GFLOP/s"
+    if torch_ok:
+        ta, tb = (torch.randn(n, n, device="cuda") for _ in range(2))
+        tt = _time(lambda: ta @ tb, torch.cuda.synchronize)
+        line += f" | torch {tt * 1e3:8.3f} ms ({tt / t:4.2f}x)"
+    print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # One prepared script for a machine with an NVIDIA GPU and nothing installed:
 # creates .venv, installs braze with its test extras (incl. nvidia-cuda-nvrtc), checks the
 # driver, runs the GPU code-generation tests and the cuda backend tests, then the benchmark
-# (chain 2^26, softmax and layer norm 8192x8192; torch/cupy columns when installed).
+# (chain 2^26, softmax and layer norm 8192x8192, matmul 4096^2; torch/cupy columns when
+# installed).
 # Usage: bash benchmarks/gpu.sh   (from the repository root; ~5 minutes). Without a GPU,
 # `python benchmarks/gpu.py --emulate` runs the benchmark logic on the CUDA emulator.
 set -u

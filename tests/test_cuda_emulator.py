@@ -329,7 +329,8 @@ def test_the_gpu_benchmark_script_runs_on_the_emulator(capsys) -> None:
     gpu["main"](["--emulate"])
     out = capsys.readouterr().out
     assert "emulator" in out
-    assert all(w in out for w in ("chain 4096", "softmax 64x64", "layer norm 64x64"))
+    assert all(w in out for w in ("chain 4096", "softmax 64x64", "layer norm 64x64",
+                                  "matmul 64x64"))
 
 
 # ---------------------------------------------------------------- Metal
