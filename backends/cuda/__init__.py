@@ -9,9 +9,10 @@ then. Each fused kernel is generated (:mod:`.codegen`), compiled for the device'
 device buffers from a caching allocator (:class:`DevicePool`). Values stay on the device
 between kernels (:class:`_DeviceRun`: a planned storage is one device allocation):
 inputs are uploaded once, outputs downloaded once, and a value crosses otherwise only
-for what runs on the host (library ops -- matmul, sort, fft... -- still run with numpy
-in this landing). A kernel NVRTC rejects (or the generator does not support) runs with
-the numpy executor, after **one** warning naming it.
+for what runs on the host: matmul runs on the device (:mod:`.library`), other library
+ops -- sort, fft... -- with numpy in this landing. A kernel NVRTC rejects (or the
+generator does not support) runs with the numpy executor, after **one** warning naming
+it.
 
 The device is reached through a *driver* (:class:`CudaDriver`: ``braze._core``'s
 ``dlopen``-ed CUDA driver API). :class:`~braze.backends.gpu_emulator.EmulatedDevice`
