@@ -97,6 +97,16 @@ def getitem(x: Array, key: Any) -> Array:
                           _shape(x2, spec, idx, "getitem"), x.dtype))
     slices, sliced, final = _normalize(x, key, "getitem")
     node = x._node
+    if node.data is not None and isinstance(node.data, np.ndarray):
+        # A contiguous part of an evaluated array (x[i], x[i:j]...) is a numpy view of its
+        # data, a new leaf. As a SLICE node the index would be part of every graph built
+        # on it, so a loop over x[i] would optimize a new graph per i; as a leaf, the
+        # graphs are one. (A strided part stays a SLICE: kernels read it in place, where
+        # a leaf would be copied to row-major first.)
+        view = node.data[tuple(slice(a, b if b >= 0 or c > 0 else None, c)
+                               for a, b, c in slices)]
+        if view.flags.c_contiguous:
+            return Array(constant(view.reshape(final)))
     if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
         node = Node(SLICE, (node,), {"slices": slices}, sliced, x.dtype)
     out = Array(node)

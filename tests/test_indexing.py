@@ -290,3 +290,28 @@ def test_integer_array_as_index(dtype) -> None:
     i = bz.asarray(np.asarray(3, dtype=dtype))
     assert x[i].item() == 3
     assert x[i:].tolist() == a[3:].tolist()
+
+
+def test_indexing_an_evaluated_array_is_a_view_not_a_new_graph() -> None:
+    """x[i] (a contiguous part) of an evaluated array is a numpy view of its data (a new
+    leaf): the graphs built on x[i] for every i are one graph, optimized once (as a SLICE
+    node, the index was part of each graph's key). Strided parts stay lazy slices."""
+    from braze.graph.compiler import CACHE
+
+    data = np.arange(600 * 300, dtype=np.float32).reshape(600, 300)
+    x = bz.asarray(data)
+    bz.eval(x)
+    for i in range(3):  # warm: the small-graph rule compiles from the second sighting
+        float((x[i] * 2.0 + 1.0).sum())
+    misses = CACHE.misses
+    for i in range(3, 40):
+        got = float((x[i] * 2.0 + 1.0).sum())
+        assert got == pytest.approx(float((data[i] * 2 + 1).sum()), rel=1e-6)
+    assert CACHE.misses == misses
+    for key in [(slice(None, None, -1), 3), (Ellipsis, slice(7, 2, -2)), (5, None), (-1, -1)]:
+        np.testing.assert_array_equal(np.asarray(x[key]), data[key])
+    assert x[:, 3]._node.op.name != "constant" and x[3]._node.op.name == "constant"
+    y = x[4]
+    x[4] = 0.0  # functional: the view keeps the old values
+    np.testing.assert_array_equal(np.asarray(y), data[4])
+    np.testing.assert_array_equal(np.asarray(x[4]), np.zeros(300, np.float32))
