@@ -71,6 +71,15 @@ class EmulatorError(RuntimeError):
     """A launch the emulator refused or a barrier misuse it caught (message says which)."""
 
 
+# What kernel code sees of the runtime (the fiber scheduler, RUNTIME below).
+RUNTIME_API = r"""struct bz_emu_dim3 { unsigned int x, y, z; };
+extern "C" bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
+extern "C" void bz_emu_syncthreads(void);
+extern "C" void bz_emu_shuffle_xor(void* value, unsigned int size, int lane_mask);
+extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
+                          int errlen);
+"""
+
 # The kernel translation unit starts with this. -nostdinc++ makes <math.h> glibc's C
 # header, which (unlike the C++ one) defines no int64_t: the CUDA prelude's own typedefs
 # (int64_t = long long, as NVRTC has it) stay valid.
@@ -83,14 +92,7 @@ SHIM = r"""// braze CUDA emulator shim (kernel side)
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __shared__ static  /* one copy per block: blocks run one after another */
-struct bz_emu_dim3 { unsigned int x, y, z; };
-extern "C" bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
-extern "C" unsigned long long bz_emu_slots[1024];
-extern "C" void bz_emu_syncthreads(void);
-extern "C" void bz_emu_syncwarp(void);
-extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
-                          int errlen);
-#define threadIdx bz_emu_tidx
+""" + RUNTIME_API + r"""#define threadIdx bz_emu_tidx
 #define blockIdx bz_emu_bidx
 #define blockDim bz_emu_bdim
 #define gridDim bz_emu_gdim
@@ -103,16 +105,10 @@ static inline long long __double_as_longlong(double d) {
   long long u; __builtin_memcpy(&u, &d, 8); return u; }
 static inline double __longlong_as_double(long long u) {
   double d; __builtin_memcpy(&d, &u, 8); return d; }
-// every lane publishes its value, the warp meets, each reads its partner's, the warp meets
 template <class T> static inline T __shfl_xor_sync(unsigned int, T v, int o) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-  const unsigned int t = bz_emu_tidx.x;
-  __builtin_memcpy(&bz_emu_slots[t], &v, sizeof(T));
-  bz_emu_syncwarp();
-  T r;
-  __builtin_memcpy(&r, &bz_emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned int)o)], sizeof(T));
-  bz_emu_syncwarp();
-  return r;
+  bz_emu_shuffle_xor(&v, sizeof(T), o);
+  return v;
 }
 """
 
@@ -131,14 +127,7 @@ typedef __INT64_TYPE__ int64_t; typedef __UINT64_TYPE__ uint64_t;
 #define thread
 #define threadgroup
 #define kernel
-struct bz_emu_dim3 { unsigned int x, y, z; };
-extern "C" bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
-extern "C" unsigned long long bz_emu_slots[1024];
-extern "C" void bz_emu_syncthreads(void);
-extern "C" void bz_emu_syncwarp(void);
-extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
-                          int errlen);
-struct uint3 { uint x, y, z; };
+""" + RUNTIME_API + r"""struct uint3 { uint x, y, z; };
 struct bz_emu_16 { uint16_t bits; };  // half / bfloat as buffer element types (MLX's form)
 typedef bz_emu_16 half; typedef bz_emu_16 float16_t;
 struct bz_emu_b16 { uint16_t bits; }; typedef bz_emu_b16 bfloat16_t;
@@ -150,13 +139,8 @@ template <class To, class From> static inline To as_type(From f) {
   To t; __builtin_memcpy(&t, &f, sizeof(To)); return t; }
 template <class T> static inline T simd_shuffle_xor(T v, ushort o) {
   static_assert(sizeof(T) <= 4, "Metal shuffles 32-bit values at most");
-  const unsigned int t = bz_emu_tidx.x;
-  __builtin_memcpy(&bz_emu_slots[t], &v, sizeof(T));
-  bz_emu_syncwarp();
-  T r;
-  __builtin_memcpy(&r, &bz_emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned int)o)], sizeof(T));
-  bz_emu_syncwarp();
-  return r;
+  bz_emu_shuffle_xor(&v, sizeof(T), o);
+  return v;
 }
 #define BZ_M1(name) static inline float name(float x) { return __builtin_##name##f(x); }
 BZ_M1(exp) BZ_M1(exp2) BZ_M1(log) BZ_M1(log2) BZ_M1(log10) BZ_M1(sqrt) BZ_M1(fabs)
@@ -188,6 +172,7 @@ RUNTIME = r"""// braze CUDA emulator runtime: blocks of cooperative fibers
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 struct bz_emu_dim3 { unsigned int x, y, z; };
@@ -219,7 +204,16 @@ void wait_at(int s) {
 }  // namespace
 
 extern "C" void bz_emu_syncthreads(void) { wait_at(AT_BLOCK); }
-extern "C" void bz_emu_syncwarp(void) { wait_at(AT_WARP); }
+
+// __shfl_xor_sync / simd_shuffle_xor: every lane publishes its value, the warp meets, each
+// reads its partner's (lane ^ mask), the warp meets again (the slots are reused).
+extern "C" void bz_emu_shuffle_xor(void* value, unsigned int size, int lane_mask) {
+  const unsigned int t = cur;
+  memcpy(&bz_emu_slots[t], value, size);
+  wait_at(AT_WARP);
+  memcpy(value, &bz_emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned int)lane_mask)], size);
+  wait_at(AT_WARP);
+}
 
 // Run `grid` blocks of `block` threads of fn; 0, or -1 with a message in err.
 extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,

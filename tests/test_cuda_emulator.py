@@ -94,14 +94,26 @@ class StressedBackend(CudaBackend):
         return min(grid, 3), (96 if g.mode == "rows" else 64)
 
 
-def _check(backend: CudaBackend, schedule, inputs) -> None:
+def _check(backend: CudaBackend, schedule, inputs, label: str = "") -> None:
+    """The backend's outputs of ``schedule`` against the numpy executor's."""
+    _check_outputs(schedule, inputs, backend.run_schedule(schedule, inputs), label)
+
+
+def _check_outputs(schedule, inputs, got, label: str = "") -> None:
     want = run_schedule(schedule, inputs)
-    got = backend.run_schedule(schedule, inputs)
     names = ", ".join(k.name for k in schedule.kernels)
     rtol = max([TOL.get(ins.dtype, 0.0) for k in schedule.kernels for ins in k.instrs],
                default=0.0)
     for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(g, w, f"output {i} of [{names}]", rtol, _scale(schedule, inputs))
+        assert_close(g, w, f"{label}output {i} of [{names}]", rtol, _scale(schedule, inputs))
+
+
+def _check_programs(progs, run_kernel, label: str) -> None:
+    """Every program run with ``run_kernel`` (a run_schedule hook) against numpy."""
+    with np.errstate(all="ignore"):
+        for schedule, inputs in progs:
+            got = run_schedule(schedule, inputs, run_kernel=run_kernel)
+            _check_outputs(schedule, inputs, got, label)
 
 
 def _scale(schedule, inputs) -> float:
@@ -391,17 +403,7 @@ def test_every_metal_corpus_kernel_runs_and_matches_the_numpy_executor(metal_dev
     every elementwise op alone (with zeros, infinities, NaN, tiny values)."""
     stats = {"metal": 0, "numpy": 0}
     run = _metal_runner(metal_device, stats)
-    progs = programs() if which == "corpus" else op_programs()
-    with np.errstate(all="ignore"):
-        for schedule, inputs in progs:
-            want = run_schedule(schedule, inputs)
-            got = run_schedule(schedule, inputs, run_kernel=run)
-            names = ", ".join(k.name for k in schedule.kernels)
-            rtol = max([TOL.get(i.dtype, 0.0) for k in schedule.kernels for i in k.instrs],
-                       default=0.0)
-            for i, (g, w) in enumerate(zip(got, want)):
-                assert_close(g, w, f"metal output {i} of [{names}]", rtol, _scale(schedule,
-                                                                                   inputs))
+    _check_programs(programs() if which == "corpus" else op_programs(), run, "metal ")
     assert stats["metal"] >= 350 if which == "corpus" else stats["metal"] >= 300, stats
 
 
@@ -459,14 +461,5 @@ def test_the_mlx_metal_kernel_form_runs_and_matches_the_numpy_executor() -> None
                 np.copyto(d.reshape(-1), o[:d.size], casting="no")
         stats["metal"] += 1
 
-    with np.errstate(all="ignore"):
-        for schedule, inputs in programs():
-            want = run_schedule(schedule, inputs)
-            got = run_schedule(schedule, inputs, run_kernel=run)
-            names = ", ".join(k.name for k in schedule.kernels)
-            rtol = max([TOL.get(i.dtype, 0.0) for k in schedule.kernels for i in k.instrs],
-                       default=0.0)
-            for i, (g, w) in enumerate(zip(got, want)):
-                assert_close(g, w, f"MLX-form output {i} of [{names}]", rtol,
-                             _scale(schedule, inputs))
+    _check_programs(programs(), run, "MLX-form ")
     assert stats["metal"] >= 200, stats
