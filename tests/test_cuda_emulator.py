@@ -219,7 +219,8 @@ def test_values_stay_on_the_device_between_kernels(device) -> None:
 @pytest.mark.parametrize("a_shape, b_shape", [
     ((5, 7), (7, 3)), ((16, 16), (16, 16)), ((33, 70), (70, 17)), ((1, 300), (300, 49)),
     ((4, 9, 20), (20, 6)), ((4, 9, 20), (4, 20, 6)), ((9, 20), (3, 20, 6)),
-    ((20,), (20, 6)), ((9, 20), (20,)), ((2, 3, 5, 8), (2, 3, 8, 4)), ((0, 5), (5, 3)),
+    ((20,), (20, 6)), ((9, 20), (20,)), ((20,), (20,)), ((2, 3, 5, 8), (2, 3, 8, 4)),
+    ((0, 5), (5, 3)), ((4, 0), (0, 3)),
 ])
 def test_matmul_runs_on_the_device(device, a_shape, b_shape, dtype) -> None:
     """The tiled device matmul: partial tiles, batches (either side broadcast), 1-d
