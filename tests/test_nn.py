@@ -437,3 +437,19 @@ def test_safetensors_metadata_and_format_errors(tmp_path) -> None:
     (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 16)
     with pytest.raises(ValueError, match="not a readable safetensors file"):
         bz.load(str(tmp_path / "bad.safetensors"))
+
+
+@pytest.mark.parametrize("rep", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_decode_rows_of_64_match_numpy(rep: int, causal: bool) -> None:
+    """The decode shape (one query row per head, D = Dv = 64, a cached prefix read in
+    place), every grouping of query heads per key head from 1 to 5."""
+    hkv, p, n = 3, 40, 29
+    q, k, v = randn(1, hkv * rep, 1, 64), randn(1, hkv, 1, 64), randn(1, hkv, 1, 64)
+    pk, pv = randn(1, hkv, p, 64), randn(1, hkv, p, 64)
+    want = np_sdpa_past(q, k, v, pk, pv, n, 0.125, causal)
+    got = bz.fast.scaled_dot_product_attention(
+        bz.asarray(q), bz.asarray(k), bz.asarray(v), scale=0.125,
+        mask="causal" if causal else None, past=(bz.asarray(pk), bz.asarray(pv)),
+        past_length=bz.asarray(np.int32(n)))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
