@@ -184,9 +184,11 @@ def backend(name: str) -> Iterator[Backend]:
 
 @contextlib.contextmanager
 def profile() -> Iterator[list[tuple[str, float]]]:
-    """Time the native calls of the compiled-function replays run in the block (on the
-    active backend, where it replays natively: ``cpu``): yields a list that fills with
-    (what ran -- a fused kernel's structural name or a library op --, seconds).
+    """Time the steps of the compiled-function replays run in the block (on the active
+    backend, where it replays through prepared plans): yields a list that fills with
+    (what ran, seconds) -- a native call by its fused kernel's structural name or its
+    library op, a step run in Python (a numpy library op, a kernel without a native
+    build) by its name and " (python)".
 
     >>> import braze as bz, numpy as np
     >>> f = bz.compile(lambda x: bz.softmax(x * 2.0, axis=-1))

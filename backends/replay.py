@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -307,6 +308,8 @@ class ReplayPlan:
              dynamic: set[int]) -> list[Callable[[], None]]:
         s, bufs, prog = self.schedule, self.bufs, self.program
         ops: list[Callable[[], None]] = []
+        # what each op runs, for run_profiled (None: a segment, timed per native call)
+        self._op_names: list[str | None] = []
         i = 0
         while i < len(kinds):
             kind, what = kinds[i]
@@ -315,8 +318,11 @@ class ReplayPlan:
                 while j + 1 < len(kinds) and kinds[j + 1][0] == "native":
                     j += 1
                 ops.append(_segment(prog, what, kinds[j][1] + 1, self._timings))
+                self._op_names.append(None)
                 i = j + 1
                 continue
+            self._op_names.append(f"{what.name} (python)" if kind == "kernel" else "view"
+                                  if kind == "view" else f"{what.op} (python)")
             if kind == "kernel":
                 ops.append(_kernel_op(run_kernel, what, bufs))
             elif kind == "view":
@@ -369,7 +375,10 @@ class ReplayPlan:
             governor = self.governor
             if governor is not None:
                 governor.before()
-            if self._errstate:
+            if self._timings[0] is not None:  # run_profiled: every op timed
+                with np.errstate(all="ignore"):
+                    self._run_timed_ops()
+            elif self._errstate:
                 with np.errstate(all="ignore"):
                     for op in self.ops:
                         op()
@@ -391,8 +400,10 @@ class ReplayPlan:
 
     def run_profiled(self, inputs: list[np.ndarray], into: list[tuple[str, float]]
                      ) -> list[np.ndarray] | None:
-        """:meth:`run`, appending to ``into`` each native program call's (what it runs --
-        a kernel's structural name or a library op's name --, seconds), in call order."""
+        """:meth:`run`, appending to ``into`` each step's (what it runs, seconds) in order:
+        a native program call's kernel structural name or library op name; a step run in
+        Python (a library op through numpy, a kernel without a native build) with
+        " (python)" after its name."""
         self._timings[0] = []
         try:
             outs = self.run(inputs)
@@ -404,8 +415,19 @@ class ReplayPlan:
             steps = [self.schedule.steps[t] for t in self.call_steps]
             names = self._call_names = [st.kernel.name if isinstance(st, KernelStep) else st.op
                                         for st in steps]
-        into.extend((names[call], ns * 1e-9) for call, ns in timed)
+        into.extend((names[c] if isinstance(c, int) else c, ns * 1e-9) for c, ns in timed)
         return outs
+
+    def _run_timed_ops(self) -> None:
+        """The ops of a call, each Python-run one timed (segments time their own calls)."""
+        timed, clock = self._timings[0], time.perf_counter_ns
+        for op, name in zip(self.ops, self._op_names):
+            if name is None:
+                op()
+            else:
+                t = clock()
+                op()
+                timed.append((name, clock() - t))
 
     def _note_inputs(self, inputs: list[np.ndarray], changed: list[int]) -> None:
         """Bind the inputs that changed; hold those seen twice in a row (see __init__)."""

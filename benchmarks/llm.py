@@ -10,7 +10,8 @@ the decode roofline (bytes of weights read per token / memory bandwidth).
                                        [--profile]
 
 ``--profile``: where a braze decode step's time goes (``bz.backends.profile()`` over 16
-more steps of one process: each native call by op, ms per step, and the Python left).
+more steps of one process: each step of the compiled plan by op, ms per step, and the
+Python around the plan).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ PREFILLS = 3  # pre-fills per process (median): one ~0.2 s measurement is at the
 
 def _profile_steps(model, cache, logits, steps: int = 16) -> list[tuple[str, float, float]]:
     """(op, ms per step, calls per step) of ``steps`` decode steps, most costly first; the
-    last row is what ran outside native calls (Python, library ops in numpy)."""
+    last row is the time around the compiled plan (the model's Python, the KV-cache write,
+    argmax)."""
     import numpy as np
 
     by: dict[str, list[float]] = {}
@@ -54,8 +56,8 @@ def _profile_steps(model, cache, logits, steps: int = 16) -> list[tuple[str, flo
         by.setdefault(name.split("_")[0] if "_" in name else name, []).append(t)
     rows = sorted(((k, 1e3 * sum(v) / steps, len(v) / steps) for k, v in by.items()),
                   key=lambda r: -r[1])
-    native = sum(r[1] for r in rows)
-    return rows + [("(outside native calls)", 1e3 * wall / steps - native, 0.0)]
+    inside = sum(r[1] for r in rows)
+    return rows + [("(around the plan)", 1e3 * wall / steps - inside, 0.0)]
 
 
 def worker(impl: str, n_tokens: int, profile: bool = False) -> dict[str, float]:
