@@ -439,8 +439,10 @@ class ReplayPlan:
             if prog is not None and self._native_input[i]:
                 prog.set(slot, self.bufs[slot])
             ref = last[i]
-            if ref is not None and ref() is a:
-                held[i] = a  # from now on: an identity check, no rebind, not unbound
+            if ref is not None and ref() is a and self.bufs[slot] is a:
+                # from now on: an identity check, no rebind, not unbound (never a
+                # row-major copy of a strided input: it would miss in-place writes)
+                held[i] = a
                 moved = True
                 continue
             if held[i] is not None:
@@ -487,7 +489,7 @@ def _segment(prog: Any, lo: int, hi: int, timings: list[Any]) -> Callable[[], No
     def segment() -> None:
         if timings[0] is None:
             run(lo, hi)
-        else:  # ReplayPlan.profile: each call's time
+        else:  # ReplayPlan.run_profiled: each call's time
             timings[0].extend(zip(range(lo, hi), prog.run_timed(lo, hi)))
 
     segment.calls = hi - lo  # type: ignore[attr-defined]  # (tests read how many it runs)

@@ -327,6 +327,13 @@ def test_inputs_seen_twice_are_held_others_never() -> None:
     np.testing.assert_allclose(out, xs[0] * 2 + w2, rtol=1e-6)
     assert plan.run([xs[0], data(65)]) is None  # a wrong shape is still refused
     np.testing.assert_allclose(plan.run([xs[1], w])[0], xs[1] * 2 + w, rtol=1e-6)
+    w[:] = 3.0  # held inputs are read in place: a write between calls is seen
+    np.testing.assert_allclose(plan.run([xs[1], w])[0], xs[1] * 2 + 3.0, rtol=1e-6)
+    ws = data(128, seed=8)[::2]  # strided: bound as a row-major copy, so never held
+    for _ in range(3):
+        plan.run([xs[2], ws])
+    ws[:] = -1.0
+    np.testing.assert_allclose(plan.run([xs[2], ws])[0], xs[2] * 2 - 1.0, rtol=1e-6)
 
 
 def test_profile_times_each_native_call_of_a_replay() -> None:
