@@ -13,6 +13,7 @@ when something needs it (``np.asarray``, ``item``, ``repr``, ``bool``...).
 from __future__ import annotations
 
 import builtins
+import contextvars
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,10 @@ from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes
+
+# True while bz.compile traces a function: what the function computes must stay in the
+# graph (a captured array may be rebound between calls), no eager shortcut may bake a value
+TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("braze_tracing", default=False)
 
 Scalar = builtins.bool | builtins.int | builtins.float | builtins.complex
 _SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)

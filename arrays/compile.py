@@ -44,7 +44,7 @@ from ..graph.ir import trace
 from ..graph.kernel import Schedule
 from ..graph.node import Node
 from ..graph.ops import CONSTANT, OPS, PARAMETER, broadcast_shapes
-from .array import Array
+from .array import TRACING, Array
 from .array import eval as _eval
 
 RETRACE_WARNING = 10
@@ -226,6 +226,7 @@ class CompiledFunction:
             else:
                 placeholders.append(x)
         args, kwargs = unflatten(struct, placeholders)
+        token = TRACING.set(True)
         try:
             out = self.fn(*args, **kwargs)
         except TypeError as e:
@@ -233,6 +234,8 @@ class CompiledFunction:
                     isinstance(x, _MAYBE_RUNTIME) for x in leaves):
                 raise _NeedsStaticInts() from e
             raise
+        finally:
+            TRACING.reset(token)
         out_leaves, out_struct = flatten(out)
         targets = [o._node for o in out_leaves if isinstance(o, Array)]
         t = trace(targets)

@@ -27,7 +27,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, _index_shape
-from .array import _SCALARS, Array, as_array, cast_node
+from .array import _SCALARS, TRACING, Array, as_array, cast_node
 
 Slices = tuple[tuple[int, int, int], ...]
 
@@ -97,7 +97,7 @@ def getitem(x: Array, key: Any) -> Array:
                           _shape(x2, spec, idx, "getitem"), x.dtype))
     slices, sliced, final = _normalize(x, key, "getitem")
     node = x._node
-    if node.data is not None and isinstance(node.data, np.ndarray):
+    if node.data is not None and isinstance(node.data, np.ndarray) and not TRACING.get():
         # A contiguous part of an evaluated array (x[i], x[i:j]...) is a numpy view of its
         # data, a new leaf. As a SLICE node the index would be part of every graph built
         # on it, so a loop over x[i] would optimize a new graph per i; as a leaf, the

@@ -200,3 +200,21 @@ def test_compiled_outputs_are_freed_without_the_cycle_collector() -> None:
         assert ref() is None, "a reference cycle keeps compiled outputs alive"
     finally:
         gc.enable()
+
+
+def test_a_captured_array_indexed_inside_follows_its_rebinding() -> None:
+    """Indexing an evaluated array outside bz.compile is an eager view (a new leaf); while
+    tracing it stays in the graph, so a captured array rebound between calls is read
+    anew rather than baked into the trace."""
+    table = bz.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
+    bz.eval(table)
+
+    @bz.compile
+    def row_times_two(i):
+        return table[1] * 2.0 + i
+
+    one = bz.asarray(np.float32(1))
+    np.testing.assert_array_equal(np.asarray(row_times_two(one)), [7, 9, 11])
+    table = bz.asarray(np.full((4, 3), 5, dtype=np.float32))  # noqa: F841 (read by f)
+    bz.eval(table)
+    np.testing.assert_array_equal(np.asarray(row_times_two(one)), [11, 11, 11])
