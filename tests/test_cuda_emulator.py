@@ -464,3 +464,27 @@ def test_the_mlx_metal_kernel_form_runs_and_matches_the_numpy_executor() -> None
 
     _check_programs(programs(), run, "MLX-form ")
     assert stats["metal"] >= 200, stats
+
+
+def test_outputs_that_are_views_of_device_values(device) -> None:
+    """A reshape of a kernel's result is a pointer into its device buffer (read back as
+    such); a transpose (strided) is made on the host; an input returned as is."""
+    x = bz.asarray(np.random.default_rng(3).standard_normal((6, 10)).astype(np.float32))
+    y = bz.exp(x) + 1.0
+    outs = [bz.reshape(y, (-1,))[7:33], bz.permute_dims(y, (1, 0)), x, y * 2.0]
+    schedule, leaves = compile_graph([o._node for o in outs])
+    backend = CudaBackend(driver=device)
+    _check(backend, schedule, [leaf.data for leaf in leaves])
+    assert backend.stats["numpy"] == 0 and backend.stats["cuda"] >= 1
+
+
+def test_matmul_of_a_row_slice_of_a_device_value(device) -> None:
+    """A contiguous row slice (a pointer with an offset into the device buffer) as a
+    matmul operand: no crossing to the host."""
+    rng = np.random.default_rng(4)
+    x = bz.asarray(rng.standard_normal((9, 20)).astype(np.float32))
+    w = bz.asarray(rng.standard_normal((20, 7)).astype(np.float32))
+    schedule, leaves = compile_graph([(bz.tanh(bz.exp(x * 0.1)[2:6] @ w))._node])
+    backend = CudaBackend(driver=device)
+    _check(backend, schedule, [leaf.data for leaf in leaves])
+    assert backend.stats["cuda_library"] == 1 and backend.stats["downloads"] == 1
