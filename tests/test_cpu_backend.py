@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import braze as bz
@@ -837,6 +837,8 @@ def test_autotuning_on_a_busy_machine_is_not_persisted(tmp_path, monkeypatch) ->
 @settings(max_examples=40, deadline=None)
 @given(m=st.integers(1, 70), k=st.integers(0, 70), n=st.integers(1, 21), isa=st.sampled_from(
     [0, 1, 2, None]), threads=st.sampled_from([1, 2]))
+@example(m=60, k=0, n=27, isa=None, threads=2)  # the GEMM path's empty sums (was SIGFPE)
+@example(m=104, k=70, n=21, isa=None, threads=2)
 def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
     """The replay programs' float32 x @ W.T on each instruction-set path (capped at build
     time; AVX2/AVX-512 need the host): the streaming matvec up to 8 rows, the GEMM above

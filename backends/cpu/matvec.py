@@ -34,7 +34,7 @@ from ... import _core
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
-from .library import KernelFamily
+from .library import GEMM_TILE, KernelFamily
 
 __all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source"]
 
@@ -120,38 +120,14 @@ static inline void bz_row1(const float *x, const float *w, float *y, int64_t K, 
    (K x M, once per call). Chunks of <= 64 rows of W (~128 KiB, L2); per 32 rows of x, the
    chunk's 8-row tiles: 2 * 8 accumulators in registers; per k, 2 (masked) loads of xT, 8
    broadcasts of W, 16 FMAs -- one chain per output, summed over k in order. */
-template <int NW>
-static inline void bz_gemm_tile(const float *w, int64_t K, const float *xT, int64_t ld,
-                                int64_t mv, float *y, int64_t N) {
-    __m512 acc[NW][2];  /* unrolled: registers, not memory */
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    const __mmask16 k0 = mv >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << mv) - 1u);
-    const __mmask16 k1 = mv >= 32 ? (__mmask16) 0xFFFF
-                         : mv <= 16 ? (__mmask16) 0 : (__mmask16) ((1u << (mv - 16)) - 1u);
-    for (int64_t k = 0; k < K; ++k) {
-        const __m512 xa = _mm512_maskz_loadu_ps(k0, xT + k * ld);
-        const __m512 xb = _mm512_maskz_loadu_ps(k1, xT + k * ld + 16);
-#pragma GCC unroll 8
-        for (int j = 0; j < NW; ++j) {
-            const __m512 wj = _mm512_set1_ps(w[j * K + k]);
-            acc[j][0] = _mm512_fmadd_ps(wj, xa, acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(wj, xb, acc[j][1]);
-        }
-    }
-    float t[NW][32];
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) {
-        _mm512_storeu_ps(t[j], acc[j][0]);
-        _mm512_storeu_ps(t[j] + 16, acc[j][1]);
-    }
-    for (int64_t m = 0; m < mv; ++m)  /* the rows of y: NW consecutive floats each */
-#pragma GCC unroll 8
-        for (int j = 0; j < NW; ++j) y[m * N + j] = t[j][m];
-}
+BZ_GEMM_TILE
 
 static void bz_gemm(const float *x, const float *W, float *y, int64_t M, int64_t N, int64_t K,
                     int64_t nt) {
+    if (K == 0) {  /* empty sums */
+        for (int64_t i = 0; i < M * N; ++i) y[i] = 0.f;
+        return;
+    }
     /* rows of xT padded to 16 floats: every load of 16 is one aligned cache line */
     const int64_t Mp = (M + 15) / 16 * 16;
     float *xT = (float *) aligned_alloc(64, sizeof(float) * (size_t) (K * Mp));
@@ -172,21 +148,9 @@ static void bz_gemm(const float *x, const float *W, float *y, int64_t M, int64_t
             const int64_t nh = ne - h0 < NC ? ne - h0 : NC;
             for (int64_t m0 = 0; m0 < M; m0 += 32) {
                 const int64_t mv = M - m0 < 32 ? M - m0 : 32;
-                for (int64_t j0 = 0; j0 < nh; j0 += 8) {
-                    const int64_t nw = nh - j0 < 8 ? nh - j0 : 8;
-                    const float *w = W + (h0 + j0) * K, *xt = xT + m0;
-                    float *ym = y + m0 * N + h0 + j0;
-                    switch (nw) {
-                        case 1: bz_gemm_tile<1>(w, K, xt, Mp, mv, ym, N); break;
-                        case 2: bz_gemm_tile<2>(w, K, xt, Mp, mv, ym, N); break;
-                        case 3: bz_gemm_tile<3>(w, K, xt, Mp, mv, ym, N); break;
-                        case 4: bz_gemm_tile<4>(w, K, xt, Mp, mv, ym, N); break;
-                        case 5: bz_gemm_tile<5>(w, K, xt, Mp, mv, ym, N); break;
-                        case 6: bz_gemm_tile<6>(w, K, xt, Mp, mv, ym, N); break;
-                        case 7: bz_gemm_tile<7>(w, K, xt, Mp, mv, ym, N); break;
-                        default: bz_gemm_tile<8>(w, K, xt, Mp, mv, ym, N); break;
-                    }
-                }
+                for (int64_t j0 = 0; j0 < nh; j0 += 8)
+                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < 8 ? nh - j0 : 8, K, xT + m0, Mp,
+                                mv, y + m0 * N + h0 + j0, N);
             }
         }
     }
@@ -234,7 +198,7 @@ def source(isa: int | None = None) -> tuple[str, str]:
     """
     sym = "bz_matvec_f32" + ("" if isa is None else f"_isa{isa}")
     head = "" if isa is None else f"#define BZ_ISA_MAX {isa}\n"
-    return head + _SOURCE.replace("BZ_SYMBOL", sym), sym
+    return head + _SOURCE.replace("BZ_SYMBOL", sym).replace("BZ_GEMM_TILE", GEMM_TILE), sym
 
 
 _KERNELS = KernelFamily(source)

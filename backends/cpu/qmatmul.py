@@ -117,7 +117,7 @@ from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
 from . import default_num_threads
-from .library import KernelFamily, NativeOp
+from .library import GEMM_TILE, KernelFamily, NativeOp
 
 __all__ = ["QuantizedMatmul", "act_mode", "host_isa", "int8_available", "kernel_isa",
            "quantized_matmul", "reload_env", "source"]
@@ -433,37 +433,7 @@ static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, fl
     }
 }
 
-template <int NW>
-static void bz_wx_micro(const float* wt, int64_t K, const float* xT, int64_t M, int64_t mv,
-                        float* out, int64_t N) {
-    __m512 acc[NW][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    const __mmask16 k0 = mv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << mv) - 1u);
-    const __mmask16 k1 = mv >= 32 ? (__mmask16)0xFFFF
-                                  : (mv <= 16 ? (__mmask16)0 : (__mmask16)((1u << (mv - 16)) - 1u));
-    for (int64_t k = 0; k < K; ++k) {
-        const __m512 x0 = _mm512_maskz_loadu_ps(k0, xT + k * M);
-        const __m512 x1 = _mm512_maskz_loadu_ps(k1, xT + k * M + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < NW; ++r) {
-            const __m512 wv = _mm512_set1_ps(wt[r * K + k]);
-            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
-        }
-    }
-    /* the 8 x 32 block through a stack buffer into out[m * N + r] (8 floats per row of
-       out; scatters with stride N touch a page per lane and were slower) */
-    float blk[NW][32];
-#pragma GCC unroll 8
-    for (int r = 0; r < NW; ++r) {
-        _mm512_storeu_ps(blk[r], acc[r][0]);
-        _mm512_storeu_ps(blk[r] + 16, acc[r][1]);
-    }
-    for (int64_t m = 0; m < mv; ++m)
-#pragma GCC unroll 8
-        for (int r = 0; r < NW; ++r) out[m * N + r] = blk[r][m];
-}
+BZ_GEMM_TILE
 
 #else
 #define BZ_WXT 0
@@ -1176,21 +1146,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs,
                         continue;
                     }
                     const float* xT = bz_xT + m0;
-                    for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW) {
-                        const int64_t nc = nh - j0 < BZ_NW ? nh - j0 : BZ_NW;
-                        const float* wt = tile + j0 * K;
-                        float* o = out + m0 * N + h0 + j0;
-                        switch (nc) {
-                            case 1: bz_wx_micro<1>(wt, K, xT, M, mv, o, N); break;
-                            case 2: bz_wx_micro<2>(wt, K, xT, M, mv, o, N); break;
-                            case 3: bz_wx_micro<3>(wt, K, xT, M, mv, o, N); break;
-                            case 4: bz_wx_micro<4>(wt, K, xT, M, mv, o, N); break;
-                            case 5: bz_wx_micro<5>(wt, K, xT, M, mv, o, N); break;
-                            case 6: bz_wx_micro<6>(wt, K, xT, M, mv, o, N); break;
-                            case 7: bz_wx_micro<7>(wt, K, xT, M, mv, o, N); break;
-                            default: bz_wx_micro<8>(wt, K, xT, M, mv, o, N); break;
-                        }
-                    }
+                    for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW)
+                        bz_wx_tiles(tile + j0 * K, nh - j0 < BZ_NW ? nh - j0 : BZ_NW, K, xT, M,
+                                    mv, out + m0 * N + h0 + j0, N);
                 }
             }
             free(tile);
@@ -1306,7 +1264,8 @@ def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tu
     if isa is not None:
         defs.append(f"#define BZ_ISA_MAX {isa}")
         sym += f"_isa{isa}"
-    text = "\n".join(defs) + "\n" + _SOURCE.replace("BZ_SYMBOL", sym)
+    text = "\n".join(defs) + "\n" + _SOURCE.replace("BZ_SYMBOL", sym).replace(
+        "BZ_GEMM_TILE", GEMM_TILE)
     return text, sym
 
 
