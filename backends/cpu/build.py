@@ -13,7 +13,7 @@
   or that fails to load, is rebuilt, never loaded.
 * Loaded kernels are kept in an in-process dict: a second request costs a lookup.
 
-Flags: ``-O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
+Flags: ``-std=gnu++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
 -fwrapv -fopenmp`` (+ ``-lmvec`` where glibc has libmvec). Never ``-ffast-math``: it
 changes IEEE semantics and, through ``crtfastmath.o``, flushes denormals process-wide.
 ``-ffp-contract=off`` keeps arithmetic bit-identical to numpy's (no FMA contraction);
@@ -39,8 +39,9 @@ from .codegen import glibc_version, libmvec_functions
 __all__ = ["BuildError", "FLAGS", "build", "build_many", "cache_dir", "cache_key", "compiler",
            "load", "load_many"]
 
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off",
-         "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-fvisibility=hidden", "-w"]
+FLAGS = ["-std=gnu++17", "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
+         "-ffp-contract=off", "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-fvisibility=hidden",
+         "-w"]
 BUILD_TIMEOUT = 300
 
 

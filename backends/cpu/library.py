@@ -14,7 +14,7 @@ from typing import Any
 
 from . import build as _build
 
-__all__ = ["GEMM_TILE", "KernelFamily", "NativeOp"]
+__all__ = ["DISPATCH", "GEMM_TILE", "KernelFamily", "NativeOp"]
 
 # The AVX-512 GEMM register tile shared by the float32 pre-fill GEMM (matvec.py) and the
 # 4-bit one (qmatmul.py, on dequantized rows): y[m * N + j] = w row j . x row m for the
@@ -22,7 +22,24 @@ __all__ = ["GEMM_TILE", "KernelFamily", "NativeOp"]
 # m]). An 8 x 32 block of out^T in 16 registers: per k, 2 (masked) loads of xT, 8
 # broadcasts of w, 16 FMAs, no horizontal sums; one chain per output, summed over k in
 # order; the block goes to y through a stack buffer (scattered stores with stride N
-# touch a page per lane and were slower). Needs <immintrin.h> and AVX-512F.
+# touch a page per lane and were slower). Needs <immintrin.h>, AVX-512F and DISPATCH.
+# f(std::integral_constant<int, n>) for a runtime n in [1, N] (n >= N: N): one template
+# instance per block size -- register-blocked kernels need compile-time sizes -- without a
+# hand-written switch per kernel. Any ISA; C++17.
+DISPATCH = r"""
+#include <type_traits>
+template <int N, class F> static inline __attribute__((always_inline)) void
+bz_dispatch(int64_t n, F&& f) {
+    if constexpr (N > 1) {
+        if (n < N) {
+            bz_dispatch<N - 1>(n, f);
+            return;
+        }
+    }
+    f(std::integral_constant<int, N>{});
+}
+"""
+
 GEMM_TILE = r"""
 template <int NW>
 static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, int64_t mv,
@@ -56,16 +73,7 @@ static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, i
 
 static inline void bz_wx_tiles(const float* w, int64_t nw, int64_t K, const float* xT,
                                int64_t ld, int64_t mv, float* y, int64_t N) {
-    switch (nw) {
-        case 1: bz_wx_tile<1>(w, K, xT, ld, mv, y, N); break;
-        case 2: bz_wx_tile<2>(w, K, xT, ld, mv, y, N); break;
-        case 3: bz_wx_tile<3>(w, K, xT, ld, mv, y, N); break;
-        case 4: bz_wx_tile<4>(w, K, xT, ld, mv, y, N); break;
-        case 5: bz_wx_tile<5>(w, K, xT, ld, mv, y, N); break;
-        case 6: bz_wx_tile<6>(w, K, xT, ld, mv, y, N); break;
-        case 7: bz_wx_tile<7>(w, K, xT, ld, mv, y, N); break;
-        default: bz_wx_tile<8>(w, K, xT, ld, mv, y, N); break;
-    }
+    bz_dispatch<8>(nw, [&](auto r) { bz_wx_tile<decltype(r)::value>(w, K, xT, ld, mv, y, N); });
 }
 """
 

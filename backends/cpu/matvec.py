@@ -34,7 +34,7 @@ from ... import _core
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
-from .library import GEMM_TILE, KernelFamily
+from .library import DISPATCH, GEMM_TILE, KernelFamily
 
 __all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source"]
 
@@ -45,6 +45,7 @@ _F32 = np.dtype(np.float32)
 _SOURCE = r"""
 #include <cstdint>
 #include <cstdlib>
+BZ_DISPATCH
 #define BZ_MAX_ROWS 8
 #ifndef BZ_ISA_MAX
 #define BZ_ISA_MAX 2
@@ -198,7 +199,8 @@ def source(isa: int | None = None) -> tuple[str, str]:
     """
     sym = "bz_matvec_f32" + ("" if isa is None else f"_isa{isa}")
     head = "" if isa is None else f"#define BZ_ISA_MAX {isa}\n"
-    return head + _SOURCE.replace("BZ_SYMBOL", sym).replace("BZ_GEMM_TILE", GEMM_TILE), sym
+    return head + _SOURCE.replace("BZ_SYMBOL", sym).replace("BZ_GEMM_TILE", GEMM_TILE).replace(
+        "BZ_DISPATCH", DISPATCH), sym
 
 
 _KERNELS = KernelFamily(source)

@@ -117,7 +117,7 @@ from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
 from . import default_num_threads
-from .library import GEMM_TILE, KernelFamily, NativeOp
+from .library import DISPATCH, GEMM_TILE, KernelFamily, NativeOp
 
 __all__ = ["QuantizedMatmul", "act_mode", "host_isa", "int8_available", "kernel_isa",
            "quantized_matmul", "reload_env", "source"]
@@ -132,6 +132,7 @@ _SOURCE = r"""
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+BZ_DISPATCH
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -399,12 +400,8 @@ static BZ_INLINE void bz_tile_rows(const float* xp, int64_t M, int64_t K, const 
         for (int64_t m0 = 0; m0 < M; m0 += 4) {
             const float* xm = xp + m0 * K;
             float* o = out + m0 * N + j0;
-            switch (M - m0 < 4 ? M - m0 : 4) {
-                case 1: bz_micro<1>(xm, wt, K, o, N, nv); break;
-                case 2: bz_micro<2>(xm, wt, K, o, N, nv); break;
-                case 3: bz_micro<3>(xm, wt, K, o, N, nv); break;
-                default: bz_micro<4>(xm, wt, K, o, N, nv); break;
-            }
+            bz_dispatch<4>(M - m0, [&](auto r) {
+                bz_micro<decltype(r)::value>(xm, wt, K, o, N, nv); });
         }
     }
 }
@@ -1017,16 +1014,9 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
         float* o = out + n0;
         int64_t m0 = 0;
         for (; m0 + BZ_GM <= M; m0 += BZ_GM) bz_gemm_block<BZ_GM>(t, qx, m0, K, o, N, mask);
-        switch (M - m0) {
-            case 1: bz_gemm_block<1>(t, qx, m0, K, o, N, mask); break;
-            case 2: bz_gemm_block<2>(t, qx, m0, K, o, N, mask); break;
-            case 3: bz_gemm_block<3>(t, qx, m0, K, o, N, mask); break;
-            case 4: bz_gemm_block<4>(t, qx, m0, K, o, N, mask); break;
-            case 5: bz_gemm_block<5>(t, qx, m0, K, o, N, mask); break;
-            case 6: bz_gemm_block<6>(t, qx, m0, K, o, N, mask); break;
-            case 7: bz_gemm_block<7>(t, qx, m0, K, o, N, mask); break;
-            default: break;
-        }
+        if (M > m0)  /* the last 1..BZ_GM-1 rows */
+            bz_dispatch<BZ_GM - 1>(M - m0, [&](auto r) {
+                bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask); });
     }
     free(t.w);
 }
@@ -1265,7 +1255,7 @@ def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tu
         defs.append(f"#define BZ_ISA_MAX {isa}")
         sym += f"_isa{isa}"
     text = "\n".join(defs) + "\n" + _SOURCE.replace("BZ_SYMBOL", sym).replace(
-        "BZ_GEMM_TILE", GEMM_TILE)
+        "BZ_GEMM_TILE", GEMM_TILE).replace("BZ_DISPATCH", DISPATCH)
     return text, sym
 
 
