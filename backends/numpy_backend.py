@@ -165,6 +165,22 @@ def strided(buf: np.ndarray, view: View) -> np.ndarray:
                                            tuple(s * item for s in view.strides))
 
 
+def library_value(op: str, attrs: Any, dtype: np.dtype, ins: Sequence[np.ndarray],
+                  impl: LibraryImpl | None = None) -> np.ndarray:
+    """A library op's result: its native ``impl`` if given, else its numpy reference."""
+    if impl is not None:
+        return impl(attrs, dtype, *ins)
+    return reference_eval(OPS[op], attrs, dtype, *ins)
+
+
+def library_result(op: str, attrs: Any, dtype: np.dtype, ins: Sequence[np.ndarray],
+                   impl: LibraryImpl | None = None) -> np.ndarray:
+    """:func:`library_value` as a buffer a schedule can own: row-major, sharing no memory
+    with its inputs (a kernel may later run in place over it)."""
+    out = _c_order(library_value(op, attrs, dtype, ins, impl))
+    return out.copy() if any(np.may_share_memory(out, x) for x in ins) else out
+
+
 def run_schedule(s: Schedule, inputs: list[np.ndarray],
                  run_kernel: Callable[[Kernel, list[Any]], None] | None = None,
                  alloc: Callable[[int], np.ndarray] | None = None,
@@ -196,12 +212,7 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray],
             ins = [bufs[i] for i in step.inputs]
             slot = s.slots[step.output]
             impl = library.get(step.op) if library else None
-            if impl is not None:
-                out = _c_order(impl(step.attrs, slot.dtype, *ins))
-            else:
-                out = _c_order(reference_eval(OPS[step.op], step.attrs, slot.dtype, *ins))
-            if any(np.may_share_memory(out, x) for x in ins):
-                out = out.copy()  # a kernel may later run in place over this buffer
+            out = library_result(step.op, step.attrs, slot.dtype, ins, impl)
             bufs[step.output] = out
             sid = s.storage.get(step.output)
             if sid is not None and out.nbytes >= SMALL_BYTES:

@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
-from ..graph.ops import OPS, reference_eval
 from ..graph.view import View
 from .governor import ThreadGovernor
-from .numpy_backend import SMALL_BYTES, LibraryImpl, strided
+from .numpy_backend import SMALL_BYTES, LibraryImpl, library_result, library_value, strided
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 MAX_IDLE_PLANS = 4  # per schedule: concurrent replays beyond this build throwaway plans
@@ -539,20 +538,14 @@ def _concat_op(bufs: list[Any], inputs: tuple[int, ...], axis: int,
 def _library_op(bufs: list[Any], step: LibraryStep, dtype: np.dtype, impl: LibraryImpl | None,
                 into: np.ndarray | None, prog: Any) -> Callable[[], None]:
     """A library op: its result is copied ``into`` the arena slot, or bound as it is."""
-    ins, out, attrs = step.inputs, step.output, step.attrs
-    opdef = OPS[step.op]
+    ins, out, attrs, name = step.inputs, step.output, step.attrs, step.op
 
     def op() -> None:
         xs = [bufs[i] for i in ins]
-        r = impl(attrs, dtype, *xs) if impl is not None else reference_eval(opdef, attrs, dtype,
-                                                                          *xs)
         if into is not None:
-            np.copyto(into, r, casting="unsafe")
+            np.copyto(into, library_value(name, attrs, dtype, xs, impl), casting="unsafe")
             return
-        if not r.flags.c_contiguous:
-            r = np.array(r, order="C")
-        if any(np.may_share_memory(r, x) for x in xs):
-            r = r.copy()  # the caller (or a later step) must not see it change
+        r = library_result(name, attrs, dtype, xs, impl)  # never aliases the inputs
         bufs[out] = r
         if prog is not None:
             prog.set(out, r)

@@ -35,8 +35,7 @@ import numpy as np
 
 from ... import _core
 from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
-from ...graph.ops import OPS, reference_eval
-from ..numpy_backend import SMALL_BYTES, NumpyBackend, strided
+from ..numpy_backend import SMALL_BYTES, NumpyBackend, library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
@@ -330,12 +329,9 @@ class _DeviceRun:
 
     def library_on_host(self, step: LibraryStep) -> None:
         """Any other library op: numpy on host copies of its operands."""
-        s = self.s
         ins = [self.on_host(i) for i in step.inputs]
-        out = reference_eval(OPS[step.op], step.attrs, s.slots[step.output].dtype, *ins)
-        if any(np.may_share_memory(out, x) for x in ins):
-            out = out.copy()
-        self.host[step.output] = out if out.flags.c_contiguous else np.array(out, order="C")
+        self.host[step.output] = library_result(step.op, step.attrs,
+                                                self.s.slots[step.output].dtype, ins)
         self.dev[step.output] = None
 
     def kernel(self, k: Kernel) -> None:
