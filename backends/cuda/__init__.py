@@ -156,15 +156,19 @@ class CudaBackend(NumpyBackend):
         loaded = None
         try:
             g = generate(k)
-            if g.symbol not in self._failed:
-                loaded = _Loaded(self.driver.load(g, self.arch), g, kernel_args(k))
         except Unsupported:
-            pass
-        except (nvrtc.NvrtcError, RuntimeError) as err:
-            self._failed.add(getattr(locals().get("g"), "symbol", k.name))
-            warnings.warn(f"braze cuda backend: kernel {k.name} failed to compile or load; "
-                          f"it runs with the numpy executor instead.\n{err}", RuntimeWarning,
-                          stacklevel=3)
+            g = None
+        except RuntimeError as err:  # a generator failure: as a build failure
+            self._failed.add(k.name)
+            _warn_fallback(f"kernel {k.name}", "it runs with the numpy executor instead", err)
+            g = None
+        if g is not None and g.symbol not in self._failed:
+            handle = self._driver_load(g, f"kernel {k.name}",
+                                       "it runs with the numpy executor instead")
+            if handle is None:
+                self._failed.add(g.symbol)
+            else:
+                loaded = _Loaded(handle, g, kernel_args(k))
         if len(self._kernels) > 8192:
             self._kernels.clear()
         self._kernels[id(k)] = (k, loaded)
@@ -174,14 +178,18 @@ class CudaBackend(NumpyBackend):
         """A launch handle for a library kernel (:mod:`.library`), or None -- after one
         warning -- when it does not build (the op then runs on the host)."""
         if g.symbol not in self._library:
-            try:
-                self._library[g.symbol] = self.driver.load(g, self.arch)
-            except (nvrtc.NvrtcError, RuntimeError) as err:
-                self._library[g.symbol] = None
-                warnings.warn(f"braze cuda backend: library kernel {g.symbol} failed to "
-                              f"compile or load; its ops run on the host.\n{err}",
-                              RuntimeWarning, stacklevel=3)
+            self._library[g.symbol] = self._driver_load(g, f"library kernel {g.symbol}",
+                                                        "its ops run on the host")
         return self._library[g.symbol]
+
+    def _driver_load(self, g: GpuKernel, what: str, instead: str) -> Any:
+        """The driver's handle for ``g``, or None after one warning (NVRTC or the driver
+        refused it)."""
+        try:
+            return self.driver.load(g, self.arch)
+        except (nvrtc.NvrtcError, RuntimeError) as err:
+            _warn_fallback(what, instead, err)
+            return None
 
     def launch_config(self, g: GpuKernel, k: Kernel) -> tuple[int, int]:
         """(grid, block): rows get one block each (a warp for short rows); elementwise
@@ -198,6 +206,11 @@ class CudaBackend(NumpyBackend):
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         with _DeviceRun(self, schedule) as run:
             return run.execute(inputs)
+
+
+def _warn_fallback(what: str, instead: str, err: Exception) -> None:
+    warnings.warn(f"braze cuda backend: {what} failed to compile or load; {instead}.\n{err}",
+                  RuntimeWarning, stacklevel=4)
 
 
 class _DeviceRun:
@@ -240,6 +253,10 @@ class _DeviceRun:
             ptr = self.owned[slot][0]
         self.dev[slot] = ptr
         return ptr
+
+    def has_value(self, slot: int) -> bool:
+        """Something (all or part of the slot) was written, on either side."""
+        return self.dev[slot] is not None or self.host[slot] is not None
 
     def on_device(self, slot: int) -> int:
         ptr = self.dev[slot]
@@ -345,8 +362,7 @@ class _DeviceRun:
             for st in k.stores:  # a slot other kernels wrote parts of keeps those parts
                 if bufs[st.slot] is None:
                     info = self.s.slots[st.slot]
-                    known = self.host[st.slot] is not None or self.dev[st.slot] is not None
-                    bufs[st.slot] = (self.on_host(st.slot) if known
+                    bufs[st.slot] = (self.on_host(st.slot) if self.has_value(st.slot)
                                      else np.empty(info.shape, info.dtype))
             numpy_run_kernel(k, bufs)
             for st in k.stores:
@@ -357,8 +373,7 @@ class _DeviceRun:
         stored = {st.slot for st in k.stores}
         ptrs = []
         for slot in g.slots:  # a stored slot the host holds (part of it) is uploaded too
-            known = self.dev[slot] is not None or self.host[slot] is not None
-            ptrs.append(self.on_device(slot) if known else self._alloc(slot))
+            ptrs.append(self.on_device(slot) if self.has_value(slot) else self._alloc(slot))
         if not g.empty:
             grid, block = b.launch_config(g, k)
             b.driver.launch(loaded.fn, grid, block, ptrs, loaded.args)
