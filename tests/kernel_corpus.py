@@ -68,16 +68,20 @@ WORKLOADS = [
 ]
 
 
+def _elementwise_nodes(d: np.dtype, arity: int, args: tuple[Node, ...]) -> list[Node]:
+    """One node per elementwise op of the table of this arity whose compute dtype is d,
+    over ``args`` (64 elements each)."""
+    return [Node(OPS[name], args[:arity], {"dtype": d} if name == "nextafter" else {},
+                 (64,), result) for name, result in elementwise_ops(arity, d)]
+
+
 def _op_nodes(d: np.dtype) -> list[list[bz.Array]]:
     """Every elementwise op of the table whose compute dtype is d: one kernel of all
     unary ops, one of all binary ops (multi-output)."""
     groups = []
     x, y = _arr((64,), d, 1)._node, _arr((64,), d, 2)._node
     for arity in (1, 2):
-        nodes = []
-        for name, result in elementwise_ops(arity, d):
-            attrs = {"dtype": d} if name == "nextafter" else {}
-            nodes.append(Node(OPS[name], (x, y)[:arity], attrs, (64,), result))
+        nodes = _elementwise_nodes(d, arity, (x, y))
         if nodes:
             groups.append([bz.Array(n) for n in nodes])
     return groups
@@ -157,9 +161,7 @@ def op_programs() -> tuple[tuple[Schedule, list[np.ndarray]], ...]:
                     a = a.astype(d)
             args.append(bz.asarray(a)._node)
         for arity in (1, 2):
-            for name, result in elementwise_ops(arity, d):
-                attrs = {"dtype": d} if name == "nextafter" else {}
-                node = Node(OPS[name], tuple(args[:arity]), attrs, (64,), result)
+            for node in _elementwise_nodes(d, arity, tuple(args)):
                 schedule, leaves = compile_graph([node])
                 out.append((schedule, [leaf.data for leaf in leaves]))
     return tuple(out)
