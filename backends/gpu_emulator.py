@@ -412,9 +412,8 @@ class EmulatedDevice:
         self.target = target  # "metal": the MSL generator's kernels, launched the same way
         self._memory: dict[int, np.ndarray] = {}
         self._launchers: dict[str, Any] = {}
-        self._libs: list[ctypes.CDLL] = []
+        self._libs: list[ctypes.CDLL] = []  # the loaded libraries stay loaded
         self._lock = threading.Lock()  # the runtime's fibers and statics are per library
-        self.launches = self.uploads = self.downloads = 0
 
     # -- what CudaBackend asks of a driver
     def info(self) -> dict[str, Any]:
@@ -428,11 +427,9 @@ class EmulatedDevice:
 
     def upload(self, ptr: int, host: np.ndarray) -> None:
         ctypes.memmove(ptr, host.ctypes.data, host.nbytes)
-        self.uploads += 1
 
     def download(self, host: np.ndarray, ptr: int) -> None:
         ctypes.memmove(host.ctypes.data, ptr, host.nbytes)
-        self.downloads += 1
 
     def synchronize(self) -> None:
         """Launches run synchronously here."""
@@ -471,6 +468,5 @@ class EmulatedDevice:
         err = ctypes.create_string_buffer(1024)
         with self._lock:
             rc = fn(grid, block, p, args.ctypes.data, err, len(err))
-        self.launches += 1
         if rc != 0:
             raise EmulatorError(f"kernel {handle}: {err.value.decode()}")
