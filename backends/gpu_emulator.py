@@ -408,6 +408,8 @@ class EmulatedDevice:
     name = "braze CUDA emulator (host CPU)"
 
     def __init__(self, sms: int = 4, target: str = "cuda") -> None:
+        if target not in ("cuda", "metal"):
+            raise ValueError(f"EmulatedDevice: target must be 'cuda' or 'metal', got {target!r}")
         self.sms = sms
         self.target = target  # "metal": the MSL generator's kernels, launched the same way
         self._memory: dict[int, np.ndarray] = {}

@@ -854,3 +854,13 @@ def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
                                rtol=1e-5, atol=max(k, 1) * 1e-6)
     if threads == 2:  # one chain per output whatever the split: identical on 1 thread
         np.testing.assert_array_equal(got, matvec.matvec(x, w, 1, isa))
+
+
+def test_matvec_kernel_refuses_operands_it_would_misread() -> None:
+    from braze.backends.cpu import matvec
+
+    x, w = np.ones((3, 4), np.float32), np.ones((5, 4), np.float32)
+    for a, b in [(x, np.ones((5, 3), np.float32)), (x.astype(np.float64), w), (x.T, w.T),
+                 (x[:, ::2], w[:, ::2])]:
+        with pytest.raises(ValueError, match="matvec: expected"):
+            matvec.matvec(a, b)

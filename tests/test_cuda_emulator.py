@@ -296,6 +296,8 @@ def test_barrier_misuse_is_an_error_not_a_hang(body: str, match: str) -> None:
 
 
 def test_bad_launch_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="target must be"):
+        EmulatedDevice(target="opencl")
     dev = EmulatedDevice()
     handle = dev.load(_kernel(""), "sm_90")
     with pytest.raises(EmulatorError, match="multiple of 32"):

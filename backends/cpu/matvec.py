@@ -226,6 +226,10 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     >>> matvec(np.ones((1, 3), np.float32), np.full((2, 3), 2.0, np.float32)).tolist()
     [[6.0, 6.0]]
     """
+    if x.dtype != _F32 or w.dtype != _F32 or x.ndim != 2 or w.ndim != 2 or \
+            x.shape[1] != w.shape[1] or not (x.flags.c_contiguous and w.flags.c_contiguous):
+        raise ValueError(f"matvec: expected C-contiguous float32 x (M, K) and w (N, K), got "
+                         f"{x.dtype} {x.shape} and {w.dtype} {w.shape}")
     m, k = x.shape
     out = np.empty((m, w.shape[0]), np.float32)
     if out.size:
