@@ -29,7 +29,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check arrays graph backends tests examples benchmarks
+	$(BIN)/ruff check python arrays graph backends tests examples benchmarks
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/dispatch.py
