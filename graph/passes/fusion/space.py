@@ -1,0 +1,110 @@
+"""space: node kinds, iteration spaces and view chains shared by every fusion stage.
+
+A kernel iterates over a shape whose last ``n_red`` dims are reduced; a node read
+inside it is seen through a *chain* of view ops (broadcast, permute, slice, reshape)
+from its own index space up to the kernel's. Nothing here holds state: functions take
+shapes, views and chains and return views or facts about them.
+
+>>> row_view((4, 8), 1)  # a row value (one per outer index) read in a (4, 8) row kernel
+View(shape=(4, 8), strides=(1, 0), offset=0)
+>>> is_row_shape((4, 1), (4, 8), 1), is_row_shape((4, 8), (4, 8), 1)
+(True, False)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...ir import GNode
+from ...ops import OPS
+from ...view import View
+
+if TYPE_CHECKING:
+    from .analysis import Analysis
+
+VIEW_ATTR = {"broadcast_to": "shape", "permute_dims": "axes", "slice": "slices",
+             "reshape": "shape"}
+
+# View ops from a node's index space up to a kernel's iteration space, innermost first:
+# (op, argument, the graph node whose value the op produces).
+Chain = tuple[tuple[str, Any, int], ...]
+
+# (iteration shape, number of reduced dims, permutation of the natural shape)
+Layout = tuple[tuple[int, ...], int, tuple[int, ...]]
+
+
+def size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def kind_of(n: GNode) -> str:
+    """input | const | elementwise | reduce | view | library."""
+    if n.op in ("input", "const"):
+        return n.op
+    k = OPS[n.op].kind
+    if k in ("elementwise", "reduce"):
+        return k
+    return "view" if n.op in VIEW_ATTR else "library"
+
+
+def apply_chain(view: View, chain: Chain) -> View | None:
+    """Fold the view ops of ``chain`` into ``view``; None if a reshape is not expressible."""
+    for op, arg, _ in chain:
+        if op == "broadcast_to":
+            view = view.broadcast(arg)
+        elif op == "permute_dims":
+            view = view.permute(arg)
+        elif op == "slice":
+            view = view.slice(arg)
+        else:
+            v = view.reshape(arg)
+            if v is None:
+                return None
+            view = v
+    return view
+
+
+_ROW_VIEWS: dict[tuple[tuple[int, ...], int], View] = {}
+
+
+def row_view_cached(shape: tuple[int, ...], n_red: int) -> View:
+    v = _ROW_VIEWS.get((shape, n_red))
+    if v is None:
+        if len(_ROW_VIEWS) > 1024:
+            _ROW_VIEWS.clear()
+        v = _ROW_VIEWS[(shape, n_red)] = row_view(shape, n_red)
+    return v
+
+
+def row_view(shape: tuple[int, ...], n_red: int) -> View:
+    """How a row value (one per outer index) is read from its buffer in a kernel over shape."""
+    outer = View.contiguous(shape[:len(shape) - n_red])
+    return View(shape, outer.strides + (0,) * n_red, 0).canonical()
+
+
+def is_row_shape(s: tuple[int, ...], shape: tuple[int, ...], n_red: int) -> bool:
+    """Is ``s`` one value per row (the outer dims, size-1 dims anywhere)?"""
+    outer = shape[:len(shape) - n_red]
+    return n_red > 0 and tuple(d for d in s if d != 1) == tuple(d for d in outer if d != 1)
+
+
+def natural(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The un-permuted shape of an iteration space (what an elementwise member has)."""
+    return tuple(shape[perm.index(a)] for a in range(len(perm)))
+
+
+def member_chain(f: Analysis, r: int, shape: tuple[int, ...], n_red: int,
+                 perm: tuple[int, ...]) -> Chain:
+    """View ops from root r's own iteration space to its group's iteration space."""
+    if f.kinds[r] == "reduce":
+        return ()
+    rs = f.g.nodes[r].shape
+    if n_red and rs != natural(shape, perm):  # a row member
+        rowed = shape[:len(shape) - n_red] + (1,) * n_red
+        return (("reshape", rowed, r), ("broadcast_to", shape, r))
+    if perm != tuple(range(len(perm))):
+        return (("permute_dims", perm, r),)
+    return ()
