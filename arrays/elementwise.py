@@ -20,57 +20,40 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import OPS, WHERE
+from ..graph.ops import OPS, WHERE, OpDef
 from .array import Array, as_array, astype, elementwise, operand_nodes, promote_operands
 
-_SUMMARY = {
-    "exp": "e raised to x", "expm1": "exp(x) - 1, accurate near 0", "log": "natural logarithm",
-    "log1p": "log(1 + x), accurate near 0", "log2": "base-2 logarithm",
-    "log10": "base-10 logarithm", "sqrt": "square root", "sin": "sine", "cos": "cosine",
-    "tan": "tangent", "asin": "inverse sine", "acos": "inverse cosine", "atan": "inverse tangent",
-    "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine", "tanh": "hyperbolic tangent",
-    "asinh": "inverse hyperbolic sine", "acosh": "inverse hyperbolic cosine",
-    "atanh": "inverse hyperbolic tangent", "reciprocal": "1 / x",
-    "sigmoid": "logistic sigmoid 1 / (1 + exp(-x))", "negative": "-x", "positive": "+x",
-    "square": "x * x", "sign": "sign of x (x / |x| for complex)",
-    "round": "round half to even", "ceil": "ceiling", "floor": "floor",
-    "trunc": "round toward zero", "abs": "absolute value", "real": "real part",
-    "imag": "imaginary part", "conj": "complex conjugate", "bitwise_invert": "bitwise NOT",
-    "logical_not": "logical NOT", "isnan": "x is NaN", "isinf": "x is +-inf",
-    "isfinite": "x is finite", "signbit": "sign bit of x is set", "add": "x1 + x2",
-    "subtract": "x1 - x2", "multiply": "x1 * x2", "divide": "x1 / x2 (true division)",
-    "floor_divide": "floor(x1 / x2)", "remainder": "x1 mod x2 (sign of x2)",
-    "pow": "x1 ** x2", "maximum": "larger of x1, x2 (NaN propagates)",
-    "minimum": "smaller of x1, x2 (NaN propagates)", "atan2": "angle of (x2, x1)",
-    "hypot": "sqrt(x1**2 + x2**2) without overflow", "copysign": "|x1| with the sign of x2",
-    "nextafter": "next float after x1 toward x2", "logaddexp": "log(exp(x1) + exp(x2))",
-    "bitwise_and": "x1 & x2", "bitwise_or": "x1 | x2", "bitwise_xor": "x1 ^ x2",
-    "bitwise_left_shift": "x1 << x2", "bitwise_right_shift": "x1 >> x2 (arithmetic)",
-    "logical_and": "x1 and x2", "logical_or": "x1 or x2", "logical_xor": "x1 xor x2",
-    "equal": "x1 == x2", "not_equal": "x1 != x2", "less": "x1 < x2", "less_equal": "x1 <= x2",
-    "greater": "x1 > x2", "greater_equal": "x1 >= x2",
-}
 
-
-def _make(name: str) -> Callable[..., Array]:
-    op = OPS[name]
+def _make(op: OpDef) -> Callable[..., Array]:
+    """The public function of elementwise record ``op``: its summary, domain and example
+    (a doctest, collected through ``__test__``) come from the record."""
+    name = op.name
     if op.arity == 1:
         def fn(x: Array, /) -> Array:
             return elementwise(op, as_array(x, name))
-        example = f">>> bz.{name}(x)  # x: Array"
+        sig = "x"
     else:
         def fn(x1: Array | complex, x2: Array | complex, /) -> Array:  # type: ignore[misc]
             return elementwise(op, x1, x2)
-        example = f">>> bz.{name}(x1, x2)  # arrays or Python scalars; broadcasts"
+        sig = "x1, x2 (arrays or Python scalars; they broadcast)"
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "braze"
-    fn.__doc__ = (f"Elementwise {_SUMMARY[name]}.\n\n"
+    assert op.example is not None
+    call, result = op.example
+    fn.__doc__ = (f"Elementwise {op.summary}, of {sig}.\n\n"
                   f"Accepts {op.domain.replace('_', ' ')} dtypes; lazy.\n\n"
-                  f"Example::\n\n    {example}\n")
+                  f">>> import braze as bz\n>>> {call}.tolist()\n{result}\n")
     return fn
 
 
-_FUNCS = {name: _make(name) for name in _SUMMARY}
+# elementwise records without a generated function, and why
+NOT_GENERATED = {
+    "where": "hand-written below: a non-bool condition is tested for non-zero",
+    "cast": "public as astype / Array.astype (takes a dtype, not an array)",
+    "bitcast": "internal: reinterprets bits for random-number and float16 helpers",
+}
+_FUNCS = {n: _make(op) for n, op in OPS.items()
+          if op.kind == "elementwise" and n not in NOT_GENERATED}
 globals().update(_FUNCS)
 # Aliases NumPy users reach for.
 _ALIASES = {"absolute": "abs", "power": "pow", "arcsin": "asin", "arccos": "acos",
@@ -78,6 +61,7 @@ _ALIASES = {"absolute": "abs", "power": "pow", "arcsin": "asin", "arccos": "acos
             "arctanh": "atanh", "true_divide": "divide", "mod": "remainder",
             "conjugate": "conj", "invert": "bitwise_invert"}
 globals().update({alias: _FUNCS[name] for alias, name in _ALIASES.items()})
+__test__ = {name: fn.__doc__ for name, fn in _FUNCS.items()}  # doctest runs the examples
 
 
 def where(condition: Any, x1: Any, x2: Any, /) -> Array:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, _index_shape
+from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, index_shape
 from .array import _SCALARS, TRACING, Array, as_array, cast_node
 
 Slices = tuple[tuple[int, int, int], ...]
@@ -247,7 +247,7 @@ def _advanced(x: Array, key: Any, op: str) -> tuple[Array, tuple[Any, ...], list
 
 def _shape(x: Array, spec: tuple[Any, ...], idx: list[Array], op: str) -> tuple[int, ...]:
     try:
-        return _index_shape(x.shape, tuple(i.shape for i in idx), spec)
+        return index_shape(x.shape, tuple(i.shape for i in idx), spec)
     except IndexError as e:
         raise IndexError(f"{op}: cannot index an array of shape {x.shape} with index arrays "
                          f"of shapes {[i.shape for i in idx]}: {e}") from None

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import BITCAST, RANDOM_BITS, _random_bits_ref, broadcast_shapes
+from ..graph.ops import BITCAST, RANDOM_BITS, broadcast_shapes, random_bits_ref
 from .array import Array, as_array, astype
 from .creation import asarray, normalize_shape
 from .elementwise import cos, log, maximum, minimum, sqrt, where
@@ -77,7 +77,7 @@ def _check_key(k: Any, op: str) -> Array:
 
 def _next_key() -> Array:
     global _state
-    new = _random_bits_ref(_state, shape=(2, 2))
+    new = random_bits_ref(_state, shape=(2, 2))
     _state = np.ascontiguousarray(new[0])
     return Array(constant(np.ascontiguousarray(new[1])))
 

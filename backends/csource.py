@@ -37,22 +37,22 @@ class Unsupported(Exception):
 
 
 # ---------------------------------------------------------------- dtypes
-_CT = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+CTYPE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
        "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
        "uint64": "uint64_t", "float16": "float", "bfloat16": "float", "float32": "float",
        "float64": "double"}
-_ST = dict(_CT, bool="uint8_t", float16="uint16_t", bfloat16="uint16_t")
-_LOW = ("float16", "bfloat16")
+STYPE = dict(CTYPE, bool="uint8_t", float16="uint16_t", bfloat16="uint16_t")
+LOW_FLOATS = ("float16", "bfloat16")
 
 
-def _name(d: np.dtype) -> str:
+def dtype_name(d: np.dtype) -> str:
     n = dt.name(d) if d in dt.ALL else str(d)
-    if n not in _CT:
+    if n not in CTYPE:
         raise Unsupported(f"dtype {n} has no C++ type in the cpu backend")
     return n
 
 
-def _kind(n: str) -> str:
+def dtype_kind(n: str) -> str:
     if n == "bool":
         return "b"
     if n.startswith("uint"):
@@ -62,113 +62,36 @@ def _kind(n: str) -> str:
     return "f"
 
 
-def _bits(n: str) -> int:
+def dtype_bits(n: str) -> int:
     return {"bool": 8, "float16": 16, "bfloat16": 16}.get(n) or int("".join(
         c for c in n if c.isdigit()))
 
 
-def _wide_unsigned(n: str) -> str:
-    return "uint64_t" if _bits(n) == 64 else "uint32_t"
+def wide_unsigned(n: str) -> str:
+    return "uint64_t" if dtype_bits(n) == 64 else "uint32_t"
 
 
-def _fsuffix(n: str) -> str:
+def fsuffix(n: str) -> str:
     return "" if n == "float64" else "f"
 
 
 # ---------------------------------------------------------------- the op table
-# C expression of each elementwise op, by operand dtype name (rare overrides), else by
-# operand kind: "f" float (float16/bfloat16 computed in float), "i" signed int, "u"
-# unsigned int, "b" bool; "*" = any kind.
-# {0} {1} {2}: operands; {T}: compute type; {U}: wide unsigned type (integer ops);
-# {f}: libm suffix ("f" for float, "" for double). bz_* are helpers emitted on demand;
-# libm names are declared (with libmvec simd variants where glibc has them).
-CEXPR: dict[str, dict[str, str]] = {
-    "exp": {"f": "exp{f}({0})"}, "expm1": {"f": "expm1{f}({0})"},
-    "log": {"f": "log{f}({0})"}, "log1p": {"f": "log1p{f}({0})"},
-    "log2": {"f": "log2{f}({0})"}, "log10": {"f": "log10{f}({0})"},
-    "sin": {"f": "sin{f}({0})"}, "cos": {"f": "cos{f}({0})"}, "tan": {"f": "tan{f}({0})"},
-    "asin": {"f": "asin{f}({0})"}, "acos": {"f": "acos{f}({0})"},
-    "atan": {"f": "atan{f}({0})"}, "sinh": {"f": "sinh{f}({0})"},
-    "cosh": {"f": "cosh{f}({0})"}, "tanh": {"f": "tanh{f}({0})"},
-    "asinh": {"f": "asinh{f}({0})"}, "acosh": {"f": "acosh{f}({0})"},
-    "atanh": {"f": "atanh{f}({0})"},
-    "sqrt": {"f": "__builtin_sqrt{f}({0})"},
-    "reciprocal": {"f": "(({T})1 / {0})"},
-    "sigmoid": {"f": "bz_sigmoid({0})"},
-    "negative": {"*": "({T})(-{0})"},
-    "positive": {"*": "{0}"},
-    "square": {"*": "({T})({0} * {0})"},
-    "sign": {"f": "bz_fsign({0})", "i": "({T})(({0} > 0) - ({0} < 0))", "u": "({T})({0} > 0)"},
-    "round": {"f": "__builtin_rint{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "ceil": {"f": "__builtin_ceil{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "floor": {"f": "__builtin_floor{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "trunc": {"f": "__builtin_trunc{f}({0})", "i": "{0}", "u": "{0}", "b": "{0}"},
-    "abs": {"f": "__builtin_fabs{f}({0})", "i": "({T})({0} < 0 ? -{0} : {0})", "u": "{0}",
-            "b": "{0}"},
-    "real": {"*": "{0}"},
-    "imag": {"*": "({T})0"},
-    "conj": {"*": "{0}"},
-    "bitwise_invert": {"i": "({T})(~{0})", "u": "({T})(~{0})", "b": "(!{0})"},
-    "logical_not": {"*": "(!{0})"},
-    "isnan": {"f": "({0} != {0})", "i": "false", "u": "false", "b": "false"},
-    "isinf": {"f": "(__builtin_fabs{f}({0}) == ({T})__builtin_inf())", "i": "false",
-              "u": "false", "b": "false"},
-    "isfinite": {"f": "(__builtin_fabs{f}({0}) < ({T})__builtin_inf())", "i": "true",
-                 "u": "true", "b": "true"},
-    "signbit": {"f": "bz_signbit({0})"},
-    "add": {"b": "({0} | {1})", "*": "({T})({0} + {1})"},
-    "subtract": {"*": "({T})({0} - {1})"},
-    "multiply": {"b": "({0} & {1})", "*": "({T})({0} * {1})"},
-    "divide": {"f": "({0} / {1})"},
-    "floor_divide": {"f": "bz_floordiv({0}, {1})", "i": "bz_idiv<{T}>({0}, {1})",
-                     "u": "({1} == 0 ? ({T})0 : ({T})({0} / {1}))"},
-    "remainder": {"f": "bz_pymod({0}, {1})", "i": "bz_irem<{T}>({0}, {1})",
-                  "u": "({1} == 0 ? ({T})0 : ({T})({0} % {1}))"},
-    "pow": {"f": "pow{f}({0}, {1})", "i": "bz_ipow<{T}, {U}>({0}, {1})",
-            "u": "bz_ipow<{T}, {U}>({0}, {1})"},
-    "maximum": {"f": "bz_fmax({0}, {1})", "b": "({0} | {1})",
-                "*": "({0} > {1} ? {0} : {1})"},
-    "minimum": {"f": "bz_fmin({0}, {1})", "b": "({0} & {1})",
-                "*": "({0} < {1} ? {0} : {1})"},
-    "atan2": {"f": "atan2{f}({0}, {1})"},
-    "hypot": {"f": "hypot{f}({0}, {1})"},
-    "copysign": {"f": "__builtin_copysign{f}({0}, {1})"},
-    "nextafter": {"float16": "bz_nextafter_h({0}, {1})", "bfloat16": "bz_nextafter_b({0}, {1})",
-                  "f": "__builtin_nextafter{f}({0}, {1})"},
-    "logaddexp": {"f": "bz_logaddexp({0}, {1})"},
-    "bitwise_and": {"*": "({T})({0} & {1})"},
-    "bitwise_or": {"*": "({T})({0} | {1})"},
-    "bitwise_xor": {"*": "({T})({0} ^ {1})"},
-    "bitwise_left_shift": {"i": "bz_shl<{T}, {U}>({0}, {1})", "u": "bz_shl<{T}, {U}>({0}, {1})"},
-    "bitwise_right_shift": {"i": "bz_shr<{T}>({0}, {1})", "u": "bz_shr<{T}>({0}, {1})"},
-    "logical_and": {"*": "({0} && {1})"},
-    "logical_or": {"*": "({0} || {1})"},
-    "logical_xor": {"*": "({0} != {1})"},
-    "equal": {"*": "({0} == {1})"},
-    "not_equal": {"*": "({0} != {1})"},
-    "less": {"*": "({0} < {1})"},
-    "less_equal": {"*": "({0} <= {1})"},
-    "greater": {"*": "({0} > {1})"},
-    "greater_equal": {"*": "({0} >= {1})"},
-    "where": {"*": "({0} ? {1} : {2})"},
-}
-
-# Results that are exact on float16/bfloat16-representable inputs: no rounding needed.
-_EXACT_ON_LOW = {"where", "positive", "negative", "abs", "maximum", "minimum", "copysign",
-                 "real", "conj", "ceil", "floor", "trunc", "round", "sign", "imag", "nextafter"}
-
-_LIBM1 = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
-          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"}
-_LIBM2 = {"pow", "atan2", "hypot"}
-
-_COST = {"exp": 8, "expm1": 8, "log": 8, "log1p": 8, "log2": 8, "log10": 8, "sin": 8, "cos": 8,
-         "tan": 8, "asin": 8, "acos": 8, "atan": 8, "sinh": 8, "cosh": 8, "tanh": 8,
-         "asinh": 8, "acosh": 8, "atanh": 8, "pow": 8, "atan2": 8, "hypot": 8, "sigmoid": 8,
-         "logaddexp": 16, "nextafter": 8, "divide": 2, "sqrt": 2, "reciprocal": 2,
-         "floor_divide": 8, "remainder": 8}
+# Everything below is read from the op records (graph/ops/elementwise.py): the C
+# expression of each elementwise op by operand dtype name or kind (see OpDef.c), which
+# results need no rounding on float16/bfloat16, the libm functions the expressions
+# call (declared, with libmvec simd variants where glibc has them), each op's cost.
+CEXPR: dict[str, dict[str, str]] = {n: dict(op.c) for n, op in OPS.items() if op.c}
+EXACT_ON_LOW = {n for n, op in OPS.items() if op.exact_on_low}
+LIBM: dict[str, int] = {fn: arity for op in OPS.values() for fn, arity in op.libm}
+LIBM1 = {fn for fn, arity in LIBM.items() if arity == 1}
+LIBM2 = {fn for fn, arity in LIBM.items() if arity == 2}
+COST = {n: op.cost for n, op in OPS.items()}
+# elementwise/reduce ops the C-family generators do not emit (op -> why); kernels holding
+# them fall back to the reference backend. Complex dtypes are refused per kernel instead.
+UNSUPPORTED: dict[str, str] = {}
 
 
-_INT = {
+INT_HELPERS = {
     "idiv": r"""
 template <class T> static inline T bz_idiv(T a, T b) {
   if (b == 0) return 0;
@@ -207,7 +130,7 @@ template <class T> static inline T bz_shr(T a, T b) {
 }
 
 
-def _float_helper(name: str, ct: str) -> str:
+def float_helper(name: str, ct: str) -> str:
     f = "f" if ct == "float" else ""
     T = ct
     if name == "sigmoid":
@@ -257,10 +180,8 @@ def _float_helper(name: str, ct: str) -> str:
     raise AssertionError(name)
 
 
-_FLOAT_HELPER_OF = {"bz_sigmoid": "sigmoid", "bz_fsign": "fsign", "bz_fmax": "fmax",
-                    "bz_signbit": "signbit",
-                    "bz_fmin": "fmin", "bz_logaddexp": "logaddexp", "bz_floordiv": "floordiv",
-                    "bz_pymod": "pymod"}
+# the float helpers the records name (bz_sigmoid -> "sigmoid"); integer ones are INT_HELPERS's
+_FLOAT_HELPER_OF = {h: h[3:] for op in OPS.values() for h in op.helpers if h[3:] not in INT_HELPERS}
 _FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p")}
 
 
@@ -280,10 +201,10 @@ class Needs:
                 self.floats.add((name, ct))
                 for fn in _FLOAT_HELPER_NEEDS.get(name, ()):
                     self.libm.add((fn, ct))
-        for name in _INT:
+        for name in INT_HELPERS:
             if f"bz_{name}<" in expr:
                 self.ints.add(name)
-        for fn in _LIBM1 | _LIBM2:
+        for fn in LIBM1 | LIBM2:
             suffix = "f" if ct == "float" else ""
             if f"{fn}{suffix}(" in expr and f"_{fn}{suffix}(" not in expr:
                 self.libm.add((fn, ct))
@@ -298,7 +219,7 @@ class _Norm:
     empty: bool
 
 
-def _normalize(k: Kernel) -> _Norm:
+def normalize(k: Kernel) -> _Norm:
     nd = len(k.shape)
     n_o = nd - k.n_red
     views = [ld.view for ld in k.loads] + [st.view for st in k.stores]
@@ -345,7 +266,7 @@ def _const_arg(value: Any, n: str) -> int:
     d = dt.bfloat16 if n == "bfloat16" else np.dtype(n)
     with np.errstate(all="ignore"):
         v = np.asarray(value).astype(d) if n != "bool" else np.asarray(value).astype(bool)
-    if n in _LOW:
+    if n in LOW_FLOATS:
         return int(v.astype(np.float32).view(np.int32))
     if n == "float32":
         return int(v.view(np.int32))
@@ -361,7 +282,7 @@ def kernel_args(k: Kernel, slot_arrays: Any = None, num_threads: int = 1) -> np.
 
     ``slot_arrays`` (optional): the buffers in ``bufs[]`` order; when given, each view
     is checked to stay inside its buffer."""
-    norm = _normalize(k)
+    norm = normalize(k)
     out = [int(num_threads)] + norm.outer + norm.red
     n_o = len(norm.outer)
     n_l = len(k.loads)
@@ -373,7 +294,7 @@ def kernel_args(k: Kernel, slot_arrays: Any = None, num_threads: int = 1) -> np.
         out.extend(st[:n_o] if row_store else st)
     for ins in k.instrs:
         if ins.op == "const":
-            out.append(_const_arg(ins.attr("value"), _name(ins.dtype)))
+            out.append(_const_arg(ins.attr("value"), dtype_name(ins.dtype)))
     args = np.asarray(out, dtype=np.int64)
     if slot_arrays is not None:
         _check_bounds(k, slot_arrays)
@@ -395,49 +316,50 @@ def _check_bounds(k: Kernel, arrays: Any) -> None:
 
 
 # ---------------------------------------------------------------- generation
-def _check(k: Kernel) -> None:
+def check_kernel(k: Kernel) -> None:
     for ins in k.instrs:
-        n = _name(ins.dtype)
+        n = dtype_name(ins.dtype)
         if ins.op in ("load", "const"):
             continue
         if ins.op == "cast":
-            _name(k.instrs[ins.args[0]].dtype)
+            dtype_name(k.instrs[ins.args[0]].dtype)
             continue
         if ins.op == "bitcast":
-            src = _name(k.instrs[ins.args[0]].dtype)
-            if _bits(src) != _bits(n):
+            src = dtype_name(k.instrs[ins.args[0]].dtype)
+            if dtype_bits(src) != dtype_bits(n):
                 raise Unsupported(f"bitcast {src} -> {n}")
             continue
         op = OPS.get(ins.op)
         if op is None:
             raise Unsupported(f"unknown op {ins.op!r}")
         if op.kind == "reduce":
-            src = _name(k.instrs[ins.args[0]].dtype)
-            if ins.op == "mean" and _kind(n) != "f":
+            src = dtype_name(k.instrs[ins.args[0]].dtype)
+            if ins.op == "mean" and dtype_kind(n) != "f":
                 raise Unsupported(f"mean with result dtype {n}")
-            if ins.op in ("sum", "prod") and _kind(n) == "f" and _kind(src) != "f":
+            if ins.op in ("sum", "prod") and dtype_kind(n) == "f" and dtype_kind(src) != "f":
                 raise Unsupported(f"{ins.op} of {src} into {n}")
-            if ins.op not in _REDUCE_OPS:
+            if ins.op not in REDUCE_OPS:
                 raise Unsupported(f"reduction {ins.op!r}")
             continue
         if op.kind != "elementwise" or ins.op not in CEXPR:
             raise Unsupported(f"op {ins.op!r} has no C++ expression")
         kinds = CEXPR[ins.op]
-        akind = _kind(_name(k.instrs[ins.args[-1]].dtype))
-        if akind not in kinds and "*" not in kinds and _name(k.instrs[ins.args[-1]].dtype) \
+        akind = dtype_kind(dtype_name(k.instrs[ins.args[-1]].dtype))
+        if akind not in kinds and "*" not in kinds and dtype_name(k.instrs[ins.args[-1]].dtype) \
                 not in kinds:
-            raise Unsupported(f"{ins.op} on {_name(k.instrs[ins.args[-1]].dtype)}")
+            raise Unsupported(f"{ins.op} on {dtype_name(k.instrs[ins.args[-1]].dtype)}")
     n_outer = len(k.shape) - k.n_red
     for st in k.stores:
-        _name(k.instrs[st.instr].dtype)
+        dtype_name(k.instrs[st.instr].dtype)
         if k.n_red and len(st.view.shape) == n_outer and not k.instrs[st.instr].row:
             raise Unsupported("a row store of an element value")
 
 
-_REDUCE_OPS = ("sum", "prod", "mean", "max", "min", "any", "all", "argmax", "argmin")
+# reductions the generators emit: every reduce record with an identity and a combiner
+REDUCE_OPS = tuple(n for n, op in OPS.items() if op.kind == "reduce" and op.combine)
 
 
-def _load_conv(n: str, raw: str) -> str:
+def load_conv(n: str, raw: str) -> str:
     if n == "bool":
         return f"({raw} != 0)"
     if n == "float16":
@@ -447,7 +369,7 @@ def _load_conv(n: str, raw: str) -> str:
     return raw
 
 
-def _store_conv(n: str, v: str) -> str:
+def store_conv(n: str, v: str) -> str:
     if n == "bool":
         return f"(uint8_t)({v})"
     if n == "float16":
@@ -457,17 +379,17 @@ def _store_conv(n: str, v: str) -> str:
     return v
 
 
-def _cast_expr(src: str, dst: str, x: str) -> str:
+def cast_expr(src: str, dst: str, x: str) -> str:
     """C expression converting a compute value of dtype src to the compute value of dst."""
     if dst == "bool":
         return f"({x} != 0)"
-    ks, kd = _kind(src), _kind(dst)
-    if dst in _LOW:
+    ks, kd = dtype_kind(src), dtype_kind(dst)
+    if dst in LOW_FLOATS:
         rnd = "bz_rh" if dst == "float16" else "bz_rb"
         if src == "float64":
             return f"bz_h2f(bz_d2h({x}))" if dst == "float16" else f"bz_rb((float)({x}))"
         return f"{rnd}((float)({x}))"
-    T = _CT[dst]
+    T = CTYPE[dst]
     if kd == "f" or ks in "biu":
         return f"(({T})({x}))"
     # float -> integer: truncation, through the paths numpy's x86-64 casts take
@@ -480,9 +402,9 @@ def _cast_expr(src: str, dst: str, x: str) -> str:
     return f"(({T})(int32_t)({x}))"
 
 
-def _extreme(n: str, low: bool) -> str:
+def extreme(n: str, low: bool) -> str:
     """The identity of max (low=True: the lowest value) or min (the highest) for dtype n."""
-    if _kind(n) == "f":
+    if dtype_kind(n) == "f":
         return "-__builtin_inf()" if low else "__builtin_inf()"
     info = np.iinfo(np.dtype(n))
     v = info.min if low else info.max
@@ -513,9 +435,9 @@ def port(text: str, target: str) -> str:
     if target == "metal":
         def one(m: re.Match[str]) -> str:
             name = m.group(1)
-            if name in _METAL_OVERLOADED:
+            if name in METAL_OVERLOADED:
                 return name + "("
-            if name in _METAL_MISSING:
+            if name in METAL_MISSING:
                 return f"bz_{name}("
             return m.group(0)
 
@@ -526,11 +448,11 @@ def port(text: str, target: str) -> str:
 
 _SPECIAL = {"inf": "bz_inf", "isinf": "bz_isinf"}
 _FCALL = re.compile(r"\b([a-z][a-z0-9]*)f\(")
-_METAL_MISSING = {"expm1", "log1p", "hypot", "nextafter"}
+# libm functions MSL lacks (the Metal prelude defines bz_<name>): from the op records
+METAL_MISSING = {n for n, op in OPS.items() if not op.msl_native}
 # libm names MSL spells without the float suffix (overloads); names MSL lacks are bz_ helpers
-_METAL_OVERLOADED = {"sqrt", "fabs", "rint", "ceil", "floor", "trunc", "copysign", "fmod",
-                     "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
-                     "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow", "atan2"}
+METAL_OVERLOADED = {"sqrt", "fabs", "rint", "ceil", "floor", "trunc", "copysign", "fmod"} | {
+    fn for op in OPS.values() for fn, _ in op.libm if fn not in METAL_MISSING}
 
 
 class ExprGen:
@@ -538,11 +460,11 @@ class ExprGen:
 
     def __init__(self, k: Kernel, needs: Needs | None = None) -> None:
         self.k = k
-        self.norm = _normalize(k)
+        self.norm = normalize(k)
         self.needs = needs if needs is not None else Needs()
         self.lines: list[str] = []
         self.ind = 1
-        self.names = [_name(ins.dtype) for ins in k.instrs]
+        self.names = [dtype_name(ins.dtype) for ins in k.instrs]
         self.slots = kernel_slots(k)
         self.n_loads = len(k.loads)
         if is_rows(k):
@@ -555,7 +477,7 @@ class ExprGen:
         self.inner_parallel = self.n_o == 0
         self.live = self._live()
         self.live_set = set(self.live)
-        self.cost = 1 + sum(_COST.get(k.instrs[i].op, 1) for i in self.live
+        self.cost = 1 + sum(COST.get(k.instrs[i].op, 1) for i in self.live
                             if k.instrs[i].op not in ("load", "const"))
         self.el_stores = [si for si in range(len(k.stores)) if not self._is_row_store(si)]
 
@@ -586,13 +508,13 @@ class ExprGen:
                 n = self.names[i]
                 if n == "float64":
                     val = f64.format(arg(a))
-                elif _kind(n) == "f":
+                elif dtype_kind(n) == "f":
                     val = f32.format(arg(a))
                 elif n == "bool":
                     val = f"({arg(a)} != 0)"
                 else:
-                    val = f"({_CT[n]}){arg(a)}"
-                self.emit(f"const {_CT[n]} v{i} = {val};")
+                    val = f"({CTYPE[n]}){arg(a)}"
+                self.emit(f"const {CTYPE[n]} v{i} = {val};")
             a += 1
         return a
 
@@ -609,7 +531,7 @@ class ExprGen:
         self.emit("}")
 
     def ct(self, i: int) -> str:
-        return _CT[self.names[i]]
+        return CTYPE[self.names[i]]
 
     def _live(self) -> list[int]:
         need: set[int] = set()
@@ -657,8 +579,8 @@ class ExprGen:
     def view_st(self, vi: int) -> str:
         """Storage C type of view vi (loads, then stores)."""
         if vi < self.n_loads:
-            return _ST[_name(self._load_dtype(vi))]
-        return _ST[self.names[self.k.stores[vi - self.n_loads].instr]]
+            return STYPE[dtype_name(self._load_dtype(vi))]
+        return STYPE[self.names[self.k.stores[vi - self.n_loads].instr]]
 
     # -------------------------------------------------------- expressions
     def op_expr(self, i: int) -> str:
@@ -666,26 +588,26 @@ class ExprGen:
         n = self.names[i]
         args = [f"v{a}" for a in ins.args]
         if ins.op == "cast":
-            e = _cast_expr(self.names[ins.args[0]], n, args[0])
+            e = cast_expr(self.names[ins.args[0]], n, args[0])
             self._note_conv(e)
             return e
         if ins.op == "bitcast":
             src = self.names[ins.args[0]]
             self.needs.bitcast = True
-            e = _load_conv(n, f"bz_bc<{_ST[n]}>(({_ST[src]})({_store_conv(src, args[0])}))")
+            e = load_conv(n, f"bz_bc<{STYPE[n]}>(({STYPE[src]})({store_conv(src, args[0])}))")
             self._note_conv(e)
             return e
         table = CEXPR[ins.op]
         an = self.names[ins.args[-1]]  # operand dtype (where: the value operands)
-        kind = _kind(an)
+        kind = dtype_kind(an)
         tmpl = table.get(an, table.get(kind, table.get("*")))
         assert tmpl is not None
-        act = _CT[an]
-        e = tmpl.format(*args, T=act, U=_wide_unsigned(an) if kind in "iu" else "unsigned",
-                        f=_fsuffix(an))
+        act = CTYPE[an]
+        e = tmpl.format(*args, T=act, U=wide_unsigned(an) if kind in "iu" else "unsigned",
+                        f=fsuffix(an))
         self.needs.scan(e, act if kind == "f" else "int")
         self._note_conv(e)
-        if n in _LOW and ins.op not in _EXACT_ON_LOW:
+        if n in LOW_FLOATS and ins.op not in EXACT_ON_LOW:
             e = ("bz_rh" if n == "float16" else "bz_rb") + f"({e})"
             self._note_conv(e)
         return e
@@ -698,12 +620,12 @@ class ExprGen:
 
     def load_expr(self, i: int, index: str) -> str:
         li = self.k.instrs[i].attr("load")
-        e = _load_conv(self.names[i], f"P{li}[{index}]")
+        e = load_conv(self.names[i], f"P{li}[{index}]")
         self._note_conv(e)
         return e
 
     def store_expr(self, si: int, v: str) -> str:
-        e = _store_conv(self.names[self.k.stores[si].instr], v)
+        e = store_conv(self.names[self.k.stores[si].instr], v)
         self._note_conv(e)
         return e
 

@@ -38,19 +38,19 @@ from dataclasses import dataclass
 from ..graph.kernel import Kernel
 from ..graph.ops import OPS
 from .csource import (
-    _CT,
-    _INT,
-    _LOW,
-    _ST,
+    CTYPE,
+    INT_HELPERS,
+    LOW_FLOATS,
+    STYPE,
     ExprGen,
     Unsupported,
-    _check,
-    _extreme,
-    _float_helper,
-    _kind,
-    _load_conv,
-    _store_conv,
+    check_kernel,
+    dtype_kind,
+    extreme,
+    float_helper,
+    load_conv,
     port,
+    store_conv,
 )
 
 __all__ = ["Dialect", "GpuKernel", "generate_gpu"]
@@ -225,8 +225,8 @@ BZ_OP(bz_max_op, b > a ? b : a) BZ_OP(bz_min_op, b < a ? b : a)
 BZ_OP(bz_fmax_op, a != a ? a : (b != b ? b : (b > a ? b : a)))  // NaN wins
 BZ_OP(bz_fmin_op, a != a ? a : (b != b ? b : (b < a ? b : a)))
 """
-_FUNCTOR = {"sum": "bz_add_op", "mean": "bz_add_op", "prod": "bz_mul_op", "any": "bz_or_op",
-            "all": "bz_and_op"}
+# a reduction record's combining operator -> its functor
+_FUNCTOR = {"+": "bz_add_op", "*": "bz_mul_op", "|": "bz_or_op", "&": "bz_and_op"}
 
 
 def _helper_text(d: Dialect, needs: object, reduce: bool, vec: bool) -> str:
@@ -241,13 +241,13 @@ def _helper_text(d: Dialect, needs: object, reduce: bool, vec: bool) -> str:
     if needs.bitcast:  # type: ignore[attr-defined]
         out.append("template <class D, class S> BZ_FN D bz_bc(S s) { return BZ_BITCAST(D, s); }")
     for name in sorted(needs.ints):  # type: ignore[attr-defined]
-        out.append(_INT[name].strip())
+        out.append(INT_HELPERS[name].strip())
     for name, ct in sorted(needs.floats):  # type: ignore[attr-defined]
         if name == "signbit":
             bits = "(bz_fbits(x) >> 31)" if ct == "float" else "(bz_dbits(x) >> 63)"
             out.append(f"static inline bool bz_signbit({ct} x) {{ return {bits} != 0; }}")
         else:
-            out.append(_float_helper(name, ct).strip())
+            out.append(float_helper(name, ct).strip())
     if reduce:
         out.append(_FUNCTORS.strip())
         out.append(_BLOCK_REDUCE.strip())
@@ -281,7 +281,7 @@ class GpuGen(ExprGen):
         return self.d.arg.format(k=k)
 
     def ct(self, i: int) -> str:
-        return _CT[self.names[i]]
+        return CTYPE[self.names[i]]
 
     def hoisted(self) -> set[int]:
         """Elementwise kernels: instructions that need no load (computed before the loop)."""
@@ -302,7 +302,7 @@ class GpuGen(ExprGen):
         ins = self.k.instrs[i]
         if ins.op == "load":
             li = ins.attr("load")
-            e = _load_conv(self.names[i], index[li])
+            e = load_conv(self.names[i], index[li])
             self._note_conv(e)
             return e
         return self.op_expr(i)
@@ -378,7 +378,7 @@ class GpuGen(ExprGen):
 
     def _store_all(self, index: dict[int, str]) -> None:
         for si, st in enumerate(self.k.stores):
-            v = _store_conv(self.names[st.instr], f"v{st.instr}")
+            v = store_conv(self.names[st.instr], f"v{st.instr}")
             self._note_conv(v)
             vi = self.n_loads + si
             self.emit(f"L{vi}[{index[vi]}] = {port(v, self.d.target)};")
@@ -426,7 +426,7 @@ class GpuGen(ExprGen):
             self.emit_values(order, raw)
             for si, st in enumerate(self.k.stores):
                 vi = self.n_loads + si
-                v = port(_store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
+                v = port(store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
                 self._note_conv(v)
                 self.emit(f"{index[vi] if vi in contiguous else f'L{vi}[{index[vi]}]'} = {v};")
             self.close()
@@ -505,7 +505,7 @@ class GpuGen(ExprGen):
                              {vi: f"P{vi}[{index[vi]}]" for vi in range(self.n_loads)})
             for s in self.el_stores:
                 st = k.stores[s]
-                v = port(_store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
+                v = port(store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
                 self._note_conv(v)
                 self.emit(f"P{self.n_loads + s}[{index[self.n_loads + s]}] = {v};")
             self.close()
@@ -514,7 +514,7 @@ class GpuGen(ExprGen):
             self.open("if (bz_t == 0)")
             for s in row_stores:
                 st = k.stores[s]
-                v = port(_store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
+                v = port(store_conv(self.names[st.instr], f"v{st.instr}"), d.target)
                 self._note_conv(v)
                 self.emit(f"P{self.n_loads + s}[0] = {v};")
             self.close()
@@ -545,7 +545,7 @@ class GpuGen(ExprGen):
         a = ins.args[0]
         an, rn = self.names[a], self.names[i]
         op = ins.op
-        at = _CT[an]
+        at = CTYPE[an]
         index = self._row_index(red)
         loads = {vi: f"P{vi}[{index[vi]}]" for vi in range(self.n_loads)}
         if op in ("argmax", "argmin"):
@@ -563,17 +563,18 @@ class GpuGen(ExprGen):
                       "bz_t, bz_nt);")
             self.close()
             return
-        acc = _CT[rn]
-        if op in ("max", "min") and _kind(an) == "b":
+        acc = CTYPE[rn]
+        if op in ("max", "min") and dtype_kind(an) == "b":
             op = "any" if op == "max" else "all"
         if op in ("any", "all"):
             acc = "int"
-        if op in ("max", "min"):
-            init = port(_extreme(an, low=op == "max"), d.target)
-            comb = ("bz_f" if _kind(an) == "f" else "bz_") + op + "_op"
+        rec = OPS[op]  # identity and combining operator from the op record
+        assert rec.identity is not None and rec.combine is not None, op
+        if rec.combine in ("max", "min"):
+            init = port(extreme(an, low=rec.identity == "lowest"), d.target)
+            comb = ("bz_f" if dtype_kind(an) == "f" else "bz_") + rec.combine + "_op"
         else:
-            init = {"sum": "0", "mean": "0", "prod": "1", "any": "0", "all": "1"}[op]
-            comb = _FUNCTOR[op]
+            init, comb = rec.identity, _FUNCTOR[rec.combine]
         upd = {"any": f"(int)(v{a} != 0)", "all": f"(int)(v{a} != 0)"}.get(op, f"({acc})(v{a})")
         self.shared_decls.append(f"{d.shared} {acc} bz_sm{n}[32];")
         self.emit(f"{'bool' if op in ('any', 'all') else acc} v{i};")
@@ -600,7 +601,7 @@ _SYM = re.compile(r"BZ_SYMBOL")
 
 def generate_gpu(kernel: Kernel, d: Dialect, prelude: str) -> GpuKernel:
     """Source of ``kernel`` for dialect ``d`` (raises :class:`Unsupported`)."""
-    _check(kernel)
+    check_kernel(kernel)
     g = GpuGen(kernel, d)
     text = prelude + g.generate()
     symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]
@@ -608,4 +609,4 @@ def generate_gpu(kernel: Kernel, d: Dialect, prelude: str) -> GpuKernel:
                      g.norm.empty)
 
 
-__all__ += ["CUDA", "METAL", "MAX_ARGS", "_LOW", "_ST"]
+__all__ += ["CUDA", "METAL", "MAX_ARGS", "LOW_FLOATS", "STYPE"]

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 
 import braze as bz
 from braze.backends import cpu as cpu_mod
+from braze.backends import csource
 from braze.backends.cpu import CpuBackend, build, codegen
 from braze.backends.numpy_backend import NumpyBackend
 from braze.graph import dtypes as dt
@@ -433,7 +434,7 @@ def test_rows_over_several_unmergeable_reduced_dims(shape, axes) -> None:
         _compare_rows(fn, data, None)
     x = bz.asarray(data)
     for k in compile_graph([centered(x, None)._node])[0].kernels:
-        assert len(codegen._normalize(k).red) == 2
+        assert len(csource.normalize(k).red) == 2
 
 
 def test_big_single_row_and_many_rows_use_threads_and_agree() -> None:

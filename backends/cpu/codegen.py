@@ -70,36 +70,26 @@ from dataclasses import dataclass
 
 from ...graph.kernel import Kernel
 from ...graph.ops import OPS
-from ..csource import (  # noqa: F401  (re-exported: the shared pieces used to live here)
-    _COST,
-    _CT,
-    _EXACT_ON_LOW,
-    _INT,
-    _LIBM1,
-    _LIBM2,
-    _LOW,
-    _ST,
-    CEXPR,
+from ..csource import (
+    COST,
+    CTYPE,
+    INT_HELPERS,
+    LIBM1,
+    LIBM2,
     ExprGen,
     Needs,
     Unsupported,
-    _cast_expr,
-    _check,
-    _extreme,
-    _float_helper,
-    _fsuffix,
-    _kind,
-    _load_conv,
-    _name,
-    _normalize,
-    _store_conv,
-    is_rows,
+    check_kernel,
+    dtype_kind,
+    extreme,
+    float_helper,
+    fsuffix,
     kernel_args,
     kernel_slots,
 )
 
-__all__ = ["CEXPR", "GeneratedKernel", "Unsupported", "generate", "kernel_args",
-           "kernel_slots"]
+# kernel_args / kernel_slots / Unsupported: the argument layout the cpu backend launches with
+__all__ = ["GeneratedKernel", "Unsupported", "generate", "kernel_args", "kernel_slots"]
 
 PARALLEL_WORK = 1 << 17  # cost-weighted elements below which a kernel stays single-threaded
 SUM_BLOCK = 1024  # blocked summation: simd partial sums over blocks, then across blocks
@@ -109,7 +99,7 @@ ROW_CACHE_BYTES = 1 << 20  # rows up to this size keep expensive values for late
 
 # glibc's libmvec: the functions with x86-64 vector variants, by the glibc that added them.
 _MVEC_222 = {"exp", "log", "sin", "cos", "pow"}
-_MVEC_235 = _LIBM1 | _LIBM2
+_MVEC_235 = LIBM1 | LIBM2
 
 
 
@@ -280,7 +270,7 @@ class _Needs(Needs):
             out.append('extern "C" {')
             for fn, ct in sorted(self.libm):
                 f = "f" if ct == "float" else ""
-                params = ", ".join([ct] * (2 if fn in _LIBM2 else 1))
+                params = ", ".join([ct] * (2 if fn in LIBM2 else 1))
                 if fn in mvec:
                     out.append("#pragma omp declare simd notinbranch")
                 out.append(f"{ct} {fn}{f}({params});")
@@ -294,9 +284,9 @@ class _Needs(Needs):
         if self.bitcast:
             out.append(_BITCAST.strip())
         for name in sorted(self.ints):
-            out.append(_INT[name].strip())
+            out.append(INT_HELPERS[name].strip())
         for name, ct in sorted(self.floats):
-            out.append(_float_helper(name, ct).strip())
+            out.append(float_helper(name, ct).strip())
         return "\n".join(out)
 
 
@@ -324,7 +314,7 @@ class _Gen(ExprGen):
         first: dict[int, int] = {}
         for li, cone in enumerate(loops):
             for i in cone:
-                if i in first and first[i] < li and _COST.get(self.k.instrs[i].op, 1) >= 8:
+                if i in first and first[i] < li and COST.get(self.k.instrs[i].op, 1) >= 8:
                     self.cached.add(i)
                 first.setdefault(i, li)
         self.loop_of = {i: first[i] for i in self.cached}
@@ -342,7 +332,7 @@ class _Gen(ExprGen):
     # -------------------------------------------------------- the function
     def generate(self) -> str:
         k, norm = self.k, self.norm
-        self.needs.bits = any(k.instrs[i].op == "const" and _kind(self.names[i]) == "f"
+        self.needs.bits = any(k.instrs[i].op == "const" and dtype_kind(self.names[i]) == "f"
                               for i in self.live)
         self.emit("const int bz_nt = (int)args[0];")
         dims = [f"n{d}" for d in range(len(norm.outer) + len(norm.red))]
@@ -487,12 +477,12 @@ class _Gen(ExprGen):
         ins = self.k.instrs[i]
         a = ins.args[0]
         an, rn = self.names[a], self.names[i]
-        akind = _kind(an)
+        akind = dtype_kind(an)
         op = ins.op
         last = red[-1]
         if op in ("argmax", "argmin"):  # first index of the extreme; NaN wins (numpy)
             cmp = ">" if op == "argmax" else "<"
-            at = _CT[an]
+            at = CTYPE[an]
             self.emit(f"int64_t v{i} = 0;")
             self.open("")
             self.emit(f"int64_t bz_k = 0; bool bz_have = false; {at} bz_best = {at}();")
@@ -509,23 +499,22 @@ class _Gen(ExprGen):
                 self.close()
             self.close()
             return
-        acc = _CT[rn]
+        acc = CTYPE[rn]
         if op in ("max", "min") and akind == "b":
             op = "any" if op == "max" else "all"
         if op in ("any", "all"):
             acc = "int"
-        if op in ("max", "min"):
-            c = ">" if op == "max" else "<"
-            init, comb, upd = (_extreme(an, low=op == "max"), op,
-                               f"bz_p = v{a} {c} bz_p ? v{a} : bz_p;")
+        rec = OPS[op]  # identity and combining operator from the op record
+        comb = rec.combine
+        assert rec.identity is not None and comb is not None, op
+        if comb in ("max", "min"):
+            c = ">" if comb == "max" else "<"
+            init = extreme(an, low=rec.identity == "lowest")
+            upd = f"bz_p = v{a} {c} bz_p ? v{a} : bz_p;"
         else:
-            init, comb, upd = {
-                "sum": ("0", "+", f"bz_p += ({acc})(v{a});"),
-                "mean": ("0", "+", f"bz_p += ({acc})(v{a});"),
-                "prod": ("1", "*", f"bz_p *= ({acc})(v{a});"),
-                "any": ("0", "|", f"bz_p |= (v{a} != 0);"),
-                "all": ("1", "&", f"bz_p &= (v{a} != 0);"),
-            }[op]
+            init = rec.identity
+            upd = (f"bz_p {comb}= (v{a} != 0);" if op in ("any", "all")
+                   else f"bz_p {comb}= ({acc})(v{a});")
         nan = op in ("max", "min") and akind == "f"
         self.emit(f"{'bool' if op in ('any', 'all') else acc} v{i};")
         self.open("")
@@ -573,7 +562,7 @@ class _Gen(ExprGen):
         elif op in ("any", "all"):
             self.emit(f"v{i} = bz_acc != 0;")
         elif nan:
-            self.emit(f"v{i} = bz_nan ? __builtin_nan{_fsuffix(rn)}(\"\") : bz_acc;")
+            self.emit(f"v{i} = bz_nan ? __builtin_nan{fsuffix(rn)}(\"\") : bz_acc;")
         else:
             self.emit(f"v{i} = bz_acc;")
         self.close()
@@ -637,7 +626,7 @@ class _Gen(ExprGen):
 
 def generate(kernel: Kernel) -> GeneratedKernel:
     """C++ source of ``kernel`` (see the module docstring); raises :class:`Unsupported`."""
-    _check(kernel)
+    check_kernel(kernel)
     g = _Gen(kernel)
     text = g.generate()
     symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]

@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -82,88 +83,24 @@ def _is_bool(a: mx.array) -> bool:
     return a.dtype == mx.bool_
 
 
-def _sigmoid(x: mx.array) -> mx.array:
-    e = mx.exp(-mx.abs(x))  # the reference's two-branch form: exact 0/1 at the ends
-    return mx.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
-
-
-def _signbit(x: mx.array) -> mx.array:
-    return x.view(mx.int64 if x.dtype == mx.float64 else mx.int32) < 0
-
-
-def _int_or(f: Callable[[mx.array], mx.array]) -> Callable[[mx.array], mx.array]:
-    """Rounding ops: the identity on integers and bools."""
-    return lambda x: f(x) if _is_float(x) else x
-
-
-def _bool_or(f: Callable[..., mx.array], g: Callable[..., mx.array]) -> Callable[..., mx.array]:
-    """``g`` on bool operands (add -> or, multiply -> and), ``f`` otherwise."""
-    return lambda x, y: g(x, y) if _is_bool(x) else f(x, y)
-
-
-# name -> mx implementation over the instruction's operands (attrs as keywords);
-# None: the op's numpy reference runs on the operands (see BRIDGED)
-_UNARY_FLOAT = {"exp": mx.exp, "expm1": mx.expm1, "log": mx.log, "log1p": mx.log1p,
-                "log2": mx.log2, "log10": mx.log10, "sqrt": mx.sqrt, "sin": mx.sin,
-                "cos": mx.cos, "tan": mx.tan, "asin": mx.arcsin, "acos": mx.arccos,
-                "atan": mx.arctan, "sinh": mx.sinh, "cosh": mx.cosh, "tanh": mx.tanh,
-                "asinh": mx.arcsinh, "acosh": mx.arccosh, "atanh": mx.arctanh,
-                "reciprocal": mx.reciprocal}
-
+# From the op records (OpDef.mlx / mlx_bridge): name -> mx implementation over the
+# instruction's operands (attrs as keywords); bridged ops run their numpy reference on
+# the operands where MLX's version differs from it at the edges.
 LOWERED: dict[str, Callable[..., mx.array]] = {
-    **_UNARY_FLOAT,
-    "sigmoid": _sigmoid,
-    "negative": mx.negative,
-    "positive": lambda x: x,
-    "square": lambda x: x * x,
-    "round": _int_or(mx.round),
-    "ceil": _int_or(mx.ceil),
-    "floor": _int_or(mx.floor),
-    "trunc": _int_or(mx.trunc),
-    "abs": mx.abs,
-    "real": lambda x: x,
-    "imag": mx.zeros_like,
-    "conj": lambda x: x,
-    "bitwise_invert": lambda x: mx.logical_not(x) if _is_bool(x) else mx.bitwise_invert(x),
-    "logical_not": mx.logical_not,
-    "isnan": mx.isnan,
-    "isinf": mx.isinf,
-    "isfinite": mx.isfinite,
-    "signbit": _signbit,
-    "add": _bool_or(mx.add, mx.logical_or),
-    "subtract": mx.subtract,
-    "multiply": _bool_or(mx.multiply, mx.logical_and),
-    "divide": mx.divide,
-    "maximum": mx.maximum,
-    "minimum": mx.minimum,
-    "atan2": mx.arctan2,
-    "pow": mx.power,
-    "bitwise_and": _bool_or(mx.bitwise_and, mx.logical_and),
-    "bitwise_or": _bool_or(mx.bitwise_or, mx.logical_or),
-    "bitwise_xor": _bool_or(mx.bitwise_xor, mx.not_equal),
-    "logical_and": mx.logical_and,
-    "logical_or": mx.logical_or,
-    "logical_xor": mx.not_equal,
-    "equal": mx.equal,
-    "not_equal": mx.not_equal,
-    "less": mx.less,
-    "less_equal": mx.less_equal,
-    "greater": mx.greater,
-    "greater_equal": mx.greater_equal,
-    "where": mx.where,
+    n: functools.partial(op.mlx, mx) for n, op in OPS.items() if op.mlx is not None}
+BRIDGED = frozenset(n for n, op in OPS.items() if op.mlx_bridge == "always")
+_BRIDGE_WHEN: dict[str, Callable[[list[mx.array]], bool]] = {
+    "float": lambda xs: _is_float(xs[0]),
+    "int": lambda xs: not _is_float(xs[0]),
+    # MLX 0.32's float64 exp, sin, cos and sigmoid are float32-accurate on its CPU stream
+    # (measured relative errors 1e-8 to 4e-7): float64 runs them through numpy
+    "float64": lambda xs: xs[0].dtype == mx.float64,
 }
-
-# ops whose numpy reference runs on the operands: MLX's version differs at the edges
-BRIDGED = frozenset({"floor_divide", "remainder", "nextafter", "hypot", "copysign", "logaddexp",
-                     "bitwise_left_shift", "bitwise_right_shift"})
-_BRIDGED_IF = {  # ops bridged for some operand kinds only
-    "sign": lambda xs: _is_float(xs[0]),  # mx.sign(nan) is 0, the reference's NaN
-    "pow": lambda xs: not _is_float(xs[0]),  # integer pow: negative exponents, overflow
-}
-# MLX 0.32's float64 exp, sin, cos, sigmoid and erf are float32-accurate on its CPU
-# stream (measured relative errors 1e-8 to 4e-7): float64 runs them through numpy
-_F64_INEXACT = ("exp", "sin", "cos", "sigmoid", "erf")
-_BRIDGED_IF.update({op: (lambda xs: xs[0].dtype == mx.float64) for op in _F64_INEXACT})
+_BRIDGED_IF = {n: _BRIDGE_WHEN[op.mlx_bridge] for n, op in OPS.items()
+               if op.mlx_bridge in _BRIDGE_WHEN}
+# reductions run_lowered computes with mx ops (see _reduce); ops it cannot lower, and why
+REDUCTIONS = frozenset({"sum", "prod", "mean", "max", "min", "any", "all", "argmax", "argmin"})
+UNSUPPORTED: dict[str, str] = {}
 
 
 def lowerable(k: Kernel, float64: bool = True) -> bool:

@@ -1,7 +1,8 @@
 """cost: the per-element cost of an elementwise op, as the fusion rules see it.
 
-One function, :func:`op_cost`, is all that the fusion stages ask; the tables behind it
-are a stand-in until each op's record carries its own cost.
+One function, :func:`op_cost`, is all that the fusion stages ask; it reads the op's
+record (``OpDef.cost``: add 1, divide/sqrt 4, transcendental 8, logaddexp 16), the
+same number the code generators use for their threading and row-cache rules.
 
 >>> op_cost("exp"), op_cost("divide"), op_cost("add")
 (8, 4, 1)
@@ -9,17 +10,11 @@ are a stand-in until each op's record carries its own cost.
 
 from __future__ import annotations
 
-_EXPENSIVE = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
-              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow",
-              "sigmoid", "atan2", "hypot", "logaddexp"}
-_MEDIUM = {"divide", "sqrt", "reciprocal", "floor_divide", "remainder"}
+from ...ops import OPS
 
 
 def op_cost(name: str) -> int:
-    """Relative per-element cost of an elementwise op: transcendental 8, divide/sqrt 4,
-    other ops 1 (views cost nothing and are never asked about)."""
-    if name in _EXPENSIVE:
-        return 8
-    if name in _MEDIUM:
-        return 4
-    return 1
+    """Relative per-element cost of op ``name`` from its record (1 for a name without
+    one; views cost nothing and are never asked about)."""
+    op = OPS.get(name)
+    return op.cost if op is not None else 1

@@ -1,0 +1,113 @@
+"""Library ops: matmul, sorting, searching, gather/scatter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as dt
+from .record import OpDef, Shape, declare, library_op
+from .shapes import broadcast_shapes, matmul_shape
+
+MATMUL = declare(OpDef(
+    "matmul", "library", 2, np.matmul, "numeric",
+    infer=lambda shapes, dtypes, attrs: (matmul_shape(*shapes), dtypes[0]),
+))
+
+
+def _same_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return shapes[0], dtypes[0]
+
+
+def _sort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+    if not descending:
+        return np.sort(x, axis=axis, kind="stable")
+    return np.flip(np.sort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
+def argsort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+    """Stable argsort; descending keeps equal elements in their original order."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    a = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return (n - 1 - a).astype(np.int64)
+
+
+library_op("sort", _sort_ref, _same_infer, "real", doc="Stable sort along attrs['axis'].")
+library_op("argsort", argsort_ref, lambda s, d, a: (s[0], dt.DEFAULT_INDEX), "real",
+         doc="Indices of a stable sort along attrs['axis'].")
+
+
+def _searchsorted_ref(x1, x2, *sorter, side):  # type: ignore[no-untyped-def]
+    return np.searchsorted(x1, x2, side=side, sorter=sorter[0] if sorter else None)
+
+
+library_op("searchsorted", _searchsorted_ref, lambda s, d, a: (s[1], dt.DEFAULT_INDEX), "real",
+         doc="Insertion indices of x2 into sorted 1-d x1 (optional sorter input).")
+
+
+def index_key(spec: tuple[Any, ...], arrays: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
+    """The numpy index described by ``spec`` (slices as (start, stop, step), ``None`` for a
+    new axis, an int ``i`` for the i-th index array)."""
+    out: list[Any] = []
+    for s in spec:
+        if s is None:
+            out.append(None)
+        elif isinstance(s, tuple):
+            a, b, c = s
+            out.append(slice(a, b if b >= 0 else None, c))
+        else:
+            out.append(arrays[s])
+    return tuple(out)
+
+
+def _checked(op: str, f: Callable[[], Any]) -> Any:
+    """Run ``f``; an out-of-range index array (only detectable once its values exist)
+    raises an IndexError naming the op."""
+    try:
+        return f()
+    except IndexError as e:
+        raise IndexError(f"{op}: {e} (integer index arrays are bounds-checked when they are "
+                         "evaluated)") from None
+
+
+def _gather_ref(x, *idx, spec):  # type: ignore[no-untyped-def]
+    return _checked("getitem/take", lambda: x[index_key(spec, idx)])
+
+
+def index_shape(shape: Shape, idx_shapes: tuple[Shape, ...], spec: tuple[Any, ...]) -> Shape:
+    """Result shape of numpy advanced indexing, from shapes only (zero-stride dummies)."""
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape))
+    idx = tuple(np.lib.stride_tricks.as_strided(np.zeros(1, np.intp), s, (0,) * len(s))
+                for s in idx_shapes)
+    return dummy[index_key(spec, idx)].shape
+
+
+def _gather_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    return index_shape(shapes[0], tuple(shapes[1:]), attrs["spec"]), dtypes[0]
+
+
+def _scatter_ref(x, v, *idx, spec):  # type: ignore[no-untyped-def]
+    out = np.array(x, copy=True)
+    _checked("setitem", lambda: out.__setitem__(index_key(spec, idx), v))
+    return out
+
+
+GATHER = library_op("gather", _gather_ref, _gather_infer, moves_data=True,
+                  doc="x[key] with integer index arrays (numpy advanced indexing).")
+SCATTER = library_op("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]), moves_data=True,
+                   doc="x with x[key] = v (integer index arrays; last write wins).")
+
+
+def _take_along_ref(x, idx, *, axis):  # type: ignore[no-untyped-def]
+    return _checked("take_along_axis", lambda: np.take_along_axis(x, idx, axis=axis))
+
+
+library_op("take_along_axis", _take_along_ref,
+         lambda s, d, a: (broadcast_shapes(s[0][:a["axis"]] + (s[1][a["axis"]],)
+                                           + s[0][a["axis"] + 1:], s[1],
+                                           op="take_along_axis"), d[0]),
+         doc="Elements of x at idx along attrs['axis'].", moves_data=True)

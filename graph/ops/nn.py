@@ -1,0 +1,131 @@
+"""Neural-network library ops: rotary embeddings, scaled dot-product attention."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .record import OpDef, declare
+
+
+def rope_tables(t: int, offset: int, dims: int, base: float, scale: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """float32 cos and sin of the (T, dims/2) rotary angles ``(offset + t) * scale *
+    base**(-2i/dims)``: positions and frequencies rounded to float32 first (the order
+    every backend follows)."""
+    pos = (np.arange(t, dtype=np.int64) + offset).astype(np.float32) * np.float32(scale)
+    inv_freq = (base ** (-np.arange(dims // 2, dtype=np.float64) * 2.0 / dims)
+                ).astype(np.float32)
+    theta = pos[:, None] * inv_freq[None, :]
+    return np.cos(theta), np.sin(theta)
+
+
+def _rope_ref(x, offset, *, dims, traditional, base, scale):  # type: ignore[no-untyped-def]
+    # pair (a, b) -> (a*cos + b*(-sin), b*cos + a*sin), float32 math (float64 stays)
+    ct = np.result_type(x.dtype, np.float32)
+    c, s = rope_tables(x.shape[-2], int(offset), dims, base, scale)
+    c, s = c.astype(ct), s.astype(ct)
+    half = dims // 2
+    out = np.array(x, dtype=ct, copy=True)
+    xr = x[..., :dims].astype(ct)
+    if traditional:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+        out[..., 0:dims:2] = a * c + b * -s
+        out[..., 1:dims:2] = b * c + a * s
+    else:
+        a, b = xr[..., :half], xr[..., half:]
+        out[..., :half] = a * c + b * -s
+        out[..., half:dims] = b * c + a * s
+    return out
+
+
+def _rope_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    x, off = shapes
+    d = attrs["dims"]
+    if len(x) < 2 or d % 2 or d > x[-1] or d <= 0:
+        raise ValueError(f"rope: needs x of shape (..., T, D) with an even dims <= D, got "
+                         f"shape {x} and dims={d}")
+    if off != () or not dt.is_integer(dtypes[1]):
+        raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
+                        f"{off} ({dt.name(dtypes[1])})")
+    return x, dtypes[0]
+
+
+ROPE = declare(OpDef(
+    "rope", "library", 2, _rope_ref, "real_floating", infer=_rope_infer,
+    doc="Rotary position embedding of the first `dims` features of x (..., T, D) at "
+        "positions offset + t (one op).",
+))
+
+
+def sdpa_visible(t: int, s: int, past_len: int | None, causal: bool) -> np.ndarray:
+    """(T, past_len + S) bool: which keys each of T query rows attends to. With a past
+    (``past_len`` valid cached rows before the S new ones), query i sees every cached
+    row and, when causal, new rows j <= i; without one, causal query i sees keys
+    j <= S - T + i."""
+    p = past_len or 0
+    cols = np.arange(p + s)
+    rows = np.arange(t)[:, None]
+    if not causal:
+        return np.ones((t, p + s), bool)
+    if past_len is None:
+        return cols[None, :] <= rows + (s - t)
+    return (cols[None, :] < p) | (cols[None, :] - p <= rows)
+
+
+def _sdpa_ref(q, k, v, *past, scale, causal):  # type: ignore[no-untyped-def]
+    # keys = [first `past_len` rows of the past chunk, the new keys]; float32 (float64 when
+    # an input is) math; a query row that sees no key gets NaN (softmax over nothing)
+    ct = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
+    b, hq, t, d = q.shape
+    hkv = k.shape[1]
+    p_len = None
+    if past:
+        pk, pv, off = past
+        p_len = int(min(max(int(off), 0), pk.shape[2]))
+        k = np.concatenate([pk[:, :, :p_len], k], axis=2)
+        v = np.concatenate([pv[:, :, :p_len], v], axis=2)
+    qg = q.astype(ct).reshape(b, hkv, hq // hkv * t, d)
+    scores = np.matmul(qg, np.swapaxes(k.astype(ct), -1, -2)) * ct.type(scale)
+    vis = np.tile(sdpa_visible(t, k.shape[2] - (p_len or 0), p_len, causal), (hq // hkv, 1))
+    scores = np.where(vis, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        m = scores.max(axis=-1, keepdims=True)
+        e = np.exp(scores - m)
+        p = e / e.sum(axis=-1, keepdims=True)
+    out = np.matmul(p, v.astype(ct))
+    return out.reshape(b, hq, t, v.shape[-1])
+
+
+def _sdpa_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    op = "scaled_dot_product_attention"
+    if len(shapes) not in (3, 6):
+        raise ValueError(f"{op}: expected q, k, v and optionally past keys, past values and "
+                         f"the past length; got {len(shapes)} inputs")
+    q, k, v = shapes[:3]
+    if len(q) != 4 or len(k) != 4 or len(v) != 4 or k[:3] != v[:3] or q[0] != k[0] \
+            or q[3] != k[3] or k[1] == 0 or q[1] % k[1]:
+        raise ValueError(f"{op}: expected q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a "
+                         f"multiple of Hkv; got shapes {q}, {k}, {v}")
+    if len(shapes) == 6:
+        pk, pv, off = shapes[3:]
+        if pk[:2] + pk[3:] != k[:2] + k[3:] or pv[:2] + pv[3:] != v[:2] + v[3:] \
+                or pk[2] != pv[2]:
+            raise ValueError(f"{op}: past keys/values {pk}, {pv} do not match keys {k} and "
+                             f"values {v} (same batch, heads and feature sizes)")
+        if off != () or not dt.is_integer(dtypes[5]):
+            raise TypeError(f"{op}: the past length must be a 0-d integer array, got shape "
+                            f"{off} ({dt.name(dtypes[5])})")
+    for d in dtypes[:5]:
+        if not dt.is_real_floating(d):
+            raise TypeError(f"{op}: q, k, v (and the past) must be real floating, got "
+                            f"{', '.join(dt.name(x) for x in dtypes[:3])}")
+    return (q[0], q[1], q[2], v[3]), dt.result_type(*dtypes[:3])
+
+
+SDPA = declare(OpDef(
+    "scaled_dot_product_attention", "library", -1, _sdpa_ref, "real_floating",
+    infer=_sdpa_infer,
+    doc="softmax(q @ k.T * scale, causal mask) @ v over grouped-query heads, optionally "
+        "after the first `past_len` rows of a cached key/value chunk (one op).",
+))
