@@ -18,6 +18,10 @@ graph building, no optimization.
   (reshape, broadcast_to, slicing, concat, arange, random, ``var`` with a correction)
   make it retrace instead.
 * After ``RETRACE_WARNING`` traces of one function, a warning suggests why.
+* ``opt_level=`` and ``disable_passes=`` choose the optimization passes of this
+  function (see :mod:`braze.graph.passes`): the level replaces ``BRAZE_OPT_LEVEL``,
+  the names are disabled on top of ``BRAZE_DISABLE_PASSES``; unknown names raise
+  ValueError at the decorator. The schedule cache keeps each configuration apart.
 
 >>> import braze as bz
 >>> @bz.compile
@@ -38,12 +42,14 @@ from typing import Any
 import numpy as np
 
 from ..backends import current as _current_backend
+from ..graph import compiler as _compiler
 from ..graph import dtypes as dt
 from ..graph.compiler import CACHE
 from ..graph.ir import trace
 from ..graph.kernel import Schedule
 from ..graph.node import Node
 from ..graph.ops import CONSTANT, OPS, PARAMETER, broadcast_shapes
+from ..graph.passes.registry import PassConfig, make_config
 from .array import TRACING, Array
 from .array import eval as _eval
 
@@ -121,9 +127,13 @@ class _Entry:
 class CompiledFunction:
     """A function traced once per signature and replayed (see the module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any], shapeless: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], shapeless: bool = False,
+                 opt_level: int | None = None, disable_passes: Any = None) -> None:
         self.fn = fn
         self.shapeless = shapeless
+        # None: the configuration in force when a trace is compiled (graph.compiler.CONFIG)
+        self.pass_config: PassConfig | None = None if opt_level is None and not disable_passes \
+            else make_config(opt_level, disable_passes, base=_compiler.CONFIG)
         self.trace_count = 0
         self._entries: dict[Any, _Entry] = {}
         self._fast: dict[Any, _Entry] = {}  # positional-arrays-only calls: shapes/dtypes -> entry
@@ -239,7 +249,7 @@ class CompiledFunction:
         out_leaves, out_struct = flatten(out)
         targets = [o._node for o in out_leaves if isinstance(o, Array)]
         t = trace(targets)
-        schedule = CACHE.get_or_build(t.key, t.build)
+        schedule = CACHE.get_or_build(t.key, t.build, self.pass_config)
         captured_ids = {id(arr._node): j for j, (_, arr) in enumerate(captured)}
         bindings: list[Any] = []
         for leaf in t.leaves:
@@ -291,7 +301,7 @@ class CompiledFunction:
                      (r[0], r[4], type(r[5]), repr(r[5])) if r[0] == "const" else
                      (r[0], r[1], _attrs_key(r[2]), r[3], r[4]) for r in rows)
         t = Trace((sigs, tuple(entry.outputs)), entry.leaves, rows, entry.outputs)
-        s = entry.schedules[shapes] = CACHE.get_or_build(t.key, t.build)
+        s = entry.schedules[shapes] = CACHE.get_or_build(t.key, t.build, self.pass_config)
         return s
 
 
@@ -337,14 +347,25 @@ def _np_leaf(data: Any) -> Node:
     return Node(CONSTANT, (), {}, a.shape, a.dtype, a)
 
 
-def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False) -> Any:  # noqa: A001
+def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  # noqa: A001
+            opt_level: int | None = None, disable_passes: Any = None) -> Any:
     """Decorator: trace ``fn`` once per signature and replay the optimized schedule.
+
+    ``opt_level`` (0 none, 1 basic, 2 extended, 3 layout) and ``disable_passes`` (pass
+    names) choose this function's optimization passes (see :mod:`braze.graph.passes`).
 
     >>> import braze as bz
     >>> double = bz.compile(lambda x: x * 2)
     >>> double(bz.arange(3)).tolist()
     [0, 2, 4]
+    >>> no_cse = bz.compile(lambda x: bz.sin(x) + bz.sin(x), disable_passes=("cse",))
+    >>> [name for name, _ in bz.explain(no_cse, bz.asarray([1.0, 2.0])).passes]
+    ['constant_folding', 'identities', 'dce', 'fuse', 'plan_memory']
     """
+    if opt_level is not None or disable_passes:
+        make_config(opt_level, disable_passes)  # bad names or levels raise here, at the call
     if fn is None:
-        return lambda f: CompiledFunction(f, shapeless=shapeless)
-    return CompiledFunction(fn, shapeless=shapeless)
+        return lambda f: CompiledFunction(f, shapeless=shapeless, opt_level=opt_level,
+                                          disable_passes=disable_passes)
+    return CompiledFunction(fn, shapeless=shapeless, opt_level=opt_level,
+                            disable_passes=disable_passes)

@@ -1,10 +1,24 @@
 """``bz.explain``: what the compiler does with a function, without running it.
 
+The report lists the launches (fused kernels and library calls, with the ops each
+fused), the planned memory peak, and the passes that ran with what each changed
+(``.passes``: ``(name, summary)`` pairs, the lowering stages ``fuse`` and
+``plan_memory`` last).
+
 >>> import numpy as np, braze as bz
 >>> x = bz.asarray(np.ones((4, 8), np.float32))
 >>> r = bz.explain(lambda x: bz.softmax(x * 2.0, axis=-1), x)
 >>> r.num_kernels, r.kernels[0].ops
 (1, ['multiply', 'max', 'subtract', 'exp', 'sum', 'divide'])
+>>> r = bz.explain(lambda x: bz.sin(x) * 1.0 + bz.sin(x) ** 2, x)
+>>> for name, what in r.passes:
+...     print(f"{name}: {what}")
+constant_folding: nothing to fold
+identities: 2 rewrites (x*1 -> x, x**2 -> x*x)
+cse: 1 node merged
+dce: 2 nodes removed
+fuse: 3 ops -> 1 kernel
+plan_memory: 1 buffer in 1 storage, peak 256 bytes
 """
 
 from __future__ import annotations
@@ -12,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..graph.compiler import compile_graph, describe
+from ..graph import compiler as _compiler
+from ..graph.compiler import describe, optimize
+from ..graph.ir import trace
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
+from ..graph.passes.registry import LEVELS, PassConfig
 from .array import Array
 from .compile import CompiledFunction, flatten
 
@@ -39,10 +56,13 @@ class KernelReport:
 
 @dataclass
 class Report:
-    """What ``bz.explain`` found: launches, fused ops, the planned memory peak."""
+    """What ``bz.explain`` found: launches, fused ops, the planned memory peak, and the
+    passes that ran (``passes``: ``(name, what it changed)``, in order)."""
 
     schedule: Schedule = field(repr=False)
     kernels: list[KernelReport]
+    passes: list[tuple[str, str]] = field(default_factory=list)
+    config: PassConfig | None = field(default=None, repr=False)
 
     @property
     def num_kernels(self) -> int:
@@ -53,7 +73,14 @@ class Report:
         return self.schedule.peak_bytes
 
     def __str__(self) -> str:
-        return describe(self.schedule)
+        lines = [describe(self.schedule)]
+        if self.config is not None:
+            off = f"; disabled: {', '.join(sorted(self.config.disabled))}" \
+                if self.config.disabled else ""
+            lines.append(f"passes (level {self.config.level}, "
+                         f"{LEVELS[self.config.level]}{off}):")
+            lines += [f"  {name}: {what}" for name, what in self.passes]
+        return "\n".join(lines)
 
     def to_dot(self) -> str:
         """Graphviz text: buffers as ellipses, launches as boxes."""
@@ -84,19 +111,30 @@ class Report:
 def explain(fn: Any, *args: Any, **kwargs: Any) -> Report:
     """Trace ``fn(*args, **kwargs)`` and report the optimized schedule (nothing runs).
 
-    Works on plain functions and on ``bz.compile``d ones.
+    Works on plain functions and on ``bz.compile``d ones (with the passes those were
+    compiled with: ``opt_level``, ``disable_passes``).
 
     >>> import numpy as np, braze as bz
     >>> a = bz.asarray(np.ones(8, np.float32))
     >>> bz.explain(lambda a, b: bz.exp(a) * b + 1.0, a, a).num_kernels
     1
+    >>> print(bz.explain(bz.compile(lambda a: a * 2.0 + 0.0, opt_level=0), a))
+    schedule: 1 launches, planned peak 64 bytes
+      [0] kernel ... over (8,): multiply add -> slots [1]
+    passes (level 0, none):
+      fuse: 2 ops -> 1 kernel
+      plan_memory: 1 buffer in 1 storage, peak 64 bytes
     """
+    config = _compiler.CONFIG
     if isinstance(fn, CompiledFunction):
+        if fn.pass_config is not None:
+            config = fn.pass_config
         fn = fn.fn
     out = fn(*args, **kwargs)
     leaves, _ = flatten(out)
     targets = [x._node for x in leaves if isinstance(x, Array) and x._node.data is None]
-    schedule, _ = compile_graph(targets) if targets else compile_graph([])
+    log: list[tuple[str, str]] = []
+    schedule = optimize(trace(targets).build(), config, log)
     reports: list[KernelReport] = []
     for st in schedule.steps:
         if isinstance(st, KernelStep):
@@ -111,4 +149,4 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> Report:
             o = schedule.slots[st.output]
             reports.append(KernelReport(st.op, "library", [st.op], ins,
                                         [(o.shape, o.dtype.name)], o.shape))
-    return Report(schedule, reports)
+    return Report(schedule, reports, log, config)

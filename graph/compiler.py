@@ -1,15 +1,33 @@
 """The compile pipeline and the schedule cache.
 
 ``compile_graph(targets)`` builds the optimizer's graph behind ``targets``, looks its
-structural key up in an LRU cache, and on a miss runs the passes
-simplify -> fuse -> plan_memory. A loop that rebuilds the same graph every step
-(a decode loop, a training step) optimizes once.
+structural key up in an LRU cache, and on a miss runs the pipeline: the optimization
+passes the :class:`~braze.graph.passes.registry.PassConfig` selects (see
+:mod:`braze.graph.passes`), then the lowering ``fuse -> plan_memory``, which always
+runs (it produces the schedule). A loop that rebuilds the same graph every step (a
+decode loop, a training step) optimizes once. The cache key is the graph's structure
+*and* the pass configuration: two configurations never share a schedule.
+
+The configuration in force: ``BRAZE_OPT_LEVEL`` / ``BRAZE_DISABLE_PASSES`` as read at
+import, changed with :func:`configure` (``bz.compile(fn, opt_level=...,
+disable_passes=...)`` gives one function its own).
 
 >>> import braze as bz
 >>> x = bz.ones((4, 4))
 >>> s, _ = compile_graph([bz.softmax(x + 1.0)._node])
 >>> s.num_kernels
 1
+>>> log = []
+>>> y = bz.asarray([1.0, 2.0])
+>>> _ = optimize(trace([(bz.exp(y) * 1.0 + 2.0)._node]).build(), log=log)
+>>> for name, what in log:
+...     print(f"{name}: {what}")
+constant_folding: nothing to fold
+identities: 1 rewrite (x*1 -> x)
+cse: nothing to merge
+dce: 1 node removed
+fuse: 2 ops -> 1 kernel
+plan_memory: 1 buffer in 1 storage, peak 16 bytes
 """
 
 from __future__ import annotations
@@ -23,14 +41,52 @@ from typing import Any
 from .ir import Graph, Trace, trace
 from .kernel import Schedule
 from .node import Node
+from .ops import OPS
 from .passes.fuse import fuse
 from .passes.memory import plan_memory
-from .passes.simplify import simplify
+from .passes.registry import PassConfig, config_from_env, make_config
+
+CONFIG = config_from_env()  # the configuration evals compile with (see configure)
 
 
-def optimize(g: Graph) -> Schedule:
-    """Run the pass pipeline on ``g``."""
-    return plan_memory(fuse(simplify(g)))
+def configure(opt_level: int | str | None = None,
+              disable_passes: str | Any = None) -> PassConfig:
+    """Set the pass configuration of later compilations (traces ``bz.compile`` made
+    already keep their schedules; functions compiled with their own ``opt_level`` /
+    ``disable_passes`` keep those); returns the previous one, which
+    ``configure(prev.level, prev.disabled)`` restores. With no arguments: back to what
+    the environment asks for. Bad levels or names raise ValueError."""
+    global CONFIG
+    prev = CONFIG
+    CONFIG = config_from_env() if opt_level is None and disable_passes is None else \
+        make_config(opt_level, disable_passes)
+    return prev
+
+
+def optimize(g: Graph, config: PassConfig | None = None,
+             log: list[tuple[str, Any]] | None = None) -> Schedule:
+    """Run the pipeline on ``g``: the passes of ``config`` (default: :data:`CONFIG`),
+    then fuse and plan_memory. ``log`` (a list) receives ``(pass name, summary)`` of
+    every pass that ran and of the two lowering stages."""
+    cfg = CONFIG if config is None else config
+    if log is None:
+        return plan_memory(fuse(cfg.run(g)))
+    from .passes.registry import PASSES
+
+    changes: list[tuple[str, Any]] = []
+    g = cfg.run(g, changes)
+    log.extend((name, PASSES[name].summary(c)) for name, c in changes)
+    n_ops = sum(1 for n in g.nodes  # computing ops (views are index maps, not ops)
+                if n.op not in ("input", "const") and OPS[n.op].kind != "view")
+    s = fuse(g)
+    log.append(("fuse", f"{n_ops} op{'s' if n_ops != 1 else ''} -> {s.num_kernels} "
+                        f"kernel{'s' if s.num_kernels != 1 else ''}"))
+    s = plan_memory(s)
+    n_buf, n_store = len(s.storage), len(s.storage_bytes)
+    log.append(("plan_memory", f"{n_buf} buffer{'s' if n_buf != 1 else ''} in {n_store} "
+                               f"storage{'s' if n_store != 1 else ''}, "
+                               f"peak {s.peak_bytes:,} bytes"))
+    return s
 
 
 @dataclass
@@ -50,24 +106,30 @@ class ScheduleCache:
         self.hits = 0
         self.misses = 0
 
-    def get_or_build(self, key: Any, build: Any) -> Schedule:
-        """The schedule cached under ``key``, or ``optimize(build())`` (then cached)."""
+    def get_or_build(self, key: Any, build: Any, config: PassConfig | None = None
+                     ) -> Schedule:
+        """The schedule cached under ``key`` and ``config`` (default: :data:`CONFIG`), or
+        ``optimize(build(), config)`` (then cached)."""
+        cfg = CONFIG if config is None else config
+        key = (cfg.key, key)
         s = self._entries.get(key)
         if s is not None:
             self.hits += 1
             self._entries.move_to_end(key)
             return s
         self.misses += 1
-        s = optimize(build())
+        s = optimize(build(), cfg)
         self._entries[key] = s
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return s
 
     def sighted(self, key: Any) -> bool:
-        """Is ``key`` cached, or was it sighted before (without being built)? Notes it.
-        Lets an evaluator run a small graph op by op the first time and compile it when
-        it comes back (the optimizer costs ~1 ms; op by op, a few us per node)."""
+        """Is ``key`` cached (under :data:`CONFIG`), or was it sighted before (without
+        being built)? Notes it. Lets an evaluator run a small graph op by op the first
+        time and compile it when it comes back (the optimizer costs ~1 ms; op by op, a
+        few us per node)."""
+        key = (CONFIG.key, key)
         if key in self._entries or key in self._sightings:
             return True
         self._sightings[key] = None
@@ -88,12 +150,13 @@ CACHE = ScheduleCache()
 _LOG_FUSION = "fusion" in os.environ.get("BRAZE_LOG", "").split(",")
 
 
-def compile_graph(targets: list[Node], traced: Trace | None = None
-                  ) -> tuple[Schedule, list[Node]]:
+def compile_graph(targets: list[Node], traced: Trace | None = None,
+                  config: PassConfig | None = None) -> tuple[Schedule, list[Node]]:
     """The (cached) schedule computing ``targets`` and the leaf nodes bound to its inputs
-    (``traced``: ``trace(targets)`` when the caller has it already)."""
+    (``traced``: ``trace(targets)`` when the caller has it already; ``config``: the
+    passes, default :data:`CONFIG`)."""
     t = traced if traced is not None else trace(targets)
-    s = CACHE.get_or_build(t.key, t.build)
+    s = CACHE.get_or_build(t.key, t.build, config)
     if _LOG_FUSION:  # BRAZE_LOG=fusion: the schedule of every compiled eval
         print(describe(s), file=sys.stderr)
     return s, t.leaves
