@@ -28,8 +28,18 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest tests
 
+# mypy checks braze as installed (braze.arrays = arrays/, braze = python/braze/, ...): the
+# layout is rebuilt as symlinks under build/typecheck ([tool.mypy] in pyproject.toml).
+TYPECHECK := build/typecheck/braze
 lint: $(STAMP)
 	$(BIN)/ruff check python arrays graph backends tests examples benchmarks
+	@mkdir -p $(TYPECHECK)
+	@for d in arrays graph backends; do ln -sfn ../../../$$d $(TYPECHECK)/$$d; done
+	@ln -sf ../../../python/braze/__init__.py $(TYPECHECK)/__init__.py
+	@printf '__version__: str\n' > $(TYPECHECK)/_version.pyi  # generated at install time
+	@printf 'from typing import Any\ndef __getattr__(name: str) -> Any: ...\n' \
+		> $(TYPECHECK)/_core.pyi  # the nanobind extension: no stubs yet
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/dispatch.py

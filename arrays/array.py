@@ -16,7 +16,7 @@ import builtins
 import contextvars
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -218,7 +218,7 @@ class Array:
         if not (dt.is_integer(self.dtype) and self.ndim == 0):
             raise TypeError(f"__index__: only 0-d integer arrays are indices, got "
                             f"{dt.name(self.dtype)} of shape {self.shape}")
-        return builtins.int(self.item())
+        return self._scalar(builtins.int, "__index__")  # 0-d: one element
 
     def __repr__(self) -> str:
         data = self._value()
@@ -316,6 +316,17 @@ class Array:
         return _r.all(self, axis=axis, keepdims=keepdims)
 
     # ------------------------------------------------------------ operators
+    if TYPE_CHECKING:  # the binary operators are installed by _binary_dunders below
+        def _binary(self, other: Any, /) -> Array: ...
+        __add__ = __radd__ = __iadd__ = __sub__ = __rsub__ = __isub__ = _binary
+        __mul__ = __rmul__ = __imul__ = __truediv__ = __rtruediv__ = __itruediv__ = _binary
+        __floordiv__ = __rfloordiv__ = __ifloordiv__ = __mod__ = __rmod__ = __imod__ = _binary
+        __pow__ = __rpow__ = __ipow__ = __and__ = __rand__ = __iand__ = _binary
+        __or__ = __ror__ = __ior__ = __xor__ = __rxor__ = __ixor__ = _binary
+        __lshift__ = __rlshift__ = __ilshift__ = __rshift__ = __rrshift__ = __irshift__ = _binary
+        __lt__ = __le__ = __gt__ = __ge__ = _binary
+        __eq__ = __ne__ = _binary  # type: ignore[assignment]  # elementwise: an Array, not bool
+
     def __neg__(self) -> Array:
         return elementwise(OPS["negative"], self)
 
@@ -329,10 +340,10 @@ class Array:
         return elementwise(OPS["bitwise_invert"], self)
 
     def __matmul__(self, other: Any, /) -> Array:
-        return _linalg.matmul(self, _operand(other, "matmul"))
+        return _linalg.matmul(self, as_array(_operand(other, "matmul"), "matmul"))
 
     def __rmatmul__(self, other: Any, /) -> Array:
-        return _linalg.matmul(_operand(other, "matmul"), self)
+        return _linalg.matmul(as_array(_operand(other, "matmul"), "matmul"), self)
 
     def __imatmul__(self, other: Any, /) -> Array:
         return self._inplace(self.__matmul__(other), "@=")

@@ -89,9 +89,10 @@ def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
     elif path.endswith(".npz"):
         if metadata:
             raise ValueError("save: .npz files cannot hold metadata; use .safetensors")
-        np.savez(path, **{k + BF16_SUFFIX if v.dtype == dt.bfloat16 else k:
-                          v.view(np.uint16) if v.dtype == dt.bfloat16 else v
-                          for k, v in data.items()})
+        named: dict[str, Any] = {k + BF16_SUFFIX if v.dtype == dt.bfloat16 else k:
+                                 v.view(np.uint16) if v.dtype == dt.bfloat16 else v
+                                 for k, v in data.items()}
+        np.savez(path, **named)
     else:
         raise ValueError(f"save: {path}: unknown format (expected .safetensors or .npz)")
 
@@ -241,10 +242,10 @@ def _load_gguf(path: str, head: bytes, dequantize: bool
     return arrays, meta
 
 
-_FLOAT_TYPES = {"F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
-                "BF16": dt.bfloat16, "F64": np.dtype(np.float64), "I8": np.dtype(np.int8),
-                "I16": np.dtype(np.int16), "I32": np.dtype(np.int32),
-                "I64": np.dtype(np.int64)}
+_FLOAT_TYPES: dict[str, np.dtype] = {
+    "F32": np.dtype(np.float32), "F16": np.dtype(np.float16), "BF16": dt.bfloat16,
+    "F64": np.dtype(np.float64), "I8": np.dtype(np.int8), "I16": np.dtype(np.int16),
+    "I32": np.dtype(np.int32), "I64": np.dtype(np.int64)}
 
 
 def _blocks(raw: np.ndarray, shape: tuple[int, ...], block_bytes: int) -> np.ndarray:

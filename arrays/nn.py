@@ -291,7 +291,8 @@ def concat_linears(layers: Sequence[Module]) -> Module:
     names = ("weight", "scales", "biases") if isinstance(first, QuantizedLinear) else ("weight",)
     if any(type(m) is not type(first) for m in layers) or (
             isinstance(first, QuantizedLinear) and any(
-                (m.bits, m.group_size) != (first.bits, first.group_size) for m in layers)):
+                (m.bits, m.group_size) != (first.bits, first.group_size)
+                for m in layers if isinstance(m, QuantizedLinear))):
         raise ValueError("concat_linears: layers must all be Linear, or all QuantizedLinear "
                          "with the same bits and group_size")
     has_bias = ["bias" in vars(m) for m in layers]

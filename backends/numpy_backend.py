@@ -210,9 +210,9 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray],
             run_kernel(step.kernel, bufs)
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
-            slot = s.slots[step.output]
+            out_slot = s.slots[step.output]
             impl = library.get(step.op) if library else None
-            out = library_result(step.op, step.attrs, slot.dtype, ins, impl)
+            out = library_result(step.op, step.attrs, out_slot.dtype, ins, impl)
             bufs[step.output] = out
             sid = s.storage.get(step.output)
             if sid is not None and out.nbytes >= SMALL_BYTES:
@@ -376,7 +376,8 @@ def _reduce(name: str, x: np.ndarray, axes: tuple[int, ...], n_outer: int,
         return r.reshape(r.shape + (1,) * len(axes)).astype(dtype)
     acc = np.float32 if dtype in _LOW else dtype
     if name == "sum":
-        return np.sum(x, axis=axes, keepdims=True, dtype=acc)
+        # keepdims=True: always an array (numpy's stubs allow a scalar here)
+        return np.sum(x, axis=axes, keepdims=True, dtype=acc)  # type: ignore[return-value]
     if name == "mean":
         return mean_ref(x.astype(acc, copy=False), axes=axes, keepdims=True)
     if name == "prod":

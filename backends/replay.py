@@ -30,7 +30,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -110,8 +110,8 @@ class ReplayPlan:
             else:
                 written.add(step.output)
         sid_slots: dict[int, list[int]] = {}
-        for slot, sid in s.storage.items():
-            sid_slots.setdefault(sid, []).append(slot)
+        for slot, storage_id in s.storage.items():
+            sid_slots.setdefault(storage_id, []).append(slot)
         # slots that get new arrays every call
         fresh = {root[o] for o in s.output_slots if root[o] in written}
         dynamic = set(s.input_slots) | fresh
@@ -162,7 +162,7 @@ class ReplayPlan:
             if isinstance(step, ViewStep) and step.output in read:
                 read.add(step.source)
         native_slots: set[int] = set()
-        self.program = None
+        self.program: Any = None  # a braze._core.Program once there are native calls
         self.governor: ThreadGovernor | None = None
         calls: list[tuple[NativeCall, int]] = []  # (call, step index)
         kinds: list[Any] = []
@@ -179,12 +179,12 @@ class ReplayPlan:
                 native_slots.update(slots)
                 kinds.append(("native", len(calls) - 1))
             elif isinstance(step, KernelStep):
-                nat = native_of(step.kernel) if native_of is not None else None
-                if nat == "skip":
+                built = native_of(step.kernel) if native_of is not None else None
+                if built == "skip":
                     continue
-                if isinstance(nat, NativeCall):
-                    calls.append((nat, t))
-                    native_slots.update(nat.slots)
+                if isinstance(built, NativeCall):
+                    calls.append((built, t))
+                    native_slots.update(built.slots)
                     kinds.append(("native", len(calls) - 1))
                 else:
                     kinds.append(("kernel", step.kernel))
@@ -304,9 +304,9 @@ class ReplayPlan:
 
     def _ops(self, kinds: list[Any], run_kernel: Callable[[Kernel, list[Any]], None],
              library: Mapping[str, LibraryImpl] | None, native_slots: set[int],
-             dynamic: set[int]) -> list[Callable[[], None]]:
+             dynamic: set[int]) -> list[Callable[[], object]]:
         s, bufs, prog = self.schedule, self.bufs, self.program
-        ops: list[Callable[[], None]] = []
+        ops: list[Callable[[], object]] = []
         # what each op runs, for run_profiled (None: a segment, timed per native call)
         self._op_names: list[str | None] = []
         i = 0
@@ -411,7 +411,8 @@ class ReplayPlan:
             self._timings[0] = None
         names = self._call_names
         if names is None:  # (a kernel's structural name is hashed from its IR: once)
-            steps = [self.schedule.steps[t] for t in self.call_steps]
+            steps = cast("list[KernelStep | LibraryStep]",  # program calls: no views
+                         [self.schedule.steps[t] for t in self.call_steps])
             names = self._call_names = [st.kernel.name if isinstance(st, KernelStep) else st.op
                                         for st in steps]
         into.extend((names[c] if isinstance(c, int) else c, ns * 1e-9) for c, ns in timed)
@@ -523,14 +524,15 @@ def _view_op(bufs: list[Any], step: ViewStep, prog: Any) -> Callable[[], None]:
     return op
 
 
-def _matmul_op(bufs: list[Any], inputs: tuple[int, ...], out: np.ndarray) -> Callable[[], None]:
+def _matmul_op(bufs: list[Any], inputs: tuple[int, ...], out: np.ndarray
+               ) -> Callable[[], object]:
     a, b = inputs
     matmul = np.matmul
     return lambda: matmul(bufs[a], bufs[b], out=out)
 
 
 def _concat_op(bufs: list[Any], inputs: tuple[int, ...], axis: int,
-               out: np.ndarray) -> Callable[[], None]:
+               out: np.ndarray) -> Callable[[], object]:
     concatenate = np.concatenate
     return lambda: concatenate([bufs[i] for i in inputs], axis=axis, out=out)
 

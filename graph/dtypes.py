@@ -14,12 +14,22 @@ import builtins
 import ml_dtypes
 import numpy as np
 
-bool_ = np.dtype(np.bool_)
-int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
-uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
-float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
-complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+# annotated as plain np.dtype: code assigns any of them to one variable
+bool_: np.dtype = np.dtype(np.bool_)
+int8: np.dtype = np.dtype(np.int8)
+int16: np.dtype = np.dtype(np.int16)
+int32: np.dtype = np.dtype(np.int32)
+int64: np.dtype = np.dtype(np.int64)
+uint8: np.dtype = np.dtype(np.uint8)
+uint16: np.dtype = np.dtype(np.uint16)
+uint32: np.dtype = np.dtype(np.uint32)
+uint64: np.dtype = np.dtype(np.uint64)
+float16: np.dtype = np.dtype(np.float16)
+float32: np.dtype = np.dtype(np.float32)
+float64: np.dtype = np.dtype(np.float64)
+bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+complex64: np.dtype = np.dtype(np.complex64)
+complex128: np.dtype = np.dtype(np.complex128)
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64

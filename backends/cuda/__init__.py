@@ -49,7 +49,7 @@ BLOCK = 256
 @functools.lru_cache(maxsize=1)
 def _probe() -> tuple[int, str]:
     try:
-        return tuple(_core.cuda_probe("libcuda.so.1"))  # type: ignore[return-value]
+        return tuple(_core.cuda_probe("libcuda.so.1"))
     except Exception as e:  # noqa: BLE001 - a broken driver means "not available"
         return 0, str(e)
 
@@ -274,8 +274,10 @@ class _DeviceRun:
         if host is None:
             info = self.s.slots[slot]
             host = np.empty(info.shape, info.dtype)
+            ptr = self.dev[slot]
+            assert ptr is not None, f"slot {slot} has no value"
             if host.size:
-                self.b.driver.download(host.reshape(-1).view(np.uint8), self.dev[slot])
+                self.b.driver.download(host.reshape(-1).view(np.uint8), ptr)
                 self.b.stats["downloads"] += 1
             self.host[slot] = host
         return host
@@ -314,11 +316,12 @@ class _DeviceRun:
         pointer into it (the memory plan keeps the source alive while the view is read);
         other views are made on the host."""
         src, view, out = step.source, step.view, step.output
-        on_dev = self.dev[src] is not None and replace(view, offset=0).is_contiguous()
+        ptr = self.dev[src]
+        on_dev = ptr is not None and replace(view, offset=0).is_contiguous()
         self.host[out] = (strided(self.on_host(src), view)
                           if self.host[src] is not None or not on_dev else None)
-        self.dev[out] = (self.dev[src] + view.offset * self.s.slots[out].dtype.itemsize
-                         if on_dev else None)
+        self.dev[out] = (ptr + view.offset * self.s.slots[out].dtype.itemsize
+                         if ptr is not None and on_dev else None)
 
     def library_on_device(self, step: LibraryStep) -> bool:
         """A matmul the device kernel takes (see :mod:`.library`), run there."""
@@ -338,7 +341,8 @@ class _DeviceRun:
         if handle is None:
             return False
         ptrs = [self.on_device(x), self.on_device(y)]
-        ptrs.append(self.dev[out] if self.dev[out] is not None else self._alloc(out))
+        dst = self.dev[out]
+        ptrs.append(dst if dst is not None else self._alloc(out))
         b.driver.launch(handle, grid, 256, ptrs, args)
         self.wrote_on_device(out)
         b.stats["cuda_library"] += 1
