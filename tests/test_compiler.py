@@ -472,3 +472,13 @@ def test_view_index_maps_agree_with_numpy(data) -> None:
         from braze.backends.numpy_backend import strided
 
         np.testing.assert_array_equal(strided(base, view), arr)
+
+
+def test_a_stored_value_and_its_same_space_consumers_are_one_kernel(xy) -> None:
+    """The kernel that stores y also computes y's consumers over the same space."""
+    x, _ = xy
+    y = bz.exp(x)
+    assert kernels(y, y * 2 + 1).num_kernels == 1
+    assert kernels(y, bz.softmax(y, axis=-1)).num_kernels == 1
+    assert kernels(y, bz.sum(y, axis=0)).num_kernels == 1
+    assert kernels(y, y.T + 1).num_kernels == 2  # another element: y is read back

@@ -16,11 +16,12 @@ group to kernel IR and order the steps (:mod:`~.fusion.lower`, :mod:`~.fusion.or
 >>> g, _ = Graph.from_nodes([y._node, bz.sum(y, axis=-1)._node])
 >>> why: list = []
 >>> fuse(g, why).num_kernels
-2
+1
 >>> for d in why:
 ...     print(d)
 realize #1 exp (4, 8) float32: output
 realize #2 sum (4,) float32: output (output, reduction)
+merge kernel[#1 exp] over (4, 8) + kernel[#2 sum] over (4, 8) reduce last 1: stored value
 """
 
 from __future__ import annotations

@@ -8,42 +8,30 @@ roots that :mod:`.lower` turns into one kernel. Two kinds of merge, in this orde
   along the reduced dims (``x - max(x)``, ``e / sum(e)``) over the same iteration
   space -- softmax, layer norm, RMS norm and logsumexp become one kernel with several
   reduce stages;
+* **stored value**: a kernel that stores a value also computes that value's consumers
+  over the same iteration space (``y = exp(x); return y, y * 2 + 1`` is one kernel
+  with two stores), when they read it at the element where it is computed -- the
+  merged kernel uses the value it holds, never reads back the buffer it writes. Into
+  a kernel with reductions only while the stored kernel's per-element cost times the
+  reader's reduce loops is at most ``RECOMPUTE_LIMIT``: every reduce loop of a row
+  kernel recomputes the element values it needs, so a chain of row kernels stays a
+  chain (``recompute cost``);
 * **sibling**: kernels over the same iteration space that share an input buffer and
   do not depend on each other become one multi-output kernel.
 
 Every refusal is recorded in the shared :class:`.log.Decisions` with its reason:
 ``dependent`` (siblings where one reads the other), ``cycle`` (a path through a third
-kernel), ``iteration spaces`` (the two kernels' spaces differ), ``cross read`` (one
-reads the other other than as a row value).
+kernel), ``recompute cost`` (above), ``iteration spaces`` (the two kernels' spaces
+differ), ``cross read`` (one reads the other's buffer elsewhere than where the merged
+kernel computes it: a transposed or shifted read, or an element value where a row
+value is needed).
 """
 
 from __future__ import annotations
 
 from ...view import View
-from .realize import Fuser
-from .space import Layout, apply_chain, is_row_shape, member_chain, natural, row_view_cached
-
-
-def fits(f: Fuser, r: int, shape: tuple[int, ...], n_red: int, perm: tuple[int, ...]) -> bool:
-    """Can root r (not a reduction) join a kernel over this space: its natural shape, or
-    one value per row?"""
-    rs = f.g.nodes[r].shape
-    return rs == natural(shape, perm) or is_row_shape(rs, shape, n_red)
-
-
-def layout_of(f: Fuser, members: list[int]) -> Layout | None:
-    """The common (iteration shape, n_red, perm) of a would-be group, or None."""
-    reduces = {f.space(r) for r in members if f.kinds[r] == "reduce"}
-    if len(reduces) > 1:
-        return None
-    if reduces:
-        shape, n_red, perm = next(iter(reduces))
-        for r in members:
-            if f.kinds[r] != "reduce" and not fits(f, r, shape, n_red, perm):
-                return None
-        return shape, n_red, perm
-    spaces = {f.space(r) for r in members}
-    return next(iter(spaces)) if len(spaces) == 1 else None
+from .realize import RECOMPUTE_LIMIT, Fuser
+from .space import Layout, apply_chain, fits, member_chain, row_view_cached, stored_read
 
 
 class Groups:
@@ -61,10 +49,29 @@ class Groups:
                 self.readers.setdefault(buf, []).append((r, v))
         self.layouts = {r: f.space(r) for r in roots}
         self.has_reduce = {r: f.kinds[r] == "reduce" for r in roots}
+        self.n_reduce = {r: int(f.kinds[r] == "reduce") for r in roots}
         self.dep_cache: dict[int, set[int]] = {}
         self.src_cache: dict[int, set[int]] = {}
         self.group_reads: dict[int, set[int]] = {r: set(self.reads[r]) for r in roots}
         self._anc: dict[int, int] | None = None
+        self._cost: dict[int, int] = {}
+
+    def element_cost(self, gid: int) -> int:
+        """Per-element cost of what group ``gid`` computes per element (each member's
+        expression down to buffers, a reduction's input included): what every loop of a
+        row kernel that needs it pays again."""
+        c = self._cost.get(gid)
+        if c is None:
+            f, c = self.f, 0
+            for m in self.members_of[gid]:
+                if f.kinds[m] == "reduce":
+                    src = f.g.nodes[m].inputs[0]
+                    if not f.is_buffer(src) and f.kinds[src] != "const":
+                        c += f.subtree_cost(src)
+                elif f.kinds[m] == "elementwise":
+                    c += f.subtree_cost(m)
+            self._cost[gid] = c
+        return c
 
     def find(self, r: int) -> int:
         while self.parent[r] != r:
@@ -164,7 +171,9 @@ class Groups:
         return None
 
     def _cross_reads_ok(self, ga: int, gb: int, lay: Layout) -> bool:
-        """Reads between the two groups: only row values of reductions, as row views."""
+        """Reads between the two groups: a reduction's row value as a row view, or a
+        stored value read at the element the merged kernel computes it (then the
+        kernel uses the value it has, never the buffer it writes)."""
         shape, n_red, perm = lay
         want = row_view_cached(shape, n_red)
         small, big = (ga, gb) if len(self.members_of[ga]) <= len(self.members_of[gb]) else (gb, ga)
@@ -177,10 +186,11 @@ class Groups:
                 if self.find(reader) == big:
                     pairs.append((reader, m, v))
         for reader, buf, v in pairs:
-            if self.f.kinds[buf] != "reduce":
-                return False
             in_group = apply_chain(v, member_chain(self.f, reader, shape, n_red, perm))
-            if in_group is None or in_group.canonical() != want:
+            if in_group is None:
+                return False
+            expect = want if self.f.kinds[buf] == "reduce" else stored_read(self.f, buf, lay)
+            if in_group.canonical() != expect:
                 return False
         return True
 
@@ -199,11 +209,20 @@ class Groups:
                 f"{mode}: {self.describe(ga)} + {self.describe(gb)}", detail)
 
     def try_merge(self, a: int, b: int, mode: str) -> bool:
-        """Merge the groups of roots a and b (``mode``: row | sibling); whether it did."""
+        """Merge the groups of roots a and b (``mode``: row | stored value | sibling)."""
         ga, gb = self.find(a), self.find(b)
         if ga == gb:
             return False
         log = self.f.log
+        if mode == "stored value" and self.has_reduce[gb]:  # gb's loops recompute ga's values
+            loops = self.n_reduce[gb]
+            cost = self.element_cost(ga)
+            if cost * loops > RECOMPUTE_LIMIT:
+                if log.on:
+                    self._refuse(ga, gb, mode, "recompute cost", f"{loops} reduce loops of "
+                                 f"the reader recompute the stored kernel's values: {loops} x "
+                                 f"cost {cost} per element > limit {RECOMPUTE_LIMIT}")
+                return False
         if mode == "sibling":
             if self.reaches(ga, gb) or self.reaches(gb, ga):
                 if log.on:
@@ -220,16 +239,20 @@ class Groups:
             return False
         if not self._cross_reads_ok(ga, gb, lay):
             if log.on:
-                self._refuse(ga, gb, mode, "cross read", "one reads the other other than "
-                             "as a reduction's row value")
+                self._refuse(ga, gb, mode, "cross read", "one reads the other's buffer at "
+                             "other elements than the merged kernel computes")
             return False
         if log.on:
             log.add("merge", mode, (ga, gb), f"{self.describe(ga)} + {self.describe(gb)}")
+        if ga in self._cost or gb in self._cost:
+            self._cost[ga] = self.element_cost(ga) + self.element_cost(gb)
+            self._cost.pop(gb)
         self._merge_ancestors(ga, gb)
         self.parent[gb] = ga
         self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
         self.layouts[ga] = lay
         self.has_reduce[ga] = self.has_reduce[ga] or self.has_reduce.pop(gb)
+        self.n_reduce[ga] += self.n_reduce.pop(gb)
         self.group_reads[ga] |= self.group_reads.pop(gb)
         self.dep_cache.clear()
         return True
@@ -240,6 +263,10 @@ class Groups:
             for buf in sorted(self.reads[c]):
                 if buf in self.parent and f.kinds[buf] == "reduce":
                     self.try_merge(c, buf, "row")
+        for c in self.roots:  # stored values: their kernel computes their consumers too
+            for buf in sorted(self.reads[c]):
+                if buf in self.parent and f.kinds[buf] != "reduce":
+                    self.try_merge(buf, c, "stored value")
         readers: dict[int, list[int]] = {}
         for r in self.roots:
             for buf in self.reads[r]:

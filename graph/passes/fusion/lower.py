@@ -16,10 +16,18 @@ from typing import Any
 
 from ...kernel import Instr, Kernel, KernelStep, LibraryStep, Load, Schedule, Slot, Store, ViewStep
 from ...view import View
-from .group import layout_of
 from .order import order_steps
 from .realize import Fuser
-from .space import VIEW_ATTR, Chain, apply_chain, is_row_shape, member_chain, natural
+from .space import (
+    VIEW_ATTR,
+    Chain,
+    apply_chain,
+    is_row_shape,
+    layout_of,
+    member_chain,
+    natural,
+    stored_read,
+)
 
 
 def lower(f: Fuser, groups: list[list[int]]) -> Schedule:
@@ -88,6 +96,7 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
     instrs: list[Instr] = []
     memo: dict[tuple[Any, ...], int] = {}
     reduce_instr: dict[int, int] = {}
+    member_instr: dict[int, tuple[int, View]] = {}  # stored member -> (instr, read view)
     ops: list[str] = []
 
     def add(op: str, args: tuple[int, ...], attrs: tuple[Any, ...], dtype: Any, row: bool) -> int:
@@ -124,6 +133,12 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
         if not is_root:
             if i in reduce_instr:  # a reduction of this kernel, read as a row value
                 return reduce_instr[i]
+            if i in member_instr:  # a value this kernel computes (and stores): use it
+                j, want = member_instr[i]
+                v = apply_chain(View.contiguous(node.shape), c)
+                assert v is not None and v.canonical() == want, "fuse: a kernel reads back " \
+                    "a buffer it writes"
+                return j
             if f.is_buffer(i):
                 return load(i, c)
         if k == "view":
@@ -171,24 +186,27 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
                 stack.extend((kid, None) for kid in kids if kid not in done)
         return done[top]
 
+    # members that other members of this kernel read (in registers, never from the buffer)
+    read_here = {b for m in group for b, _ in f.loads.get(m, ()) if b in group_set}
+    outputs = set(g.outputs)
     stores: list[Store] = []
     for r in sorted(group):
         node = g.nodes[r]
         if f.kinds[r] == "reduce":
             j = reduce_instr[r] = translate(r, (), r)
             view = View.contiguous(shape[:n_outer])
-            needed = r in g.outputs or not all(_consumed_inside(f, c, group_set)
-                                               for c in f.consumers[r])
-        elif n_red and is_row_shape(node.shape, shape, n_red) and \
-                node.shape != natural(shape, perm):
-            j = translate(r, member_chain(f, r, shape, n_red, perm), r)  # one value per row
-            view = View.contiguous(shape[:n_outer])
-            needed = True
         else:
-            chain: Chain = () if identity else (("permute_dims", perm, r),)
-            j = translate(r, chain, r)
-            view = apply_chain(View.contiguous(node.shape), chain)  # type: ignore[assignment]
-            needed = True
-        if needed:
+            if n_red and is_row_shape(node.shape, shape, n_red) and \
+                    node.shape != natural(shape, perm):  # one value per row
+                j = translate(r, member_chain(f, r, shape, n_red, perm), r)
+                view = View.contiguous(shape[:n_outer])
+            else:
+                chain: Chain = () if identity else (("permute_dims", perm, r),)
+                j = translate(r, chain, r)
+                view = apply_chain(View.contiguous(node.shape), chain)  # type: ignore[assignment]
+            member_instr[r] = (j, stored_read(f, r, (shape, n_red, perm)))
+        needed = r in outputs or (f.kinds[r] != "reduce" and r not in read_here) or \
+            not all(_consumed_inside(f, c, group_set) for c in f.consumers[r])
+        if needed:  # a value only this kernel reads needs no buffer
             stores.append(Store(j, slot(r), view.canonical()))
     return Kernel(shape, n_red, loads, instrs, stores, ops)

@@ -108,3 +108,37 @@ def member_chain(f: Analysis, r: int, shape: tuple[int, ...], n_red: int,
     if perm != tuple(range(len(perm))):
         return (("permute_dims", perm, r),)
     return ()
+
+
+def fits(f: Analysis, r: int, shape: tuple[int, ...], n_red: int, perm: tuple[int, ...]) -> bool:
+    """Can root r (not a reduction) join a kernel over this space: its natural shape, or
+    one value per row?"""
+    rs = f.g.nodes[r].shape
+    return rs == natural(shape, perm) or is_row_shape(rs, shape, n_red)
+
+
+def layout_of(f: Analysis, members: list[int]) -> Layout | None:
+    """The common (iteration shape, n_red, perm) of a would-be group, or None."""
+    reduces = {f.space(r) for r in members if f.kinds[r] == "reduce"}
+    if len(reduces) > 1:
+        return None
+    if reduces:
+        shape, n_red, perm = next(iter(reduces))
+        for r in members:
+            if f.kinds[r] != "reduce" and not fits(f, r, shape, n_red, perm):
+                return None
+        return shape, n_red, perm
+    spaces = {f.space(r) for r in members}
+    return next(iter(spaces)) if len(spaces) == 1 else None
+
+
+def stored_read(f: Analysis, r: int, lay: Layout) -> View:
+    """How a kernel over ``lay`` reads member r's stored value at the element where it
+    computes it: the row view for a row value, else r's own shape permuted to the space."""
+    shape, n_red, perm = lay
+    rs = f.g.nodes[r].shape
+    if n_red and rs != natural(shape, perm) and is_row_shape(rs, shape, n_red):
+        return row_view_cached(shape, n_red)
+    if perm == tuple(range(len(perm))):
+        return View.contiguous(rs).canonical()
+    return View.contiguous(rs).permute(perm).canonical()
