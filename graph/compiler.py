@@ -44,7 +44,7 @@ from .node import Node
 from .ops import OPS
 from .passes.fuse import fuse
 from .passes.memory import plan_memory
-from .passes.registry import PassConfig, config_from_env, make_config
+from .passes.registry import DEFAULT, PassConfig, config_from_env, make_config
 
 CONFIG = config_from_env()  # the configuration evals compile with (see configure)
 
@@ -111,7 +111,8 @@ class ScheduleCache:
         """The schedule cached under ``key`` and ``config`` (default: :data:`CONFIG`), or
         ``optimize(build(), config)`` (then cached)."""
         cfg = CONFIG if config is None else config
-        key = (cfg.key, key)
+        if cfg is not DEFAULT:  # (the default's entries are keyed by the graph alone)
+            key = (cfg.key, key)
         s = self._entries.get(key)
         if s is not None:
             self.hits += 1
@@ -129,7 +130,8 @@ class ScheduleCache:
         being built)? Notes it. Lets an evaluator run a small graph op by op the first
         time and compile it when it comes back (the optimizer costs ~1 ms; op by op, a
         few us per node)."""
-        key = (CONFIG.key, key)
+        if CONFIG is not DEFAULT:
+            key = (CONFIG.key, key)
         if key in self._entries or key in self._sightings:
             return True
         self._sightings[key] = None

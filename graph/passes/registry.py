@@ -206,13 +206,22 @@ def _level(level: Any) -> int:
 def make_config(opt_level: int | str | None = None,
                 disable_passes: str | Iterable[str] | None = None,
                 base: PassConfig | None = None) -> PassConfig:
-    """A validated :class:`PassConfig`: ``opt_level`` (default: ``base``'s, else the
-    highest) and ``disable_passes`` (names, or one comma-separated string) added to
-    ``base``'s disabled passes. Unknown names raise ValueError listing the passes."""
+    """A validated :class:`PassConfig` (one object per configuration): ``opt_level``
+    (default: ``base``'s, else the highest) and ``disable_passes`` (names, or one
+    comma-separated string) added to ``base``'s disabled passes. Unknown names raise
+    ValueError listing the passes."""
     level = (base.level if base is not None else MAX_LEVEL) if opt_level is None \
         else _level(opt_level)
     disabled = _names(disable_passes) | (base.disabled if base is not None else frozenset())
-    return PassConfig(level, disabled)
+    cfg = _INTERNED.get((level, disabled))
+    if cfg is None:
+        cfg = _INTERNED[(level, disabled)] = PassConfig(level, disabled)
+    return cfg
+
+
+# one object per configuration: the schedule cache tells the default apart by identity
+_INTERNED: dict[tuple[int, frozenset[str]], PassConfig] = {}
+DEFAULT = make_config()  # every pass of every level
 
 
 def config_from_env(environ: Mapping[str, str] = os.environ) -> PassConfig:

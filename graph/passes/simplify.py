@@ -20,9 +20,9 @@ from collections import Counter
 
 from ..ir import Graph
 from .dce import dce as prune
-from .registry import PassConfig
+from .registry import make_config
 
-BASIC = PassConfig(level=1)
+BASIC = make_config(opt_level=1)
 
 __all__ = ["BASIC", "prune", "simplify"]
 
