@@ -38,6 +38,7 @@ import numpy as np
 from ... import _core
 from ...graph.ops import SDPA, reference_eval
 from ...graph.view import View
+from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
 from . import build as _build
 from .codegen import libmvec_functions
@@ -48,183 +49,6 @@ __all__ = ["ScaledDotProductAttention", "source"]
 PARALLEL_WORK = 1 << 18  # rows * keys * (D + Dv) below this runs on one thread
 _F32 = np.dtype(np.float32)
 
-_SOURCE = r"""
-#include <cstdint>
-#include <cstring>
-#include <cmath>
-#include <limits>
-#include <vector>
-#define BZ_TRANSPOSE_ROWS 8  // query rows per key head from which keys are transposed
-extern "C" int omp_get_thread_num(void);
-extern "C" {
-#if BZ_MVEC
-#pragma omp declare simd notinbranch
-#endif
-float expf(float);
-}
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
-static inline float bz_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t n) {
-#if defined(__AVX512F__)
-    if (sa == 1 && sb == 1 && n % 16 == 0) {  // one register of partial sums
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16)
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-        return _mm512_reduce_add_ps(acc);
-    }
-#endif
-    if (sa == 1 && sb == 1) {
-        float acc[16] = {0};
-        int64_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-#pragma omp simd
-            for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
-        }
-        for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-        for (int w = 8; w; w >>= 1)
-            for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-        return acc[0];
-    }
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; ++i) s += a[i * sa] * b[i * sb];
-    return s;
-}
-
-extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void **bufs,
-                                                            const int64_t *a) {
-    const int64_t nt = a[0], B = a[1], Hq = a[2], Hkv = a[3], T = a[4], S = a[5];
-    const int64_t has_past = a[6], P = a[7], D = a[8], Dv = a[9], causal = a[10];
-    double scale_d;
-    std::memcpy(&scale_d, &a[11], sizeof scale_d);
-    const float scale = (float) scale_d;
-    const int64_t *qs = a + 13, *ks = a + 18, *vs = a + 23, *pks = a + 28, *pvs = a + 33;
-    const float *Q = (const float *) bufs[0] + qs[0];
-    const float *K = (const float *) bufs[1] + ks[0];
-    const float *V = (const float *) bufs[2] + vs[0];
-    const float *PK = nullptr, *PV = nullptr;
-    int64_t L = 0;
-    float *O;
-    if (has_past) {
-        PK = (const float *) bufs[3] + pks[0];
-        PV = (const float *) bufs[4] + pvs[0];
-        const int64_t off_at = a[38];
-        L = a[12] == 4 ? (int64_t) ((const int32_t *) bufs[5])[off_at]
-                       : ((const int64_t *) bufs[5])[off_at];
-        L = L < 0 ? 0 : (L > P ? P : L);
-        O = (float *) bufs[6];
-    } else {
-        O = (float *) bufs[3];
-    }
-    const int64_t rep = Hq / Hkv, rows = B * Hq * T;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    const int64_t ld = (L + S + 15) / 16 * 16;  // keys per row of the transposed block
-    const bool transpose = rep * T >= BZ_TRANSPOSE_ROWS;
-#pragma omp parallel num_threads((int) nt) if (nt > 1)
-    {
-        std::vector<float> sc((size_t) ld + 16), acc((size_t) Dv + 1);
-        // this thread's (b, g) keys, d-major
-        std::vector<float> kt(transpose ? (size_t) (D * ld) + 1 : 1);
-        int64_t cur = -1;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; ++r) {
-            const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
-            const float *q = Q + b * qs[1] + h * qs[2] + ti * qs[3];
-            float *o = O + r * Dv;
-            int64_t lim = causal ? (has_past ? ti : S - T + ti) : S - 1;  // last new key seen
-            const int64_t n_new = lim < 0 ? 0 : (lim >= S ? S : lim + 1), n = L + n_new;
-            if (n == 0) {
-                for (int64_t d = 0; d < Dv; ++d) o[d] = nan;
-                continue;
-            }
-            float *s = sc.data();
-            if (!transpose) {  // few query rows per key head (decode): one dot per key
-                for (int64_t j = 0; j < L; ++j)
-                    s[j] = bz_dot(q, qs[4], PK + b * pks[1] + g * pks[2] + j * pks[3], pks[4],
-                                  D) * scale;
-                for (int64_t j = 0; j < n_new; ++j)
-                    s[L + j] = bz_dot(q, qs[4], K + b * ks[1] + g * ks[2] + j * ks[3], ks[4],
-                                      D) * scale;
-            } else if (b * Hkv + g != cur) {  // transpose this head's keys once: the
-                cur = b * Hkv + g;  // scores of 16 keys are 16 lanes of D broadcast FMAs
-                float *w = kt.data();
-                for (int64_t j = 0; j < L + S; ++j) {
-                    const float *kr = j < L ? PK + b * pks[1] + g * pks[2] + j * pks[3]
-                                            : K + b * ks[1] + g * ks[2] + (j - L) * ks[3];
-                    const int64_t sk = j < L ? pks[4] : ks[4];
-                    for (int64_t d = 0; d < D; ++d) w[d * ld + j] = kr[d * sk];
-                }
-                for (int64_t d = 0; d < D; ++d)
-                    for (int64_t j = L + S; j < ld; ++j) w[d * ld + j] = 0.0f;
-            }
-            const float *w = kt.data();
-            for (int64_t j0 = 0; transpose && j0 < n; j0 += 16) {
-                float part[16] = {0};
-                for (int64_t d = 0; d < D; ++d) {
-                    const float qd = q[d * qs[4]];
-                    const float *wr = w + d * ld + j0;
-#pragma omp simd
-                    for (int l = 0; l < 16; ++l) part[l] += qd * wr[l];
-                }
-#pragma omp simd
-                for (int l = 0; l < 16; ++l) s[j0 + l] = part[l] * scale;
-            }
-            float m = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j) s[j] = expf(s[j] - m);
-            float part[16] = {0};
-            int64_t j = 0;
-            for (; j + 16 <= n; j += 16) {
-#pragma omp simd
-                for (int l = 0; l < 16; ++l) part[l] += s[j + l];
-            }
-            for (int l = 0; j < n; ++j, ++l) part[l] += s[j];
-            for (int w = 8; w; w >>= 1)
-                for (int l = 0; l < w; ++l) part[l] += part[l + w];
-            const float inv = 1.0f / part[0];
-            float *y = acc.data();
-#if defined(__AVX512F__)
-            if (Dv == 64 && (L == 0 || pvs[4] == 1) && vs[4] == 1) {  // y in 4 registers
-                __m512 y0 = _mm512_setzero_ps(), y1 = y0, y2 = y0, y3 = y0;
-                for (int64_t jj = 0; jj < n; ++jj) {
-                    const __m512 p = _mm512_set1_ps(s[jj]);
-                    const float *vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
-                                             : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
-                    y0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), y0);
-                    y1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), y1);
-                    y2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), y2);
-                    y3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), y3);
-                }
-                const __m512 iv = _mm512_set1_ps(inv);
-                _mm512_storeu_ps(o, _mm512_mul_ps(y0, iv));
-                _mm512_storeu_ps(o + 16, _mm512_mul_ps(y1, iv));
-                _mm512_storeu_ps(o + 32, _mm512_mul_ps(y2, iv));
-                _mm512_storeu_ps(o + 48, _mm512_mul_ps(y3, iv));
-                continue;
-            }
-#endif
-            for (int64_t d = 0; d < Dv; ++d) y[d] = 0.0f;
-            for (int64_t jj = 0; jj < n; ++jj) {
-                const float p = s[jj];
-                const float *vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
-                                         : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
-                const int64_t sv = jj < L ? pvs[4] : vs[4];
-                if (sv == 1) {
-#pragma omp simd
-                    for (int64_t d = 0; d < Dv; ++d) y[d] += p * vr[d];
-                } else {
-                    for (int64_t d = 0; d < Dv; ++d) y[d] += p * vr[d * sv];
-                }
-            }
-            for (int64_t d = 0; d < Dv; ++d) o[d] = y[d] * inv;
-        }
-    }
-}
-"""
-
 
 def source() -> tuple[str, str]:
     """(C++ source, symbol) of the attention kernel for this host.
@@ -234,7 +58,8 @@ def source() -> tuple[str, str]:
     """
     sym = "bz_sdpa_f32"
     mvec = int("exp" in libmvec_functions())
-    return f"#define BZ_MVEC {mvec}\n" + _SOURCE.replace("BZ_SYMBOL", sym), sym
+    return _kernel_source(__package__, "kernels/attention.cc",
+                          {"BZ_MVEC": mvec, "BZ_SYMBOL": sym}), sym
 
 
 _KERNELS = KernelFamily(lambda _: source())

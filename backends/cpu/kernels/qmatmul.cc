@@ -1,0 +1,172 @@
+// The dequantize-fused quantized matmul kernel of the cpu backend: y = x @ dequantize(wq,
+// scales, biases).T (backends/cpu/qmatmul.py describes the design and builds it).
+// Parameters: see qmatmul_common.h; BZ_SYMBOL is the entry point's name.
+#ifndef BZ_SYMBOL
+#error "qmatmul: define BZ_SYMBOL (the kernel's name)"
+#endif
+#include "qmatmul_common.h"
+#include "qmatmul_float.h"
+#include "qmatmul_int8.h"
+
+#define BZ_I8_MMAX 8
+
+/* bufs: x (M, K) float32, wq (N, K*bits/8 bytes), scales (N, G), biases (N, G),
+   out (M, N) float32, scratch (M, K) float32 (the de-interleaved x at 4 bits).
+   args: threads, M, N, K, act (1: int8 activations where compiled and M <= BZ_I8_MMAX).
+   M < 0: write the compiled ISA level and VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
+   to ((int64_t*)bufs[0])[0] and [1].
+   M < BZ_TILE_M: fused (codes unpacked in registers against up to 4 rows of x);
+   else a tile of weight rows is dequantized into an L1/L2-sized float buffer and
+   multiplied by every row of x with a register-blocked micro-kernel. */
+#define BZ_TILE_M 16
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* args) {
+    const int64_t nt = args[0], M = args[1], N = args[2], K = args[3], act = args[4];
+    if (M < 0) {
+        ((int64_t*)bufs[0])[0] = BZ_ISA;
+        ((int64_t*)bufs[0])[1] = BZ_VNNI;
+        return;
+    }
+    const float* x = (const float*)bufs[0];
+    const uint8_t* wq = (const uint8_t*)bufs[1];
+    const stype* sc = (const stype*)bufs[2];
+    const stype* bi = (const stype*)bufs[3];
+    float* out = (float*)bufs[4];
+    float* scratch = (float*)bufs[5];
+    const int64_t G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
+    const float* xp = BZ_PERMUTE ? scratch : x;
+    const bool tiled = BZ_TILED && M >= BZ_TILE_M;
+#if BZ_VNNI
+#if BZ_GEMM
+    if (act == 1 && M > BZ_I8_MMAX) {
+        const int64_t Kp = K, Gp = bz_pad16(K / 32);
+        int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
+        float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
+        float* ez = dx + M * Gp;
+        float* sx = ez + M * Gp;
+        const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
+        const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+        {
+            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m)
+                bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp,
+                             true);
+#pragma omp barrier
+            bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out);
+        }
+        free(qb);
+        free(dx);
+        return;
+    }
+#endif
+    if (act == 1) {
+        const int64_t Kp = (K + 63) / 64 * 64, Gp = bz_pad16(K / 32);
+        int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
+        float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
+        float* ez = dx + M * Gp;
+        float* sx = ez + M * Gp;
+        for (int64_t m = 0; m < M; ++m)
+            bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp);
+        const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+        {
+            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+            bz_i8_part(wq, sc, bi, qx, M, N, K, N * t / T, N * (t + 1) / T, out);
+        }
+        free(qb);
+        free(dx);
+        return;
+    }
+#else
+    (void)act;
+#endif
+    float* bz_xT = nullptr; /* the pre-fill path's shared transpose of x */
+    (void)bz_xT;
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        if (BZ_PERMUTE) {
+            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m)
+                bz_permute(x + m * K, scratch + m * K, K);
+#pragma omp barrier
+        }
+        const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
+        float* sb = BZ_HALF ? (float*)malloc(sizeof(float) * (size_t)(2 * G + 1)) : nullptr;
+        const float *s, *b;
+#if BZ_WXT
+        if (tiled) {
+            /* xT (K x M) is shared: the rows of x split between threads, then each
+               thread's weight rows */
+#pragma omp single
+            bz_xT = (float*)malloc(sizeof(float) * (size_t)(M * K));
+            bz_transpose(xp, M * t / T, M * (t + 1) / T, K, bz_xT, M);
+#pragma omp barrier
+            /* chunks of NC weight rows dequantized at once; per block of 32 rows of x,
+               the chunk's 8-row tiles in order: each row of out gets BZ_NC consecutive
+               floats (rows of out a multiple of 4 KiB apart alias in L1 otherwise) */
+            int64_t NC = (BZ_CHUNK_FLOATS / K) / BZ_NW * BZ_NW;
+            NC = NC < BZ_NW ? BZ_NW : (NC > BZ_NC ? BZ_NC : NC);
+            /* zeroed: the tail kernel reads whole VT::NR-row groups past a last chunk */
+            float* tile = (float*)calloc((size_t)(NC * K), sizeof(float));
+            for (int64_t h0 = n0; h0 < n1; h0 += NC) {
+                const int64_t nh = n1 - h0 < NC ? n1 - h0 : NC;
+                bz_dequant_rows(wq, sc, bi, sb, h0, nh, G, K, tile);
+                for (int64_t m0 = 0; m0 < M; m0 += 32) {
+                    const int64_t mv = M - m0 < 32 ? M - m0 : 32;
+                    if (mv <= 16) { /* a short last block: dot products (bz_tile_rows) */
+                        bz_tile_rows(xp + m0 * K, mv, K, tile, nh, out + m0 * N + h0, N);
+                        continue;
+                    }
+                    const float* xT = bz_xT + m0;
+                    for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW)
+                        bz_wx_tiles(tile + j0 * K, nh - j0 < BZ_NW ? nh - j0 : BZ_NW, K, xT, M, mv,
+                                    out + m0 * N + h0 + j0, N);
+                }
+            }
+            free(tile);
+#pragma omp barrier
+#pragma omp single
+            free(bz_xT);
+        } else
+#elif BZ_TILED
+        if (tiled) {
+            constexpr int NR = VT::NR;
+            int64_t NT = ((int64_t)(64 * 1024 / 4) / K) / NR * NR; /* tile rows: ~64 KiB */
+            if (NT < NR) NT = NR;
+            if (NT > 64) NT = 64;
+            float* tile = (float*)calloc((size_t)(NT * K), sizeof(float));
+            for (int64_t c0 = n0; c0 < n1; c0 += NT) {
+                const int64_t nc = n1 - c0 < NT ? n1 - c0 : NT;
+                bz_dequant_rows(wq, sc, bi, sb, c0, nc, G, K, tile);
+                for (int64_t m0 = 0; m0 < M; m0 += 4) /* 4 rows of x in L1, the tile swept */
+                    bz_tile_rows(xp + m0 * K, M - m0 < 4 ? M - m0 : 4, K, tile, nc,
+                                 out + m0 * N + c0, N);
+            }
+            free(tile);
+        } else
+#endif
+        {
+            for (int64_t m0 = 0; m0 < M; m0 += BZ_MB) {
+                const int64_t mb = M - m0 < BZ_MB ? M - m0 : BZ_MB;
+                const float* xm = xp + m0 * K;
+                for (int64_t n = n0; n < n1; ++n) {
+                    if (n + BZ_PF_ROWS < n1) {
+                        bz_prefetch(wq + (n + BZ_PF_ROWS) * rowbytes, rowbytes);
+                        bz_prefetch(sc + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
+                        bz_prefetch(bi + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
+                    }
+                    bz_row_sb(sc, bi, n, G, sb, &s, &b);
+                    const uint8_t* wrow = wq + n * rowbytes;
+                    float* o = out + m0 * N + n;
+                    switch (mb) {
+                        case 1: bz_rows<1>(wrow, s, b, xm, K, G, o, N); break;
+                        case 2: bz_rows<2>(wrow, s, b, xm, K, G, o, N); break;
+                        case 3: bz_rows<3>(wrow, s, b, xm, K, G, o, N); break;
+                        default: bz_rows<4>(wrow, s, b, xm, K, G, o, N); break;
+                    }
+                }
+            }
+        }
+        free(sb);
+    }
+}

@@ -1,0 +1,515 @@
+// The int8-activation path of the quantized matmul kernel: x quantized to int8 per block
+// of 32, integer dot products against the codes with AVX-512 VNNI or AVX-VNNI (the matvec
+// path for few rows of x, the tiled GEMM above; BZ_VNNI is 0 where neither is compiled).
+// Parameters: see qmatmul_common.h.
+#ifndef BZ_QMM_INT8_H
+#define BZ_QMM_INT8_H
+#include "qmatmul_common.h"
+
+/* ---------------------------------------------------------------- int8-activation path
+   x quantized once per call to int8 per block of 32 (dx = max|x| / 127, q = rint(x / dx)),
+   integer dot products against the unsigned codes with VNNI (u8 x s8 -> int32), then per
+   output y = sum_blocks s * dx * idot + sum_groups b * sum(x). */
+#if BZ_ISA == 2 && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define BZ_VNNI 2
+#elif BZ_ISA >= 1 && defined(__AVXVNNI__)
+#define BZ_VNNI 1
+#else
+#define BZ_VNNI 0
+#endif
+
+#if BZ_VNNI
+#define BZ_I8_PAD 16 /* dx and sum(x) arrays padded with zeros to a multiple of this */
+static BZ_INLINE int64_t bz_pad16(int64_t n) { return (n + 15) / 16 * 16; }
+
+#if BZ_VNNI == 2
+/* 64 elements (2 blocks of 32) per step. 4-bit codes: 32 packed bytes zero-extended to
+   words, (w | w << 4) & 0x0f0f puts element 2j (low nibble) in byte 2j and element 2j+1
+   in byte 2j+1: natural order, no shuffle of x. */
+struct QV {
+    typedef __m512 F;
+    typedef __m512i I;
+    enum { E = 64, L = 16, C = 128 };
+    /* 4-bit chunk of C elements (4 blocks): 64 packed bytes; the low nibbles pair with the
+       chunk's even elements of x, the high ones with the odd (x de-interleaved per chunk);
+       int32 lane i sums block i / 4 */
+    static BZ_INLINE void w4c(const uint8_t* p, I& lo, I& hi) {
+        const I v = _mm512_loadu_si512((const void*)p), f = _mm512_set1_epi8(15);
+        lo = _mm512_and_si512(v, f);
+        hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), f);
+    }
+    static BZ_INLINE F dot2(I lo, I ql, I hi, I qh) {
+        return _mm512_cvtepi32_ps(
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ql), hi, qh));
+    }
+    static BZ_INLINE F spatc(const float* cs) {
+        const __m512i i = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        return _mm512_permutexvar_ps(i, _mm512_castps128_ps512(_mm_loadu_ps(cs)));
+    }
+    static BZ_INLINE I nib(I z) {
+        return _mm512_ternarylogic_epi32(z, _mm512_slli_epi16(z, 4), _mm512_set1_epi16(0x0f0f),
+                                         0xA8); /* (a | b) & c */
+    }
+    static BZ_INLINE I w4(const uint8_t* p) {
+        return nib(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)p)));
+    }
+    static BZ_INLINE I w8(const uint8_t* p) { return _mm512_loadu_si512((const void*)p); }
+    /* the last, odd block of 32 (upper half undefined: multiplied by x's zero padding) */
+    static BZ_INLINE I w4t(const uint8_t* p) {
+        const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)p));
+        return nib(_mm512_castsi256_si512(z));
+    }
+    static BZ_INLINE I w8t(const uint8_t* p) {
+        return _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)p));
+    }
+    static BZ_INLINE I qload(const int8_t* p) { return _mm512_loadu_si512((const void*)p); }
+    static BZ_INLINE F dot(I w, I q) {
+        return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, q));
+    }
+    /* combined scales of a step: lanes 0-7 block cs[0], lanes 8-15 block cs[1] */
+    static BZ_INLINE F spat(const float* cs) {
+        const __m128 two = _mm_castpd_ps(_mm_load_sd((const double*)cs));
+        const __m512i i = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        return _mm512_permutexvar_ps(i, _mm512_castps128_ps512(two));
+    }
+    /* n (1..16) scales/biases from p as float32, zero filled */
+    static BZ_INLINE F lds(const stype* p, int64_t n) {
+        const __mmask16 k = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+#if BZ_HALF
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
+#else
+        return _mm512_maskz_loadu_ps(k, p);
+#endif
+    }
+    /* lane i <- lane i * 32 / BZ_GS (block -> its weight group) */
+    static BZ_INLINE F expand(F v) {
+        const __m512i iota =
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i i = _mm512_srli_epi32(iota, BZ_GS == 64 ? 1 : 2);
+        return _mm512_permutexvar_ps(i, v);
+    }
+    static BZ_INLINE F load(const float* p) { return _mm512_loadu_ps(p); }
+    static BZ_INLINE void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+    static BZ_INLINE F zero() { return _mm512_setzero_ps(); }
+    static BZ_INLINE F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static BZ_INLINE F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+    static BZ_INLINE F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static BZ_INLINE float hsum(F v) { return _mm512_reduce_add_ps(v); }
+};
+#else
+/* AVX-VNNI (no AVX-512 VNNI): 32 elements (one block) per step. */
+struct QV {
+    typedef __m256 F;
+    typedef __m256i I;
+    enum { E = 32, L = 8, C = 64 };
+    static BZ_INLINE void w4c(const uint8_t* p, I& lo, I& hi) {
+        const I v = _mm256_loadu_si256((const __m256i*)p), f = _mm256_set1_epi8(15);
+        lo = _mm256_and_si256(v, f);
+        hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+    }
+    static BZ_INLINE F dot2(I lo, I ql, I hi, I qh) {
+        const __m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, ql);
+        return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(a, hi, qh));
+    }
+    static BZ_INLINE F spatc(const float* cs) {
+        const __m128 two = _mm_castpd_ps(_mm_load_sd((const double*)cs));
+        return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two),
+                                        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    }
+    static BZ_INLINE I w4(const uint8_t* p) {
+        const I z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)p));
+        return _mm256_and_si256(_mm256_or_si256(z, _mm256_slli_epi16(z, 4)),
+                                _mm256_set1_epi16(0x0f0f));
+    }
+    static BZ_INLINE I w8(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+    static BZ_INLINE I w4t(const uint8_t* p) { return w4(p); } /* never called */
+    static BZ_INLINE I w8t(const uint8_t* p) { return w8(p); }
+    static BZ_INLINE I qload(const int8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+    static BZ_INLINE F dot(I w, I q) {
+        return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, q));
+    }
+    static BZ_INLINE F spat(const float* cs) { return _mm256_broadcast_ss(cs); }
+    static BZ_INLINE F lds(const stype* p, int64_t n) {
+        stype t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        const stype* src = p;
+        if (n < 8) {
+            memcpy(t, p, sizeof(stype) * (size_t)n);
+            src = t;
+        }
+#if BZ_HALF
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)src));
+#else
+        return _mm256_loadu_ps(src);
+#endif
+    }
+    static BZ_INLINE F expand(F v) {
+        const __m256i i =
+            _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), BZ_GS == 64 ? 1 : 2);
+        return _mm256_permutevar8x32_ps(v, i);
+    }
+    static BZ_INLINE F load(const float* p) { return _mm256_loadu_ps(p); }
+    static BZ_INLINE void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+    static BZ_INLINE F zero() { return _mm256_setzero_ps(); }
+    static BZ_INLINE F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static BZ_INLINE F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static BZ_INLINE F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static BZ_INLINE float hsum(F v) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+#endif
+
+/* One x row (K floats) -> q (int8, zero padded to Kp), dx (one per block of 32, zero
+   padded to a multiple of 16), sx (sum of x over each weight group, zero padded). AVX2. */
+#define BZ_ZC (BZ_BITS == 4 ? 8.0f : 128.0f) /* the centre of the code range */
+static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
+                         float* sx, bool blk = false) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i deint = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                                           2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const int64_t G32 = K / 32, G = K / BZ_GS;
+    for (int64_t g = 0; g < G32; ++g) {
+        const float* xg = x + g * 32;
+        const __m256 v0 = _mm256_loadu_ps(xg), v1 = _mm256_loadu_ps(xg + 8),
+                     v2 = _mm256_loadu_ps(xg + 16), v3 = _mm256_loadu_ps(xg + 24);
+        const __m256 a =
+            _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                          _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        /* cvtps rounds to nearest even; |x * id| <= 127 (+ rounding): no saturation */
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        { /* ez = Z * (sum of the block's x - dx * sum of its q): centres the codes */
+            const __m256i qs = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(qs), _mm256_extracti128_si256(qs, 1));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+            const __m256 xs = _mm256_add_ps(_mm256_add_ps(v0, v1), _mm256_add_ps(v2, v3));
+            __m128 u = _mm_add_ps(_mm256_castps256_ps128(xs), _mm256_extractf128_ps(xs, 1));
+            u = _mm_add_ps(u, _mm_movehl_ps(u, u));
+            u = _mm_add_ss(u, _mm_movehdup_ps(u));
+            ez[g] = BZ_ZC * (_mm_cvtss_f32(u) - d * (float)_mm_cvtsi128_si32(t));
+        }
+        i0 = _mm256_packs_epi32(i0, i1);
+        i2 = _mm256_packs_epi32(i2, i3);
+        i0 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(i0, i2), perm);
+        const int64_t c = g / (QV::C / 32);
+        if (BZ_BITS == 4 && blk) { /* GEMM layout: each block's 16 even elements, then odd */
+            i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
+            _mm256_storeu_si256((__m256i*)(q + g * 32), i0);
+        } else if (BZ_BITS == 4 && c < K / QV::C) {
+            /* chunk of C elements: the even elements of its blocks, then the odd ones */
+            i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
+            int8_t* qc = q + c * QV::C + (g % (QV::C / 32)) * 16;
+            _mm_storeu_si128((__m128i*)qc, _mm256_castsi256_si128(i0));
+            _mm_storeu_si128((__m128i*)(qc + QV::C / 2), _mm256_extracti128_si256(i0, 1));
+        } else {
+            _mm256_storeu_si256((__m256i*)(q + g * 32), i0);
+        }
+        dx[g] = d;
+    }
+    for (int64_t k = K; k < Kp; ++k) q[k] = 0;
+    for (int64_t g = G32; g < bz_pad16(G32); ++g) dx[g] = ez[g] = 0.0f;
+    for (int64_t g = 0; g < G; ++g) {
+        __m256 s = _mm256_setzero_ps();
+        for (int j = 0; j < BZ_GS; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + g * BZ_GS + j));
+        __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+        t = _mm_add_ss(t, _mm_movehdup_ps(t));
+        sx[g] = _mm_cvtss_f32(t);
+    }
+    for (int64_t g = G; g < bz_pad16(G); ++g) sx[g] = 0.0f;
+}
+
+/* Quantized x, per row m: q + m*Kp (int8), dx + m*Gp and ez + m*Gp (per block of 32),
+   sx + m*Gp (per weight group). */
+struct QX {
+    const int8_t* q;
+    const float* dx;
+    const float* ez;
+    const float* sx;
+    int64_t Kp, Gp, G32, G;
+};
+
+/* Per weight row r and x row m: cs[(m*R + r)*Gp + blk] = scale(blk) * dx(m, blk) and the
+   rest as a vector bb[(m*R + r)*L]: sum_g b_g * sum(x over group g) + sum_blk scale(blk) *
+   ez(m, blk), the centring (codes c - Z against x exactly: the int8 error is that of
+   (c - Z) * x, |c - Z| <= Z, not of c * x). */
+template <int MB, int R>
+static BZ_INLINE void bz_i8_prep(const stype* sc, const stype* bi, int64_t n, const QX& qx,
+                                 int64_t m0, float* cs, float* bb) {
+    typedef QV::F F;
+    constexpr int L = QV::L;
+    const int64_t G32 = qx.G32, G = qx.G, Gp = qx.Gp;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        const stype* s = sc + (n + r) * G;
+        const stype* b = bi + (n + r) * G;
+        F acc[MB];
+#pragma GCC unroll 8
+        for (int m = 0; m < MB; ++m) acc[m] = QV::zero();
+        for (int64_t i = 0; i < G32; i += L) {
+            F sv;
+            if (BZ_GS == 32) {
+                sv = QV::lds(s + i, G32 - i);
+            } else {
+                const int64_t j = i * 32 / BZ_GS;
+                sv = QV::expand(QV::lds(s + j, G - j));
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < MB; ++m) {
+                const F d = QV::load(qx.dx + (m0 + m) * Gp + i);
+                QV::store(cs + (m * R + r) * Gp + i, QV::mul(sv, d));
+                acc[m] = QV::fma(sv, QV::load(qx.ez + (m0 + m) * Gp + i), acc[m]);
+            }
+        }
+        for (int64_t g = 0; g < G; g += L) {
+            const F bv = QV::lds(b + g, G - g);
+#pragma GCC unroll 8
+            for (int m = 0; m < MB; ++m)
+                acc[m] = QV::fma(bv, QV::load(qx.sx + (m0 + m) * Gp + g), acc[m]);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < MB; ++m) QV::store(bb + (m * R + r) * L, acc[m]);
+    }
+}
+
+/* MB rows of x against R weight rows: out[m * N + r]. Every output is one chain over the
+   steps (same arithmetic whatever MB, R and the thread): results do not depend on them. */
+template <int MB, int R>
+static BZ_INLINE void bz_i8_rows(const uint8_t* wrow, int64_t rowbytes, const stype* sc,
+                                 const stype* bi, int64_t n, const QX& qx, int64_t m0, int64_t K,
+                                 float* cs, float* bb, float* out, int64_t N) {
+    typedef QV::F F;
+    typedef QV::I I;
+    bz_i8_prep<MB, R>(sc, bi, n, qx, m0, cs, bb);
+    const int64_t Gp = qx.Gp;
+    F acc[MB][R];
+#pragma GCC unroll 8
+    for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[m][r] = QV::zero();
+    const int8_t* q0 = qx.q + m0 * qx.Kp;
+    int64_t k = 0;
+    if (BZ_BITS == 4) { /* chunks of C elements, x de-interleaved per chunk */
+        for (; k + QV::C <= K; k += QV::C) {
+            I lo[R], hi[R];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) QV::w4c(wrow + r * rowbytes + k / 2, lo[r], hi[r]);
+#pragma GCC unroll 8
+            for (int m = 0; m < MB; ++m) {
+                const I ql = QV::qload(q0 + m * qx.Kp + k);
+                const I qh = QV::qload(q0 + m * qx.Kp + k + QV::C / 2);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r)
+                    acc[m][r] = QV::fma(QV::dot2(lo[r], ql, hi[r], qh),
+                                        QV::spatc(cs + (m * R + r) * Gp + k / 32), acc[m][r]);
+            }
+        }
+    }
+    for (; k + QV::E <= K; k += QV::E) { /* natural order */
+        I w[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* wp = wrow + r * rowbytes + k * BZ_BITS / 8;
+            w[r] = BZ_BITS == 4 ? QV::w4(wp) : QV::w8(wp);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < MB; ++m) {
+            const I qv = QV::qload(q0 + m * qx.Kp + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r)
+                acc[m][r] =
+                    QV::fma(QV::dot(w[r], qv), QV::spat(cs + (m * R + r) * Gp + k / 32), acc[m][r]);
+        }
+    }
+    if (QV::E == 64 && k < K) { /* the last block of 32 (cs is zero past it) */
+        I w[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* wp = wrow + r * rowbytes + k * BZ_BITS / 8;
+            w[r] = BZ_BITS == 4 ? QV::w4t(wp) : QV::w8t(wp);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < MB; ++m) {
+            const I qv = QV::qload(q0 + m * qx.Kp + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r)
+                acc[m][r] =
+                    QV::fma(QV::dot(w[r], qv), QV::spat(cs + (m * R + r) * Gp + k / 32), acc[m][r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+            out[m * N + r] = QV::hsum(QV::add(acc[m][r], QV::load(bb + (m * R + r) * QV::L)));
+}
+
+#define BZ_I8_RB 4 /* weight rows per pass */
+
+/* Rows [n0, n1) of the output for every row of x (M <= BZ_I8_MMAX). */
+static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx, int64_t M,
+                       int64_t N, int64_t K, int64_t n0, int64_t n1, float* out) {
+    const int64_t rowbytes = K * BZ_BITS / 8;
+    float* cs = (float*)malloc(sizeof(float) * (size_t)(4 * BZ_I8_RB * (qx.Gp + QV::L)));
+    float* bb = (float*)malloc(sizeof(float) * (size_t)(4 * BZ_I8_RB * QV::L));
+    for (int64_t n = n0; n < n1;) {
+        const int R = n1 - n >= BZ_I8_RB ? BZ_I8_RB : 1;
+        const uint8_t* wrow = wq + n * rowbytes;
+        if (n + BZ_PF_ROWS + R <= n1) {
+            bz_prefetch(wrow + BZ_PF_ROWS * rowbytes, R * rowbytes);
+            bz_prefetch(sc + (n + BZ_PF_ROWS) * qx.G, R * qx.G * (int64_t)sizeof(stype));
+            bz_prefetch(bi + (n + BZ_PF_ROWS) * qx.G, R * qx.G * (int64_t)sizeof(stype));
+        }
+        for (int64_t m0 = 0; m0 < M; m0 += 4) {
+            const int64_t mb = M - m0 < 4 ? M - m0 : 4;
+            float* o = out + m0 * N + n;
+#define BZ_I8_CASE(MBV)                                                                    \
+    case MBV:                                                                              \
+        if (R == BZ_I8_RB)                                                                 \
+            bz_i8_rows<MBV, BZ_I8_RB>(wrow, rowbytes, sc, bi, n, qx, m0, K, cs, bb, o, N); \
+        else                                                                               \
+            bz_i8_rows<MBV, 1>(wrow, rowbytes, sc, bi, n, qx, m0, K, cs, bb, o, N);        \
+        break;
+            switch (mb) {
+                BZ_I8_CASE(1)
+                BZ_I8_CASE(2)
+                BZ_I8_CASE(3)
+                default: BZ_I8_CASE(4)
+            }
+#undef BZ_I8_CASE
+        }
+        n += R;
+    }
+    free(cs);
+    free(bb);
+}
+
+#if BZ_VNNI == 2 && BZ_BITS == 4
+/* ------------------------------------------------ int8 GEMM (M > BZ_I8_MMAX, 4 bits)
+   The output's 16 lanes are 16 weight rows (a tile): the tile's codes are repacked once
+   per call, per block of 32, as 4 vectors of one dword (8 codes) per row, so one
+   vpdpbusd against a broadcast dword of q (4 even or 4 odd elements of x, the block
+   de-interleaved at quantization) gives 4 products for 16 outputs. Per block and x row:
+   8 vpdpbusd into an int32 chain, then t = idot * dx + ez and acc += t * s (+ b * sum(x)
+   at each group's first block): every output is one chain over the blocks, whatever
+   the tile, the row block or the thread. */
+#define BZ_GT 16 /* weight rows per tile (lanes) */
+#define BZ_GM 8  /* rows of x per register block */
+struct GT {      /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] */
+    uint32_t* w;
+    float* s;
+    float* b;
+};
+static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
+                         int64_t nr, int64_t K, GT& t) {
+    const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K / 2;
+    for (int64_t r = 0; r < BZ_GT; ++r) {
+        if (r < nr) {
+            const uint32_t* src = (const uint32_t*)(wq + (n0 + r) * rowbytes);
+            const stype* s = sc + (n0 + r) * G;
+            const stype* b = bi + (n0 + r) * G;
+            for (int64_t i = 0; i < G32 * 4; ++i) t.w[i * BZ_GT + r] = src[i];
+            for (int64_t i = 0; i < G32; ++i) {
+#if BZ_HALF
+                t.s[i * BZ_GT + r] = bz_h2f(s[i * 32 / BZ_GS]);
+#else
+                t.s[i * BZ_GT + r] = s[i * 32 / BZ_GS];
+#endif
+            }
+            for (int64_t g = 0; g < G; ++g) {
+#if BZ_HALF
+                t.b[g * BZ_GT + r] = bz_h2f(b[g]);
+#else
+                t.b[g * BZ_GT + r] = b[g];
+#endif
+            }
+        } else {
+            for (int64_t i = 0; i < G32 * 4; ++i) t.w[i * BZ_GT + r] = 0;
+            for (int64_t i = 0; i < G32; ++i) t.s[i * BZ_GT + r] = 0.0f;
+            for (int64_t g = 0; g < G; ++g) t.b[g * BZ_GT + r] = 0.0f;
+        }
+    }
+}
+template <int MB>
+static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64_t K, float* out,
+                                    int64_t N, __mmask16 mask) {
+    const int64_t G32 = K / 32;
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    __m512 acc[MB];
+#pragma GCC unroll 8
+    for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
+    const __m512i f = _mm512_set1_epi8(15);
+    for (int64_t blk = 0; blk < G32; ++blk) {
+        __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+            const __m512i v = _mm512_loadu_si512((const void*)(t.w + (blk * 4 + j) * BZ_GT));
+            lo[j] = _mm512_and_si512(v, f);
+            hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), f);
+        }
+        const __m512 sv = _mm512_loadu_ps(t.s + blk * BZ_GT);
+        __m512 bv = _mm512_setzero_ps();
+        const bool gfirst = blk % BPG == 0;
+        if (gfirst) bv = _mm512_loadu_ps(t.b + blk / BPG * BZ_GT);
+#pragma GCC unroll 8
+        for (int m = 0; m < MB; ++m) {
+            const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
+            __m512i ia = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                ia = _mm512_dpbusd_epi32(ia, lo[j], _mm512_set1_epi32(qm[j]));
+                ia = _mm512_dpbusd_epi32(ia, hi[j], _mm512_set1_epi32(qm[4 + j]));
+            }
+            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),
+                                              _mm512_set1_ps(qx.dx[(m0 + m) * qx.Gp + blk]),
+                                              _mm512_set1_ps(qx.ez[(m0 + m) * qx.Gp + blk]));
+            acc[m] = _mm512_fmadd_ps(tv, sv, acc[m]);
+            if (gfirst)
+                acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(qx.sx[(m0 + m) * qx.Gp + blk / BPG]),
+                                         acc[m]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MB; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
+}
+/* Tiles [t0, t1) of BZ_GT weight rows against every row of x. */
+static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx,
+                         int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out) {
+    const int64_t G32 = K / 32, G = K / BZ_GS;
+    GT t;
+    t.w = (uint32_t*)aligned_alloc(64, (size_t)(((G32 * 4 + G32 + G) * BZ_GT * 4 + 63) / 64 * 64));
+    t.s = (float*)(t.w + G32 * 4 * BZ_GT);
+    t.b = t.s + G32 * BZ_GT;
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
+        bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
+        const __mmask16 mask = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1u);
+        float* o = out + n0;
+        int64_t m0 = 0;
+        for (; m0 + BZ_GM <= M; m0 += BZ_GM) bz_gemm_block<BZ_GM>(t, qx, m0, K, o, N, mask);
+        if (M > m0) /* the last 1..BZ_GM-1 rows */
+            bz_dispatch<BZ_GM - 1>(M - m0, [&](auto r) {
+                bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask);
+            });
+    }
+    free(t.w);
+}
+#define BZ_GEMM 1
+#else
+#define BZ_GEMM 0
+#endif
+#endif
+#endif  // BZ_QMM_INT8_H

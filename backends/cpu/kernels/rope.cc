@@ -1,0 +1,81 @@
+// Float32 rotary position embedding for the cpu backend (backends/cpu/rope.py describes
+// and builds it). Parameters: BZ_SYMBOL (the entry point's name); BZ_MVEC, 1 where
+// glibc's libmvec has SIMD cosf and sinf.
+#if !defined(BZ_SYMBOL) || !defined(BZ_MVEC)
+#error "rope: define BZ_SYMBOL and BZ_MVEC"
+#endif
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <vector>
+extern "C" {
+#if BZ_MVEC
+#pragma omp declare simd notinbranch
+#endif
+float cosf(float);
+#if BZ_MVEC
+#pragma omp declare simd notinbranch
+#endif
+float sinf(float);
+double pow(double, double);
+}
+
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
+    const int64_t nt = a[0], R0 = a[1], R1 = a[2], T = a[3], D = a[4], dims = a[5];
+    const int64_t trad = a[6];
+    double base, scale_d;
+    std::memcpy(&base, &a[7], sizeof base);
+    std::memcpy(&scale_d, &a[8], sizeof scale_d);
+    const int64_t* xs = a + 10;
+    const float* X = (const float*)bufs[0] + xs[0];
+    const int64_t off =
+        a[9] == 4 ? (int64_t)((const int32_t*)bufs[1])[a[15]] : ((const int64_t*)bufs[1])[a[15]];
+    float* O = (float*)bufs[2];
+    const int64_t half = dims / 2, rows = R0 * R1 * T;
+    const float scale = (float)scale_d;
+    std::vector<float> inv(half), cs((size_t)(T * half) + 1), sn((size_t)(T * half) + 1);
+    for (int64_t i = 0; i < half; ++i) inv[i] = (float)pow(base, (-(double)i * 2.0) / dims);
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < T; ++t) {
+            const float pos = (float)(off + t) * scale;
+            float *c = cs.data() + t * half, *s = sn.data() + t * half;
+#pragma omp simd
+            for (int64_t i = 0; i < half; ++i) {
+                const float th = pos * inv[i];
+                c[i] = cosf(th);
+                s[i] = sinf(th);
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t t = r % T, r1 = (r / T) % R1, r0 = r / (T * R1);
+            const float* x = X + r0 * xs[1] + r1 * xs[2] + t * xs[3];
+            const int64_t sd = xs[4];
+            float* o = O + r * D;
+            const float *c = cs.data() + t * half, *s = sn.data() + t * half;
+            if (trad) {
+                for (int64_t i = 0; i < half; ++i) {
+                    const float x0 = x[(2 * i) * sd], x1 = x[(2 * i + 1) * sd];
+                    o[2 * i] = x0 * c[i] + x1 * -s[i];
+                    o[2 * i + 1] = x1 * c[i] + x0 * s[i];
+                }
+            } else if (sd == 1) {
+#pragma omp simd
+                for (int64_t i = 0; i < half; ++i) {
+                    const float x0 = x[i], x1 = x[i + half];
+                    o[i] = x0 * c[i] + x1 * -s[i];
+                    o[i + half] = x1 * c[i] + x0 * s[i];
+                }
+            } else {
+                for (int64_t i = 0; i < half; ++i) {
+                    const float x0 = x[i * sd], x1 = x[(i + half) * sd];
+                    o[i] = x0 * c[i] + x1 * -s[i];
+                    o[i + half] = x1 * c[i] + x0 * s[i];
+                }
+            }
+            for (int64_t d = dims; d < D; ++d) o[d] = x[d * sd];
+        }
+    }
+}
