@@ -10,10 +10,12 @@ uploads/downloads, the build-failure fallback) runs unchanged; only the device i
 replaced:
 
 * the kernel's CUDA source is compiled as C++17 by the host compiler, with a small shim
-  (``__global__``/``__shared__``/``threadIdx``/``__syncthreads``/``__shfl_xor_sync``/bit
-  casts) in front of it -- the source itself is not edited;
+  (``emulator_kernels/cuda_shim.h``: ``__global__``/``__shared__``/``threadIdx``/
+  ``__syncthreads``/``__shfl_xor_sync``/bit casts) in front of it -- the source itself is
+  not edited;
 * each block runs its threads as cooperative fibers on one OS thread (started with
-  ``makecontext``, switched with ``_setjmp``/``_longjmp``: no system call per switch):
+  ``makecontext``, switched with ``_setjmp``/``_longjmp``: no system call per switch; the
+  scheduler is ``emulator_kernels/runtime.cc``):
   ``__syncthreads`` and warp shuffles switch fibers, ``__shared__`` arrays are one copy
   per block (blocks run one after another);
 * barriers are checked: threads of one block waiting at different barriers, a barrier
@@ -25,8 +27,9 @@ replaced:
   wrote it, or that it forgets to write, shows in its results.
 
 ``EmulatedDevice(target="metal")`` runs the MSL generator's ``[[kernel]]`` functions the
-same way, behind a shim of the Metal library subset they use (real semantics, unlike the
-type-checking shim in ``tests/mslshim``); threadgroup arrays become one copy per group.
+same way, behind a shim of the Metal library subset they use (``metal_shim.h``; real
+semantics, unlike the type-checking shim in ``tests/mslshim``); threadgroup arrays become
+one copy per group.
 
 Math runs on the host's libm, not CUDA's or Metal's (results differ in the last ulp at
 most); the emulator checks the generated program, not the GPU's arithmetic or speed.
@@ -45,6 +48,7 @@ most); the emulator checks the generated program, not the GPU's arithmetic or sp
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import re
 import subprocess
@@ -58,6 +62,7 @@ import numpy as np
 
 from .cpu.build import BuildError, _atomic_write, cache_dir, compiler, compiler_version
 from .gpusource import GpuKernel
+from .kernel_sources import source as kernel_source
 
 __all__ = ["EmulatedDevice", "EmulatorError", "emulator_source"]
 
@@ -71,229 +76,21 @@ class EmulatorError(RuntimeError):
     """A launch the emulator refused or a barrier misuse it caught (message says which)."""
 
 
-# What kernel code sees of the runtime (the fiber scheduler, RUNTIME below).
-RUNTIME_API = r"""struct bz_emu_dim3 { unsigned int x, y, z; };
-extern "C" bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
-extern "C" void bz_emu_syncthreads(void);
-extern "C" void bz_emu_shuffle_xor(void* value, unsigned int size, int lane_mask);
-extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
-                          int errlen);
-"""
+# The C++ lives in emulator_kernels/: cuda_shim.h / metal_shim.h start the kernel translation
+# unit (then the dialect's prelude, then the kernels), runtime.cc is the fiber scheduler (its
+# own translation unit); runtime_api.h is what both sides share.
+_KERNEL_FILES = "emulator_kernels"
 
-# The kernel translation unit starts with this. -nostdinc++ makes <math.h> glibc's C
-# header, which (unlike the C++ one) defines no int64_t: the CUDA prelude's own typedefs
-# (int64_t = long long, as NVRTC has it) stay valid.
-SHIM = r"""// braze CUDA emulator shim (kernel side)
-#include <math.h>
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__ __restrict
-#define __shared__ static  /* one copy per block: blocks run one after another */
-""" + RUNTIME_API + r"""#define threadIdx bz_emu_tidx
-#define blockIdx bz_emu_bidx
-#define blockDim bz_emu_bdim
-#define gridDim bz_emu_gdim
-#define __syncthreads() bz_emu_syncthreads()
-static inline unsigned int __float_as_uint(float f) {
-  unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }
-static inline float __uint_as_float(unsigned int u) {
-  float f; __builtin_memcpy(&f, &u, 4); return f; }
-static inline long long __double_as_longlong(double d) {
-  long long u; __builtin_memcpy(&u, &d, 8); return u; }
-static inline double __longlong_as_double(long long u) {
-  double d; __builtin_memcpy(&d, &u, 8); return d; }
-template <class T> static inline T __shfl_xor_sync(unsigned int, T v, int o) {
-  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-  bz_emu_shuffle_xor(&v, sizeof(T), o);
-  return v;
-}
-"""
 
-# The Metal kernel translation unit starts with this instead: the subset of the Metal
-# standard library generated MSL uses, with real semantics (float math on the host's libm;
-# Metal has no double). Address spaces are erased; kernel-scope threadgroup arrays become
-# function statics (one copy per threadgroup) by a rewrite of their declarations.
-METAL_SHIM = r"""// braze Metal emulator shim (kernel side)
-typedef unsigned int uint; typedef unsigned short ushort; typedef unsigned char uchar;
-typedef __INT8_TYPE__ int8_t;   typedef __UINT8_TYPE__ uint8_t;
-typedef __INT16_TYPE__ int16_t; typedef __UINT16_TYPE__ uint16_t;
-typedef __INT32_TYPE__ int32_t; typedef __UINT32_TYPE__ uint32_t;
-typedef __INT64_TYPE__ int64_t; typedef __UINT64_TYPE__ uint64_t;
-#define device
-#define constant
-#define thread
-#define threadgroup
-#define kernel
-""" + RUNTIME_API + r"""struct uint3 { uint x, y, z; };
-struct bz_emu_16 { uint16_t bits; };  // half / bfloat as buffer element types (MLX's form)
-typedef bz_emu_16 half; typedef bz_emu_16 float16_t;
-struct bz_emu_b16 { uint16_t bits; }; typedef bz_emu_b16 bfloat16_t;
-namespace metal {
-enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };
-static inline void threadgroup_barrier(mem_flags) { bz_emu_syncthreads(); }
-template <class To, class From> static inline To as_type(From f) {
-  static_assert(sizeof(To) == sizeof(From), "as_type: size mismatch");
-  To t; __builtin_memcpy(&t, &f, sizeof(To)); return t; }
-template <class T> static inline T simd_shuffle_xor(T v, ushort o) {
-  static_assert(sizeof(T) <= 4, "Metal shuffles 32-bit values at most");
-  bz_emu_shuffle_xor(&v, sizeof(T), o);
-  return v;
-}
-#define BZ_M1(name) static inline float name(float x) { return __builtin_##name##f(x); }
-BZ_M1(exp) BZ_M1(exp2) BZ_M1(log) BZ_M1(log2) BZ_M1(log10) BZ_M1(sqrt) BZ_M1(fabs)
-BZ_M1(sin) BZ_M1(cos) BZ_M1(tan) BZ_M1(asin) BZ_M1(acos) BZ_M1(atan) BZ_M1(sinh)
-BZ_M1(cosh) BZ_M1(tanh) BZ_M1(asinh) BZ_M1(acosh) BZ_M1(atanh) BZ_M1(floor) BZ_M1(ceil)
-BZ_M1(rint) BZ_M1(trunc) BZ_M1(round)
-#undef BZ_M1
-#define BZ_M2(name) static inline float name(float x, float y) { return __builtin_##name##f(x, y); }
-BZ_M2(pow) BZ_M2(fmod) BZ_M2(atan2) BZ_M2(copysign) BZ_M2(fmin) BZ_M2(fmax)
-#undef BZ_M2
-template <class T> static inline T max(T a, T b) { return a < b ? b : a; }
-template <class T> static inline T min(T a, T b) { return b < a ? b : a; }
-template <class T> static inline T abs(T a) { return a < T(0) ? T(-a) : a; }
-static inline float abs(float a) { return __builtin_fabsf(a); }
-template <class T> static inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
-template <class T> static inline T select(T a, T b, bool c) { return c ? b : a; }
-static inline bool isnan(float x) { return x != x; }
-static inline bool isinf(float x) { return __builtin_isinf(x); }
-static inline bool isfinite(float x) { return __builtin_isfinite(x); }
-static inline bool signbit(float x) { return __builtin_signbit(x); }
-}  // namespace metal
-"""
+@functools.lru_cache(maxsize=4)
+def _text(name: str) -> str:
+    """An emulator source file with its quoted includes inlined (no ``#line`` markers: the
+    prelude and the kernels follow the shims in one file)."""
+    return kernel_source(__package__, f"{_KERNEL_FILES}/{name}", lines=False)
 
-# The fiber scheduler (its own translation unit: it needs the C library's headers).
-RUNTIME = r"""// braze CUDA emulator runtime: blocks of cooperative fibers
-// A fiber starts on its own stack through makecontext/setcontext; afterwards switches use
-// _setjmp/_longjmp, which (unlike swapcontext) save no signal mask: no system call.
-#undef _FORTIFY_SOURCE
-#include <setjmp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <ucontext.h>
-
-struct bz_emu_dim3 { unsigned int x, y, z; };
-extern "C" {
-bz_emu_dim3 bz_emu_tidx, bz_emu_bidx, bz_emu_bdim, bz_emu_gdim;
-unsigned long long bz_emu_slots[1024];
-}
-
-namespace {
-enum State { FRESH, RUN, AT_BLOCK, AT_WARP, DONE };
-struct Fiber { jmp_buf jb; int state; };
-const size_t STACK = 128 * 1024;
-Fiber* fibers = nullptr;
-char* stacks = nullptr;
-unsigned int capacity = 0, cur = 0;
-jmp_buf sched;
-ucontext_t start_ctx;
-void (*entry)(void) = nullptr;
-
-void fiber_main() {
-  entry();
-  fibers[cur].state = DONE;
-  _longjmp(sched, 1);
-}
-void wait_at(int s) {
-  fibers[cur].state = s;
-  if (!_setjmp(fibers[cur].jb)) _longjmp(sched, 1);
-}
-}  // namespace
-
-extern "C" void bz_emu_syncthreads(void) { wait_at(AT_BLOCK); }
-
-// __shfl_xor_sync / simd_shuffle_xor: every lane publishes its value, the warp meets, each
-// reads its partner's (lane ^ mask), the warp meets again (the slots are reused).
-extern "C" void bz_emu_shuffle_xor(void* value, unsigned int size, int lane_mask) {
-  const unsigned int t = cur;
-  memcpy(&bz_emu_slots[t], value, size);
-  wait_at(AT_WARP);
-  memcpy(value, &bz_emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned int)lane_mask)], size);
-  wait_at(AT_WARP);
-}
-
-// Run `grid` blocks of `block` threads of fn; 0, or -1 with a message in err.
-extern "C" int bz_emu_run(unsigned int grid, unsigned int block, void (*fn)(void), char* err,
-                          int errlen) {
-  if (block == 0 || block > 1024 || block % 32 != 0 || grid == 0) {
-    snprintf(err, errlen, "launch of %u blocks of %u threads: a block has 32..1024 threads, "
-             "a multiple of 32, and the grid at least one block", grid, block);
-    return -1;
-  }
-  if (block > capacity) {
-    free(fibers); free(stacks);
-    fibers = (Fiber*)calloc(block, sizeof(Fiber));
-    stacks = (char*)malloc((size_t)block * STACK);
-    capacity = (fibers && stacks) ? block : 0;
-    if (!capacity) { snprintf(err, errlen, "out of memory for %u fibers", block); return -1; }
-  }
-  entry = fn;
-  bz_emu_bdim = {block, 1, 1};
-  bz_emu_gdim = {grid, 1, 1};
-  for (unsigned int b = 0; b < grid; ++b) {
-    bz_emu_bidx = {b, 0, 0};
-    for (unsigned int t = 0; t < block; ++t) fibers[t].state = FRESH;
-    for (;;) {
-      for (unsigned int t = 0; t < block; ++t) {
-        Fiber& f = fibers[t];
-        if (f.state != RUN && f.state != FRESH) continue;
-        cur = t;
-        bz_emu_tidx = {t, 0, 0};
-        if (_setjmp(sched)) continue;  // the fiber waits or is done
-        if (f.state == RUN) _longjmp(f.jb, 1);
-        f.state = RUN;
-        getcontext(&start_ctx);
-        start_ctx.uc_stack.ss_sp = stacks + (size_t)t * STACK;
-        start_ctx.uc_stack.ss_size = STACK;
-        start_ctx.uc_link = nullptr;
-        makecontext(&start_ctx, fiber_main, 0);
-        setcontext(&start_ctx);
-      }
-      // every thread now waits or is done: release what may go on
-      unsigned int done = 0, at_block = 0, at_warp = 0;
-      bool released = false;
-      for (unsigned int w = 0; w < block; w += 32) {
-        unsigned int a = 0, d = 0;
-        for (unsigned int t = w; t < w + 32; ++t) {
-          a += fibers[t].state == AT_WARP;
-          d += fibers[t].state == DONE;
-        }
-        if (a && a + d == 32) {
-          if (d) {
-            snprintf(err, errlen, "block %u: a warp shuffle in warp %u while %u of its lanes "
-                     "had exited (undefined on a GPU)", b, w / 32, d);
-            return -1;
-          }
-          for (unsigned int t = w; t < w + 32; ++t) fibers[t].state = RUN;
-          released = true;
-        }
-      }
-      if (released) continue;
-      for (unsigned int t = 0; t < block; ++t) {
-        done += fibers[t].state == DONE;
-        at_block += fibers[t].state == AT_BLOCK;
-        at_warp += fibers[t].state == AT_WARP;
-      }
-      if (done == block) break;
-      if (at_block == block) {
-        for (unsigned int t = 0; t < block; ++t) fibers[t].state = RUN;
-        continue;
-      }
-      snprintf(err, errlen, "block %u: deadlock -- %u threads wait at __syncthreads, %u at a "
-               "warp shuffle, %u have exited (a barrier in divergent code: a GPU would hang "
-               "or be undefined)", b, at_block, at_warp, done);
-      return -1;
-    }
-  }
-  return 0;
-}
-"""
 
 _SIGNATURE = {
-    "cuda": re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
+    "cuda": re.compile(r'extern "C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?'
                        r"(bz_\w+)\(([^)]*)\)"),
     "metal": re.compile(r"\[\[kernel\]\] void (bz_[0-9a-f]+)\((.*)\) \{"),  # also MLX's
 }
@@ -309,8 +106,9 @@ _METAL_BUFFER = re.compile(r"b\d+|in\d+|out\d+")  # the generator's; MLX's input
 
 def _launcher(g: GpuKernel, target: str) -> str:
     """The C entry point that launches ``g``: pointers and int64 args -> a typed call."""
-    m = _SIGNATURE[target].search(g.source)
-    if m is None or m.group(1) != g.symbol:
+    # the signature of g's symbol (a source may spell several under #if, as the matmul does)
+    m = next((m for m in _SIGNATURE[target].finditer(g.source) if m.group(1) == g.symbol), None)
+    if m is None:
         raise BuildError(f"kernel {g.symbol}: no {target} kernel signature found")
     params = [re.sub(r"\s*\[\[.*?\]\]", "", p).strip()
               for p in re.split(r",\s+", m.group(2))]
@@ -358,9 +156,9 @@ def emulator_source(kernels: Sequence[GpuKernel], prelude: str, target: str = "c
     kernel in its own namespace after one shared ``prelude``), with one
     ``bz_emu_launch_<symbol>`` entry point per kernel."""
     if target == "metal":
-        head = [METAL_SHIM, prelude.replace("#include <metal_stdlib>\n", "")]
+        head = [_text("metal_shim.h"), prelude.replace("#include <metal_stdlib>\n", "")]
     else:
-        head = [SHIM, prelude]
+        head = [_text("cuda_shim.h"), prelude]
     parts = head
     for i, g in enumerate(kernels):
         if not g.source.startswith(prelude):
@@ -378,7 +176,8 @@ def _build(source: str) -> Path:
     if cmd is None:
         raise BuildError("the CUDA emulator needs a C++ compiler (looked for $BRAZE_CXX, $CXX, "
                          "c++, g++, clang++)")
-    key = hashlib.sha256("\0".join([source, RUNTIME, " ".join(FLAGS),
+    runtime = _text("runtime.cc")
+    key = hashlib.sha256("\0".join([source, runtime, " ".join(FLAGS),
                                     compiler_version(tuple(cmd))]).encode()).hexdigest()[:32]
     lib = cache_dir() / f"cudaemu-{key}.so"
     if lib.exists():
@@ -387,7 +186,7 @@ def _build(source: str) -> Path:
     with tempfile.TemporaryDirectory() as d:
         k, r, out = Path(d) / "kernels.cpp", Path(d) / "runtime.cpp", Path(d) / "k.so"
         k.write_text(source)
-        r.write_text(RUNTIME)
+        r.write_text(runtime)
         try:
             p = subprocess.run([*cmd, *FLAGS, str(k), str(r), "-o", str(out)],
                                capture_output=True, text=True, timeout=600)

@@ -1,12 +1,12 @@
 """Library ops on the device for the ``cuda`` backend: matmul as a tiled CUDA kernel.
 
 A schedule's ``matmul`` steps would otherwise cross to the host and back (numpy). This
-first device matmul is a 16x16-tiled kernel through shared memory (one output element
-per thread, a grid-stride loop over batch x row-tile x column-tile), float32 and float64,
-operands C-contiguous on the device with batch dimensions either matching the result's
-or absent (broadcast). Anything else -- other dtypes, partial batch broadcasting --
-stays on the host. It is correct (run on the emulator in CI) but not tuned: cuBLAS-class
-speed needs register tiling and tensor cores, or cuBLAS itself.
+first device matmul (``kernels/gemm.cu``) is a 16x16-tiled kernel through shared memory
+(one output element per thread, a grid-stride loop over batch x row-tile x column-tile),
+float32 and float64, operands C-contiguous on the device with batch dimensions either
+matching the result's or absent (broadcast). Anything else -- other dtypes, partial batch
+broadcasting -- stays on the host. It is correct (run on the emulator in CI) but not tuned:
+cuBLAS-class speed needs register tiling and tensor cores, or cuBLAS itself.
 
 >>> g = gemm_kernel("float")
 >>> g.symbol, "__syncthreads" in g.source
@@ -22,6 +22,7 @@ import numpy as np
 
 from ...graph.ops import matmul_shape
 from ..gpusource import GpuKernel
+from ..kernel_sources import source as _kernel_source
 from .codegen import PRELUDE
 
 __all__ = ["gemm_kernel", "gemm_plan"]
@@ -30,40 +31,16 @@ TILE = 16
 N_ARGS = 9
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
-_GEMM = r"""
-extern "C" __global__ void __launch_bounds__(256) bz_gemm_{T}(const {T}* __restrict__ b0,
-    const {T}* __restrict__ b1, {T}* b2, const bz_args<9> bz_a) {
-  // args: (unused), batch, M, N, K, batch stride of A, of B (0: broadcast), tiles of M, of N
-  __shared__ {T} As[16][17];
-  __shared__ {T} Bs[16][17];
-  const int64_t batch = bz_a.a[1], M = bz_a.a[2], N = bz_a.a[3], K = bz_a.a[4];
-  const int64_t sa = bz_a.a[5], sb = bz_a.a[6], tm = bz_a.a[7], tn = bz_a.a[8];
-  const int tx = (int)(threadIdx.x % 16), ty = (int)(threadIdx.x / 16);
-  for (int64_t tile = blockIdx.x; tile < batch * tm * tn; tile += gridDim.x) {
-    const int64_t bi = tile / (tm * tn), r = tile % (tm * tn);
-    const int64_t i = r / tn * 16 + ty, j = r % tn * 16 + tx;
-    const {T}* A = b0 + bi * sa;
-    const {T}* B = b1 + bi * sb;
-    {T} acc = 0;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
-      As[ty][tx] = (i < M && k0 + tx < K) ? A[i * K + k0 + tx] : ({T})0;
-      Bs[ty][tx] = (k0 + ty < K && j < N) ? B[(k0 + ty) * N + j] : ({T})0;
-      __syncthreads();
-      for (int k = 0; k < 16; ++k) acc += As[ty][k] * Bs[k][tx];
-      __syncthreads();
-    }
-    if (i < M && j < N) b2[bi * M * N + i * N + j] = acc;
-  }
-}
-"""
-
 
 @functools.lru_cache(maxsize=4)
 def gemm_kernel(ctype: str) -> GpuKernel:
     """The tiled matmul kernel for ``ctype`` ('float' or 'double'), as a GpuKernel (its
     buffers: A, B, C; launched with 256 threads per block)."""
-    return GpuKernel(PRELUDE + _GEMM.replace("{T}", ctype), f"bz_gemm_{ctype}", (0, 1, 2),
-                     N_ARGS, "tiles", 1, False)
+    if ctype not in _CTYPE.values():
+        raise ValueError(f"gemm_kernel: ctype must be 'float' or 'double', got {ctype!r}")
+    text = _kernel_source(__package__, "kernels/gemm.cu",
+                          {"BZ_GEMM_DOUBLE": int(ctype == "double")})
+    return GpuKernel(PRELUDE + text, f"bz_gemm_{ctype}", (0, 1, 2), N_ARGS, "tiles", 1, False)
 
 
 def gemm_plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: Any,

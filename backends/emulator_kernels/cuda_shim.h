@@ -1,0 +1,45 @@
+// braze CUDA emulator shim (kernel side)
+// The CUDA kernel translation unit starts with this (then the CUDA prelude, then the
+// kernels). -nostdinc++ makes <math.h> glibc's C header, which (unlike the C++ one)
+// defines no int64_t: the CUDA prelude's own typedefs (int64_t = long long, as NVRTC has
+// it) stay valid.
+#include <math.h>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static /* one copy per block: blocks run one after another */
+#include "runtime_api.h"
+#define threadIdx bz_emu_tidx
+#define blockIdx bz_emu_bidx
+#define blockDim bz_emu_bdim
+#define gridDim bz_emu_gdim
+#define __syncthreads() bz_emu_syncthreads()
+static inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    __builtin_memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __uint_as_float(unsigned int u) {
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+static inline long long __double_as_longlong(double d) {
+    long long u;
+    __builtin_memcpy(&u, &d, 8);
+    return u;
+}
+static inline double __longlong_as_double(long long u) {
+    double d;
+    __builtin_memcpy(&d, &u, 8);
+    return d;
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned int, T v, int o) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    bz_emu_shuffle_xor(&v, sizeof(T), o);
+    return v;
+}
