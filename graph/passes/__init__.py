@@ -17,8 +17,8 @@ module              level  what
 
 A new pass (a level-2 pattern fusion, a level-3 layout pass) is a module that
 registers a :class:`Pass` with its level and place (``order``), imported below. The
-pipeline itself is in
-:mod:`braze.graph.compiler`: ``PassConfig.run`` -> fuse -> plan_memory.
+pipeline itself is in :mod:`braze.graph.compiler`: ``PassConfig.run`` -> fuse ->
+plan_memory.
 
 >>> list(PASSES)
 ['constant_folding', 'identities', 'cse', 'dce']

@@ -6,10 +6,10 @@ last at 1000; extended passes belong in 100-199, layout passes in 200-299) and e
 *rules* for the pattern rewriter (:mod:`braze.graph.passes.rewrite`) or a function
 ``(Graph, Counter) -> Graph``; it counts what it changed into the Counter and says it
 in words (``summary``). Passes register themselves on import (the modules of
-:mod:`braze.graph.passes`); ``PASSES`` keeps them in pipeline order. Adjacent rule passes (and
-``cse``, which deduplicates as the rewriter builds) run as *one* bottom-up sweep,
-each node tried against the passes' rules in pipeline order: the same result as
-sweeping once per pass, at the cost of one.
+:mod:`braze.graph.passes`); ``PASSES`` keeps them in pipeline order. Adjacent rule
+passes (and ``cse``, which deduplicates as the rewriter builds) run as *one* bottom-up
+sweep, each node tried against the passes' rules in pipeline order (so a rewrite by a
+later pass can still enable a fold further down the graph), at the cost of one sweep.
 
 Levels:
 
