@@ -263,10 +263,15 @@ class Groups:
             for buf in sorted(self.reads[c]):
                 if buf in self.parent and f.kinds[buf] == "reduce":
                     self.try_merge(c, buf, "row")
+        tried: set[tuple[int, int, int, int]] = set()  # a pair of groups, as they stand
         for c in self.roots:  # stored values: their kernel computes their consumers too
             for buf in sorted(self.reads[c]):
                 if buf in self.parent and f.kinds[buf] != "reduce":
-                    self.try_merge(buf, c, "stored value")
+                    ga, gb = self.find(buf), self.find(c)
+                    key = (ga, gb, len(self.members_of[ga]), len(self.members_of[gb]))
+                    if key not in tried:
+                        tried.add(key)
+                        self.try_merge(buf, c, "stored value")
         readers: dict[int, list[int]] = {}
         for r in self.roots:
             for buf in self.reads[r]:
