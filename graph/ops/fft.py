@@ -15,14 +15,14 @@ from .record import Infer, library_op
 def _fft_ref(fn: str) -> Callable[..., Any]:
     f = getattr(np.fft, fn)
 
-    def ref(x, *, s, axes, norm):  # type: ignore[no-untyped-def]
+    def ref(x, *, s, axes, norm):
         return f(x, s=s, axes=axes, norm=norm)
 
     return ref
 
 
 def _fft_infer(kind: str) -> Infer:
-    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    def infer(shapes, dtypes, attrs):
         shape, d = list(shapes[0]), dtypes[0]
         s, axes = attrs["s"], attrs["axes"]
         for n, a in zip(s, axes):
@@ -41,21 +41,21 @@ for _fn, _kind in [("fftn", "c2c"), ("ifftn", "c2c"), ("rfftn", "r2c"), ("irfftn
     library_op("fft." + _fn, _fft_ref(_fn), _fft_infer(_kind), "numeric")
 
 
-def _hfft_ref(x, *, n, axis, norm):  # type: ignore[no-untyped-def]
+def _hfft_ref(x, *, n, axis, norm):
     return np.fft.hfft(x, n=n, axis=axis, norm=norm)
 
 
-def _ihfft_ref(x, *, n, axis, norm):  # type: ignore[no-untyped-def]
+def _ihfft_ref(x, *, n, axis, norm):
     return np.fft.ihfft(x, n=n, axis=axis, norm=norm)
 
 
-def _hfft_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _hfft_infer(shapes, dtypes, attrs):
     shape = list(shapes[0])
     shape[attrs["axis"]] = attrs["n"]
     return tuple(shape), dt.real_dtype(dtypes[0])
 
 
-def _ihfft_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _ihfft_infer(shapes, dtypes, attrs):
     shape = list(shapes[0])
     shape[attrs["axis"]] = attrs["n"] // 2 + 1
     return tuple(shape), dt.complex_dtype(dtypes[0])

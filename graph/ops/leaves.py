@@ -33,7 +33,7 @@ def _arange_ref(*, start: Any, step: Any, num: int, dtype: np.dtype) -> np.ndarr
     return (start + np.arange(num, dtype=np.float64) * step).astype(dtype)
 
 
-def _leaf_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _leaf_infer(shapes, dtypes, attrs):
     return attrs["shape"], attrs["dtype"]
 
 

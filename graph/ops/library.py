@@ -17,17 +17,17 @@ MATMUL = declare(OpDef(
 ))
 
 
-def _same_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _same_infer(shapes, dtypes, attrs):
     return shapes[0], dtypes[0]
 
 
-def _sort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+def _sort_ref(x, *, axis, descending):
     if not descending:
         return np.sort(x, axis=axis, kind="stable")
     return np.flip(np.sort(np.flip(x, axis), axis=axis, kind="stable"), axis)
 
 
-def argsort_ref(x, *, axis, descending):  # type: ignore[no-untyped-def]
+def argsort_ref(x, *, axis, descending):
     """Stable argsort; descending keeps equal elements in their original order."""
     if not descending:
         return np.argsort(x, axis=axis, kind="stable")
@@ -41,7 +41,7 @@ library_op("argsort", argsort_ref, lambda s, d, a: (s[0], dt.DEFAULT_INDEX), "re
          doc="Indices of a stable sort along attrs['axis'].")
 
 
-def _searchsorted_ref(x1, x2, *sorter, side):  # type: ignore[no-untyped-def]
+def _searchsorted_ref(x1, x2, *sorter, side):
     return np.searchsorted(x1, x2, side=side, sorter=sorter[0] if sorter else None)
 
 
@@ -74,7 +74,7 @@ def _checked(op: str, f: Callable[[], Any]) -> Any:
                          "evaluated)") from None
 
 
-def _gather_ref(x, *idx, spec):  # type: ignore[no-untyped-def]
+def _gather_ref(x, *idx, spec):
     return _checked("getitem/take", lambda: x[index_key(spec, idx)])
 
 
@@ -86,11 +86,11 @@ def index_shape(shape: Shape, idx_shapes: tuple[Shape, ...], spec: tuple[Any, ..
     return dummy[index_key(spec, idx)].shape
 
 
-def _gather_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _gather_infer(shapes, dtypes, attrs):
     return index_shape(shapes[0], tuple(shapes[1:]), attrs["spec"]), dtypes[0]
 
 
-def _scatter_ref(x, v, *idx, spec):  # type: ignore[no-untyped-def]
+def _scatter_ref(x, v, *idx, spec):
     out = np.array(x, copy=True)
     _checked("setitem", lambda: out.__setitem__(index_key(spec, idx), v))
     return out
@@ -102,7 +102,7 @@ SCATTER = library_op("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]), move
                    doc="x with x[key] = v (integer index arrays; last write wins).")
 
 
-def _take_along_ref(x, idx, *, axis):  # type: ignore[no-untyped-def]
+def _take_along_ref(x, idx, *, axis):
     return _checked("take_along_axis", lambda: np.take_along_axis(x, idx, axis=axis))
 
 

@@ -15,7 +15,7 @@ from .shapes import broadcast_shapes, reduced_shape
 # linalg (float inputs; the recording layer casts ints to the default float)
 def _linalg(name: str, ref: Callable[..., Any], shape_rule: Callable[..., Shape],
             dtype_rule: Callable[[np.dtype], np.dtype] = lambda d: d) -> OpDef:
-    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    def infer(shapes, dtypes, attrs):
         d = dtypes[0]
         part_real = (name, attrs.get("part")) in (("eigh", 0), ("slogdet", 1), ("svd", 1))
         return shape_rule(*shapes, **attrs), dt.real_dtype(d) if part_real else dtype_rule(d)
@@ -23,23 +23,23 @@ def _linalg(name: str, ref: Callable[..., Any], shape_rule: Callable[..., Shape]
     return library_op("linalg." + name, ref, infer, "numeric")
 
 
-def _sq(s, **a):  # type: ignore[no-untyped-def]
+def _sq(s, **a):
     return s
 
 
-def _batch(s, **a):  # type: ignore[no-untyped-def]
+def _batch(s, **a):
     return s[:-2]
 
 
-def _eigvals_shape(s, **a):  # type: ignore[no-untyped-def]
+def _eigvals_shape(s, **a):
     return s[:-1]
 
 
-def _qr_ref(x, *, mode, part):  # type: ignore[no-untyped-def]
+def _qr_ref(x, *, mode, part):
     return np.linalg.qr(x, mode=mode)[part]
 
 
-def _qr_shape(s, *, mode, part):  # type: ignore[no-untyped-def]
+def _qr_shape(s, *, mode, part):
     m, n = s[-2:]
     k = min(m, n)
     if part == 0:
@@ -47,11 +47,11 @@ def _qr_shape(s, *, mode, part):  # type: ignore[no-untyped-def]
     return s[:-2] + ((k, n) if mode == "reduced" else (m, n))
 
 
-def _svd_ref(x, *, full_matrices, part):  # type: ignore[no-untyped-def]
+def _svd_ref(x, *, full_matrices, part):
     return np.linalg.svd(x, full_matrices=full_matrices)[part]
 
 
-def _svd_shape(s, *, full_matrices, part):  # type: ignore[no-untyped-def]
+def _svd_shape(s, *, full_matrices, part):
     m, n = s[-2:]
     k = min(m, n)
     if part == 1:
@@ -61,24 +61,24 @@ def _svd_shape(s, *, full_matrices, part):  # type: ignore[no-untyped-def]
     return s[:-2] + ((n, n) if full_matrices else (k, n))
 
 
-def _cholesky_ref(x, *, upper):  # type: ignore[no-untyped-def]
+def _cholesky_ref(x, *, upper):
     out = np.linalg.cholesky(x)
     return np.conj(np.swapaxes(out, -1, -2)) if upper else out
 
 
-def _solve_ref(a, b, *, vector):  # type: ignore[no-untyped-def]
+def _solve_ref(a, b, *, vector):
     if vector:
         return np.linalg.solve(a, b[..., None])[..., 0]
     return np.linalg.solve(a, b)
 
 
-def _solve_shape(a, b, *, vector):  # type: ignore[no-untyped-def]
+def _solve_shape(a, b, *, vector):
     if vector:
         return broadcast_shapes(a[:-2], b[:-1], op="linalg.solve") + a[-1:]
     return broadcast_shapes(a[:-2], b[:-2], op="linalg.solve") + b[-2:]
 
 
-def _pinv_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
+def _pinv_ref(x, *rt, rtol):
     if x.size == 0:
         return np.zeros(x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype)
     if rt:  # an array of tolerances, one per matrix (broadcast over the batch)
@@ -88,7 +88,7 @@ def _pinv_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
     return np.linalg.pinv(x, rtol=rtol)
 
 
-def _rank_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
+def _rank_ref(x, *rt, rtol):
     s = np.linalg.svd(x, compute_uv=False) if x.size else np.zeros(x.shape[:-2] + (0,))
     if rt:
         rtol = np.asarray(rt[0])[..., None]
@@ -98,15 +98,15 @@ def _rank_ref(x, *rt, rtol):  # type: ignore[no-untyped-def]
     return np.count_nonzero(s > tol, axis=-1).astype(np.int64)
 
 
-def _matrix_norm_ref(x, *, ord, keepdims):  # type: ignore[no-untyped-def]
+def _matrix_norm_ref(x, *, ord, keepdims):
     return np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
-def _matrix_norm_shape(s, *, ord, keepdims):  # type: ignore[no-untyped-def]
+def _matrix_norm_shape(s, *, ord, keepdims):
     return s[:-2] + ((1, 1) if keepdims else ())
 
 
-def _vector_norm_ref(x, *, axes, keepdims, ord):  # type: ignore[no-untyped-def]
+def _vector_norm_ref(x, *, axes, keepdims, ord):
     a = np.abs(x)
     if ord == float("inf"):
         r = np.max(a, axis=axes, keepdims=keepdims, initial=0)
@@ -127,11 +127,11 @@ def _vector_norm_ref(x, *, axes, keepdims, ord):  # type: ignore[no-untyped-def]
     return r
 
 
-def _slogdet_ref(x, *, part):  # type: ignore[no-untyped-def]
+def _slogdet_ref(x, *, part):
     return np.linalg.slogdet(x)[part]
 
 
-def _eigh_ref(x, *, part):  # type: ignore[no-untyped-def]
+def _eigh_ref(x, *, part):
     return np.linalg.eigh(x)[part]
 
 

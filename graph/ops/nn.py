@@ -20,7 +20,7 @@ def rope_tables(t: int, offset: int, dims: int, base: float, scale: float
     return np.cos(theta), np.sin(theta)
 
 
-def _rope_ref(x, offset, *, dims, traditional, base, scale):  # type: ignore[no-untyped-def]
+def _rope_ref(x, offset, *, dims, traditional, base, scale):
     # pair (a, b) -> (a*cos + b*(-sin), b*cos + a*sin), float32 math (float64 stays)
     ct = np.result_type(x.dtype, np.float32)
     c, s = rope_tables(x.shape[-2], int(offset), dims, base, scale)
@@ -39,7 +39,7 @@ def _rope_ref(x, offset, *, dims, traditional, base, scale):  # type: ignore[no-
     return out
 
 
-def _rope_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _rope_infer(shapes, dtypes, attrs):
     x, off = shapes
     d = attrs["dims"]
     if len(x) < 2 or d % 2 or d > x[-1] or d <= 0:
@@ -73,7 +73,7 @@ def sdpa_visible(t: int, s: int, past_len: int | None, causal: bool) -> np.ndarr
     return (cols[None, :] < p) | (cols[None, :] - p <= rows)
 
 
-def _sdpa_ref(q, k, v, *past, scale, causal):  # type: ignore[no-untyped-def]
+def _sdpa_ref(q, k, v, *past, scale, causal):
     # keys = [first `past_len` rows of the past chunk, the new keys]; float32 (float64 when
     # an input is) math; a query row that sees no key gets NaN (softmax over nothing)
     ct = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
@@ -97,7 +97,7 @@ def _sdpa_ref(q, k, v, *past, scale, causal):  # type: ignore[no-untyped-def]
     return out.reshape(b, hq, t, v.shape[-1])
 
 
-def _sdpa_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _sdpa_infer(shapes, dtypes, attrs):
     op = "scaled_dot_product_attention"
     if len(shapes) not in (3, 6):
         raise ValueError(f"{op}: expected q, k, v and optionally past keys, past values and "

@@ -26,7 +26,7 @@ def dequantize_ref(wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,
     return w.reshape(q.shape)
 
 
-def qmm_ref(x, wq, scales, biases, *, group_size, bits, act=None):  # type: ignore[no-untyped-def]
+def qmm_ref(x, wq, scales, biases, *, group_size, bits, act=None):
     # ``act`` lets a backend approximate the activations (int8, with a stated bound); the
     # reference is the exact product
     w = dequantize_ref(wq, scales, biases, group_size=group_size, bits=bits)
@@ -55,7 +55,7 @@ def quant_check(op: str, wq: tuple[Shape, np.dtype], scales: tuple[Shape, np.dty
     return k
 
 
-def _qmm_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _qmm_infer(shapes, dtypes, attrs):
     k = quant_check("quantized_matmul", (shapes[1], dtypes[1]), (shapes[2], dtypes[2]),
                     (shapes[3], dtypes[3]), attrs["group_size"], attrs["bits"])
     x = shapes[0]

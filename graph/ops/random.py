@@ -31,7 +31,7 @@ def threefry2x32(key: np.ndarray, counter_hi: np.ndarray, counter_lo: np.ndarray
     return x0, x1
 
 
-def random_bits_ref(key, *, shape):  # type: ignore[no-untyped-def]
+def random_bits_ref(key, *, shape):
     n = int(np.prod(shape, dtype=np.int64))
     half = (n + 1) // 2
     with np.errstate(over="ignore"):

@@ -26,7 +26,7 @@ def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.d
     """A reduction: its accumulator starts at ``identity`` ("0", "1", "lowest" or "highest"
     value of the dtype) and folds elements with ``combine`` (a C operator, or max/min/
     argmax/argmin); every generator reads both."""
-    def infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+    def infer(shapes, dtypes, attrs):
         (shape,), (dtype,) = shapes, dtypes
         axes = attrs["axes"]
         if needs_nonempty and any(shape[a] == 0 for a in axes):
@@ -37,11 +37,11 @@ def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.d
                          combine=combine))
 
 
-def _sum_ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+def _sum_ref(x, *, axes, keepdims):
     return np.sum(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
 
 
-def _prod_ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+def _prod_ref(x, *, axes, keepdims):
     return np.prod(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
 
 
@@ -75,7 +75,7 @@ _reduce("all", lambda x, *, axes, keepdims: np.all(x, axis=axes, keepdims=keepdi
 
 
 def _arg_ref(f: Callable[..., Any]) -> Callable[..., Any]:
-    def ref(x, *, axes, keepdims):  # type: ignore[no-untyped-def]
+    def ref(x, *, axes, keepdims):
         if len(axes) == x.ndim and x.ndim != 1:  # axis=None: flat index
             r = f(x.reshape(-1), axis=0)
             return np.asarray(r).reshape((1,) * x.ndim if keepdims else ()).astype(np.int64)
@@ -90,7 +90,7 @@ _reduce("argmin", _arg_ref(np.argmin), "real", lambda d: dt.DEFAULT_INDEX, needs
         identity="highest", combine="argmin")
 
 
-def _cumsum_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
+def _cumsum_infer(shapes, dtypes, attrs):
     (shape,), (dtype,) = shapes, dtypes
     shape = list(shape)
     if attrs["include_initial"]:
@@ -98,7 +98,7 @@ def _cumsum_infer(shapes, dtypes, attrs):  # type: ignore[no-untyped-def]
     return tuple(shape), sum_dtype(dtype)
 
 
-def _cumsum_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
+def _cumsum_ref(x, *, axis, include_initial):
     out = np.cumsum(x, axis=axis, dtype=sum_dtype(x.dtype))
     if include_initial:
         pad = [(0, 0)] * x.ndim
@@ -110,7 +110,7 @@ def _cumsum_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
 declare(OpDef("cumulative_sum", "scan", 1, _cumsum_ref, "any", infer=_cumsum_infer))
 
 
-def _cumprod_ref(x, *, axis, include_initial):  # type: ignore[no-untyped-def]
+def _cumprod_ref(x, *, axis, include_initial):
     out = np.cumprod(x, axis=axis, dtype=sum_dtype(x.dtype))
     if include_initial:
         shape = list(out.shape)
