@@ -23,7 +23,7 @@ from ..graph.node import Node
 from ..graph.ops import ROPE, SDPA
 from .array import Array, as_array, astype
 from .creation import asarray
-from .elementwise import sqrt, where
+from .elementwise import sqrt, where  # type: ignore[attr-defined]  # generated (op records)
 from .linalg import matmul
 from .manipulation import reshape
 from .reductions import mean, softmax

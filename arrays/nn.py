@@ -27,8 +27,8 @@ from . import fast
 from .array import Array, as_array
 from .array import eval as _eval
 from .creation import asarray, zeros
-from .elementwise import abs as _abs
-from .elementwise import exp, sigmoid, tanh, where
+from .elementwise import abs as _abs  # type: ignore[attr-defined]  # generated (op records)
+from .elementwise import exp, sigmoid, tanh, where  # type: ignore[attr-defined]  # generated
 from .indexing import take
 from .linalg import matmul
 from .manipulation import concat, permute_dims, reshape

@@ -27,7 +27,14 @@ from ..graph.node import Node, constant
 from ..graph.ops import BITCAST, RANDOM_BITS, broadcast_shapes, random_bits_ref
 from .array import Array, as_array, astype
 from .creation import asarray, normalize_shape
-from .elementwise import cos, log, maximum, minimum, sqrt, where
+from .elementwise import (  # type: ignore[attr-defined]  # generated from the op records
+    cos,
+    log,
+    maximum,
+    minimum,
+    sqrt,
+    where,
+)
 from .reductions import argmax
 
 _state: np.ndarray = np.zeros(2, np.uint32)
