@@ -62,8 +62,13 @@ def _from_numpy(a: np.ndarray, op: str) -> np.ndarray:
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
             copy: builtins.bool | None = None) -> Array:
     """Convert ``obj`` (an Array, a numpy array, nested sequences, a scalar, any
-    ``__array__`` / ``__dlpack__`` object) to an Array. numpy arrays are shared, not
-    copied, unless ``copy=True`` or a dtype change needs one.
+    ``__array__`` / ``__dlpack__`` object) to an Array.
+
+    Results are computed lazily, so an array that shares a writeable buffer would change
+    its answer when the buffer is written later: a writeable numpy array (or a buffer
+    exported by another library) is copied unless ``copy=False`` asks for zero-copy (the
+    caller then promises not to write it while braze may read it). Read-only buffers
+    (memory-mapped model files, ``np.asarray`` of a braze array) are shared as they are.
 
     Python floats become float32 and ints int64 (braze's defaults); numpy arrays keep
     their dtype.
@@ -71,6 +76,9 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
     >>> import numpy as np, braze as bz
     >>> bz.asarray([1.5, 2]).dtype, bz.asarray(np.arange(3)).dtype
     (dtype('float32'), dtype('int64'))
+    >>> a = np.zeros(3, np.float32); y = bz.asarray(a) * 1; a[0] = 42
+    >>> y.tolist()
+    [0.0, 0.0, 0.0]
     """
     want = None if dtype is None else dt.to_dtype(dtype, "asarray")
     if device not in (None, "cpu") and getattr(device, "name", None) != "cpu":
@@ -82,8 +90,10 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
         if copy:  # a snapshot: later writes to a numpy buffer it reads must not show
             return Array(constant(np.array(Array(node)._value(), copy=True)))
         return Array(node) if node is not obj._node else obj
+    shared = False  # does data share a buffer with obj?
     if isinstance(obj, (np.ndarray, np.generic)):
         data = _from_numpy(np.asarray(obj), "asarray")
+        shared = isinstance(obj, np.ndarray)
     elif type(obj) in _SCALARS:
         if copy is False:
             raise ValueError("asarray: building an array from a Python scalar copies, but "
@@ -92,8 +102,10 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
             data = np.asarray(obj, dtype=want or _dtype_of_scalar(obj))
     elif hasattr(obj, "__array__") or hasattr(obj, "__array_interface__"):
         data = _from_numpy(np.asarray(obj), "asarray")
+        shared = True
     elif hasattr(obj, "__dlpack__"):
         data = _from_numpy(np.from_dlpack(obj), "asarray")
+        shared = True
     elif isinstance(obj, (list, tuple)):
         if copy is False:
             raise ValueError("asarray: building an array from a Python sequence copies, but "
@@ -125,8 +137,11 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
             raise ValueError("asarray: a dtype change needs a copy, but copy=False")
         with np.errstate(all="ignore"):
             data = data.astype(want)
-    elif copy:
-        data = np.array(data, copy=True)
+    elif copy or (copy is None and shared and data.flags.writeable):
+        data = np.array(data, copy=True)  # a snapshot: later writes to the source never show
+    elif shared and data.flags.writeable:  # copy=False: zero-copy, read through a view
+        data = data.view()  # that braze never writes (in-place updates copy first)
+        data.flags.writeable = False
     return Array(constant(data))
 
 
@@ -147,7 +162,9 @@ def array(obj: Any, dtype: Any = None, *, copy: builtins.bool = True) -> Array:
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: builtins.bool | None = None) -> Array:
-    """An Array sharing memory with a DLPack producer (a torch tensor, a numpy array...).
+    """An Array sharing memory with a DLPack producer (a torch tensor, a numpy array...):
+    zero-copy is what DLPack is for, so unlike ``asarray`` it does not snapshot a writeable
+    producer (don't write it while braze may read it; ``copy=True`` takes a snapshot).
 
     >>> import numpy as np, braze as bz
     >>> bz.from_dlpack(np.arange(2)).tolist()
@@ -157,7 +174,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: builtins.bool | None = N
         raise ValueError(f"from_dlpack: unknown device {device!r}; braze arrays live on 'cpu'")
     if isinstance(x, Array):
         return asarray(x, copy=copy)
-    return asarray(np.from_dlpack(x), copy=copy)
+    return asarray(np.from_dlpack(x), copy=False if copy is None else copy)
 
 
 def full(shape: ShapeLike, fill_value: Any, *, dtype: Any = None, device: Any = None,

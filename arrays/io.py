@@ -66,9 +66,9 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
             arrays, meta = {}, {}
             for k in z.files:  # bfloat16 is stored as its uint16 bits (npz has no such dtype)
                 if k.endswith(BF16_SUFFIX):
-                    arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16))
+                    arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16), copy=False)
                 else:
-                    arrays[k] = asarray(z[k])
+                    arrays[k] = asarray(z[k], copy=False)
     else:
         raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors or .npz)")
     return (arrays, meta) if return_metadata else arrays
@@ -105,7 +105,8 @@ def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
     try:
         with safe_open(path, framework="numpy") as f:
             meta = dict(f.metadata() or {})
-            arrays = {k: asarray(f.get_tensor(k)) for k in _progress(list(f.keys()), path)}
+            arrays = {k: asarray(f.get_tensor(k), copy=False)
+                      for k in _progress(list(f.keys()), path)}
     except (SafetensorError, OSError) as e:
         raise ValueError(f"load: {path}: not a readable safetensors file: {e}") from None
     return arrays, meta
@@ -219,12 +220,13 @@ def _load_gguf(path: str, head: bytes, dequantize: bool
         shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists the fastest axis first
         if kind.name in _FLOAT_TYPES:
             arrays[t.name] = asarray(np.asarray(t.data).view(_FLOAT_TYPES[kind.name])
-                                     .reshape(shape))
+                                     .reshape(shape), copy=False)  # the file's mmap
         elif kind.name in _QUANT_REPACK and not dequantize:
             wq, scales, biases, bits = _QUANT_REPACK[kind.name](np.asarray(t.data), shape)
             stem = t.name[:-len(".weight")] if t.name.endswith(".weight") else t.name
-            arrays[t.name] = asarray(wq)
-            arrays[stem + ".scales"], arrays[stem + ".biases"] = asarray(scales), asarray(biases)
+            arrays[t.name] = asarray(wq, copy=False)
+            arrays[stem + ".scales"] = asarray(scales, copy=False)
+            arrays[stem + ".biases"] = asarray(biases, copy=False)
             quant[t.name] = {"bits": bits, "group_size": QK}
         elif dequantize:
             try:
@@ -232,7 +234,7 @@ def _load_gguf(path: str, head: bytes, dequantize: bool
             except NotImplementedError:
                 raise ValueError(f"load: {path}: tensor {t.name!r} has quantization type "
                                  f"{kind.name}, which gguf cannot dequantize") from None
-            arrays[t.name] = asarray(np.asarray(w, np.float32).reshape(shape))
+            arrays[t.name] = asarray(np.asarray(w, np.float32).reshape(shape), copy=False)
         else:
             raise ValueError(
                 f"load: {path}: tensor {t.name!r} has quantization type {kind.name}; braze "

@@ -229,7 +229,7 @@ class Linear(Module):
         bound = 1.0 / math.sqrt(input_dims)
         rng = np.random.default_rng(0)
         self.weight = asarray(rng.uniform(-bound, bound, (output_dims, input_dims))
-                              .astype(np.float32))
+                              .astype(np.float32), copy=False)
         if bias:
             self.bias = zeros((output_dims,))
 
@@ -318,7 +318,7 @@ class Embedding(Module):
         super().__init__()
         rng = np.random.default_rng(0)
         self.weight = asarray(rng.normal(0, dims ** -0.5, (num_embeddings, dims))
-                              .astype(np.float32))
+                              .astype(np.float32), copy=False)
 
     def __call__(self, ids: Any) -> Array:
         ids = as_array(ids, "Embedding")

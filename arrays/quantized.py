@@ -63,7 +63,8 @@ def quantize(w: Any, /, *, group_size: int = 32, bits: int = 4
     scale = (hi - lo) / levels
     safe = np.where(scale > 0, scale, 1.0)
     q = np.clip(np.rint((g - lo[..., None]) / safe[..., None]), 0, levels).astype(np.uint32)
-    return asarray(pack(q.reshape(n, k), bits)), asarray(scale), asarray(lo)
+    return (asarray(pack(q.reshape(n, k), bits), copy=False), asarray(scale, copy=False),
+            asarray(lo, copy=False))
 
 
 def pack(codes: np.ndarray, bits: int) -> np.ndarray:

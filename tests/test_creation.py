@@ -109,15 +109,30 @@ def test_asarray_python_floats_with_float64_dtype_keep_full_precision() -> None:
 
 
 @given(a=arrays(st.sampled_from(ALL_DTYPES)))
-def test_asarray_numpy_keeps_dtype_and_shares_memory(a) -> None:
+def test_asarray_numpy_keeps_dtype_and_shares_only_what_cannot_change(a) -> None:
+    """A writeable source is copied by default (a later write to it must never change a
+    lazily computed answer); copy=False and read-only sources are shared."""
     x = bz.asarray(a)
     assert_same(x, a)
-    out = np.asarray(x)
     if a.size:
-        assert np.shares_memory(out, a)
+        assert not np.shares_memory(np.asarray(x), a)
         assert np.shares_memory(np.asarray(bz.asarray(a, copy=False)), a)
+        ro = a.view()
+        ro.flags.writeable = False
+        assert np.shares_memory(np.asarray(bz.asarray(ro)), a)
     assert_same(bz.asarray(a, copy=False), a)
     assert_same(bz.asarray(a, dtype=a.dtype, copy=False), a)
+
+
+def test_a_later_write_to_the_source_never_changes_an_answer() -> None:
+    a = np.zeros(3, np.float32)
+    y = bz.asarray(a) * 1
+    a[0] = 42
+    assert y.tolist() == [0.0, 0.0, 0.0]
+    b = np.zeros(3, np.float32)
+    z = bz.asarray(b, copy=False) * 1  # zero-copy asked for: the caller's promise
+    b[0] = 42
+    assert z.tolist() == [42.0, 0.0, 0.0]
 
 
 @given(a=arrays(st.sampled_from(ALL_DTYPES), shape=shapes(min_side=1)))
@@ -126,12 +141,12 @@ def test_copies_do_not_share_memory(a) -> None:
     copies = [bz.asarray(a, copy=True), bz.array(a), bz.array(a, dtype=a.dtype)]
     for c in copies:
         assert not np.shares_memory(np.asarray(c), a)
-    shared = bz.asarray(a)
+    default, shared = bz.asarray(a), bz.asarray(a, copy=False)
     a[...] = np.zeros((), a.dtype) if a.dtype != dt.bool_ else ~original
-    for c in copies:
+    for c in [*copies, default]:
         assert_same(c, original)  # unaffected by writes to the source
     if not np.array_equal(upcast(original), upcast(a), equal_nan=True):
-        assert_same(shared, a)  # zero-copy: sees them (like np.asarray)
+        assert_same(shared, a)  # zero-copy asked for: sees them (like np.asarray)
 
 
 def test_copy_of_a_braze_array_is_independent_of_its_numpy_source() -> None:

@@ -261,8 +261,9 @@ class Llama(nn.Module):
         tokens = np.zeros((1, padded), np.int32)
         tokens[0, :t] = ids[0]
         # the whole fixed-size cache, every step: attention reads only its first
-        # `offset` rows (a runtime input), so one trace serves every cache length
-        past = [bz.asarray(cache.keys), bz.asarray(cache.values)]
+        # `offset` rows (a runtime input), so one trace serves every cache length; read in
+        # place (copy=False): the cache is written only after the step has been evaluated
+        past = [bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False)]
         step = self._step_last if last_only else self._step_all
         logits, k, v = step(bz.asarray(tokens), bz.asarray(np.int32(cache.offset)),
                             bz.asarray(np.int32(t)), *past)
