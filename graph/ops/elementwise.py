@@ -398,6 +398,37 @@ _ew("heaviside", 2, np.heaviside, "real_floating", cast="float",
     mlx=lambda mx, x, y: mx.where(x < 0, mx.zeros_like(x), mx.where(
         x > 0, mx.ones_like(x), mx.where(x == 0, y, x))))
 
+# degrees <-> radians: numpy's x * (pi / 180) and x * (180 / pi), one rounding each
+_ew("deg2rad", 1, np.deg2rad, "real_floating", cast="float", summary="degrees to radians",
+    c={"f": "({0} * ({T})0.017453292519943295)"},
+    example=("bz.deg2rad(bz.asarray([180.0, -90.0]))", "[3.1415927410125732, -1.5707963705062866]"),
+    mlx=lambda mx, x: x * 0.017453292519943295)
+_ew("rad2deg", 1, np.rad2deg, "real_floating", cast="float", summary="radians to degrees",
+    c={"f": "({0} * ({T})57.29577951308232)"},
+    example=("bz.rad2deg(bz.asarray([0.5, -1.0]))", "[28.64788818359375, -57.2957763671875]"),
+    mlx=lambda mx, x: x * 57.29577951308232)
+_ew("cbrt", 1, np.cbrt, "real_numeric", cast="float", summary="cube root (real, also of x < 0)",
+    c={"f": "cbrt{f}({0})"}, libm=_lm("cbrt"), cost=TRANSCENDENTAL,
+    example=("bz.cbrt(bz.asarray([8.0, -1000.0]))", "[2.0, -10.0]"), mlx_bridge="always")
+_ew("fmod", 2, np.fmod, "real_numeric", summary="C remainder of x1 / x2 (sign of x1)",
+    c={"f": "__builtin_fmod{f}({0}, {1})",  # a builtin: libmvec has no fmod variant
+       "i": "({1} == 0 || {1} == -1 ? ({T})0 : ({T})({0} % {1}))",
+       "u": "({1} == 0 ? ({T})0 : ({T})({0} % {1}))"}, cost=TRANSCENDENTAL,
+    example=("bz.fmod(bz.asarray([7, -7]), 3)", "[1, -1]"), mlx_bridge="always")
+# NaN-ignoring max/min (C's fmax/fmin); on equal operands (+-0) the pick numpy's makes
+_ew("fmax", 2, np.fmax, "real", summary="larger of x1, x2, ignoring NaN",
+    c={"f": "({0} != {0} ? {1} : ({1} != {1} ? {0} : ({0} > {1} ? {0} : {1})))",
+       "b": "({0} | {1})", "*": "({0} > {1} ? {0} : {1})"}, exact_on_low=True,
+    example=("bz.fmax(bz.asarray([1.0, float('nan')]), 2.0)", "[2.0, 2.0]"),
+    mlx=lambda mx, x, y: mx.where(mx.isnan(x), y, mx.where(mx.isnan(y), x, mx.maximum(x, y)))
+    if mx.issubdtype(x.dtype, mx.floating) else mx.maximum(x, y))
+_ew("fmin", 2, np.fmin, "real", summary="smaller of x1, x2, ignoring NaN",
+    c={"f": "({0} != {0} ? {1} : ({1} != {1} ? {0} : ({1} < {0} ? {1} : {0})))",
+       "b": "({0} & {1})", "*": "({1} < {0} ? {1} : {0})"}, exact_on_low=True,
+    example=("bz.fmin(bz.asarray([1.0, float('nan')]), 2.0)", "[1.0, 2.0]"),
+    mlx=lambda mx, x, y: mx.where(mx.isnan(x), y, mx.where(mx.isnan(y), x, mx.minimum(x, y)))
+    if mx.issubdtype(x.dtype, mx.floating) else mx.minimum(x, y))
+
 # ternary: where(cond, x, y); cond is bool, x and y share the compute dtype
 WHERE = _ew("where", 3, np.where, "any", summary="x1 where cond is true, else x2",
             c={"*": "({0} ? {1} : {2})"}, exact_on_low=True, mlx=_mx("where"))
