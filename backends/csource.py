@@ -6,10 +6,16 @@ the dtype maps, the iteration-space normalization and argument layout
 :class:`ExprGen`, the base of every generator: liveness, row/element classification and
 the expression of each instruction. The CPU (``backends/cpu/codegen.py``), CUDA
 (``backends/cuda/codegen.py``) and Metal (``backends/metal/codegen.py``) generators add
-only their loop shapes and their helper text, so an op is declared once for all three.
+only their loop shapes, so an op is declared once for all three.
 
-Expressions use GCC builtins (``__builtin_sqrtf``...); :func:`port` rewrites them for a
-target without them.
+The ``bz_`` helpers are real headers (``backends/kernels/``: ``half.h``, ``bfloat16.h``,
+``int_ops.h``, ``float_ops.h``...), written once for the three dialects in the vocabulary
+(``BZ_FN``, ``bz_fbits``/``bz_ffrom``, ``BZ_BITCAST``, ``bz_exp``...) that each dialect's
+prelude (:func:`prelude`: ``kernels/<dialect>_prelude.h``) defines; :meth:`Needs.headers`
+names those a kernel uses and :func:`helper_text` joins them.
+
+Expressions (the op records' text) use GCC builtins (``__builtin_sqrtf``...); :func:`port`
+rewrites them for a target without them.
 
 >>> CEXPR["add"]["*"]
 '({T})({0} + {1})'
@@ -29,6 +35,7 @@ from ..graph import dtypes as dt
 from ..graph.kernel import Instr, Kernel
 from ..graph.ops import OPS
 from ..graph.view import merge_dims
+from .kernel_sources import read
 
 
 class Unsupported(Exception):
@@ -91,93 +98,25 @@ COST = {n: op.cost for n, op in OPS.items()}
 UNSUPPORTED: dict[str, str] = {}
 
 
-INT_HELPERS = {
-    "idiv": r"""
-template <class T> static inline T bz_idiv(T a, T b) {
-  if (b == 0) return 0;
-  if (b == (T)-1) return (T)(-a);
-  T q = (T)(a / b);
-  if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);
-  return q;
-}
-""",
-    "irem": r"""
-template <class T> static inline T bz_irem(T a, T b) {
-  if (b == 0 || b == (T)-1) return 0;
-  T r = (T)(a % b);
-  if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
-  return r;
-}
-""",
-    "ipow": r"""
-template <class T, class U> static inline T bz_ipow(T a, T b) {
-  if (b < 0) return a == 1 ? (T)1 : (a == (T)-1 ? (T)((b & 1) ? -1 : 1) : (T)0);
-  U base = (U)a, r = 1, e = (U)b;
-  while (e) { if (e & 1) r = (U)(r * base); base = (U)(base * base); e >>= 1; }
-  return (T)r;
-}
-""",
-    "shl": r"""
-template <class T, class U> static inline T bz_shl(T a, T b) {
-  return (b < 0 || b >= (T)(sizeof(T) * 8)) ? (T)0 : (T)((U)a << b);
-}
-""",
-    "shr": r"""
-template <class T> static inline T bz_shr(T a, T b) {
-  return (b < 0 || b >= (T)(sizeof(T) * 8)) ? (T)(a < 0 ? -1 : 0) : (T)(a >> b);
-}
-""",
-}
+# ---------------------------------------------------------------- helper text
+# The bz_ helpers of the expressions and loops are real headers (backends/kernels/), written
+# once for all three dialects in the vocabulary each dialect's prelude defines
+# (kernels/{cpu,cuda,metal}_prelude.h: BZ_FN, bz_fbits/bz_ffrom, BZ_BITCAST, bz_exp...). A
+# kernel gets the headers of the helper groups it uses (Needs.headers), each once.
+INT_HELPERS = frozenset({"idiv", "irem", "ipow", "shl", "shr"})  # kernels/int_ops.h
 
 
-def float_helper(name: str, ct: str) -> str:
-    f = "f" if ct == "float" else ""
-    T = ct
-    if name == "sigmoid":
-        return (f"static inline {T} bz_sigmoid({T} x) {{\n"
-                f"  const {T} e = exp{f}(-__builtin_fabs{f}(x));\n"
-                f"  return x >= 0 ? ({T})1 / (({T})1 + e) : e / (({T})1 + e);\n}}\n")
-    if name == "fsign":
-        return (f"static inline {T} bz_fsign({T} x) {{ return x > 0 ? ({T})1 : (x < 0 ? ({T})-1 :"
-                f" (x == 0 ? ({T})0 : x)); }}\n")
-    if name == "signbit":  # a comparison of the bits: gcc 12 ICEs vectorizing the shift
-        # __builtin_signbit becomes on values loaded from bfloat16
-        it = "int32_t" if T == "float" else "int64_t"
-        return (f"static inline bool bz_signbit({T} x) {{ {it} i; __builtin_memcpy(&i, &x, "
-                f"sizeof i); return i < 0; }}\n")
-    if name == "fmax":
-        return (f"static inline {T} bz_fmax({T} a, {T} b) {{ return a != a ? a :"
-                f" (a > b ? a : b); }}\n")
-    if name == "fmin":
-        return (f"static inline {T} bz_fmin({T} a, {T} b) {{ return a != a ? a :"
-                f" (a < b ? a : b); }}\n")
-    if name == "logaddexp":
-        return (f"static inline {T} bz_logaddexp({T} x, {T} y) {{\n"
-                f"  if (x == y) return x + ({T})0.693147180559945309417232121458176568;\n"
-                f"  const {T} t = x - y;\n"
-                f"  if (t > 0) return x + log1p{f}(exp{f}(-t));\n"
-                f"  if (t <= 0) return y + log1p{f}(exp{f}(t));\n"
-                f"  return t;\n}}\n")
-    if name == "floordiv":  # numpy's npy_floor_divide / npy_divmod, with the standard's
-        # infinity cases (graph/ops.py _floor_divide): inf // finite, finite // inf = x / y
-        return (f"static inline {T} bz_floordiv({T} a, {T} b) {{\n"
-                f"  if (__builtin_isinf(a) != __builtin_isinf(b)) return (a != a || b != b) ?"
-                f" a + b : a / b;\n"
-                f"  if (b == 0) return a / b;\n"
-                f"  const {T} mod = __builtin_fmod{f}(a, b);\n"
-                f"  {T} div = (a - mod) / b;\n"
-                f"  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;\n"
-                f"  if (div != 0) {{ {T} fl = __builtin_floor{f}(div);"
-                f" if (div - fl > ({T})0.5) fl += 1; return fl; }}\n"
-                f"  return __builtin_copysign{f}(0, a / b);\n}}\n")
-    if name == "pymod":  # numpy's npy_remainder
-        return (f"static inline {T} bz_pymod({T} a, {T} b) {{\n"
-                f"  {T} mod = __builtin_fmod{f}(a, b);\n"
-                f"  if (b == 0) return mod;\n"
-                f"  if (mod != 0) {{ if ((b < 0) != (mod < 0)) mod += b; }}\n"
-                f"  else mod = __builtin_copysign{f}(0, b);\n"
-                f"  return mod;\n}}\n")
-    raise AssertionError(name)
+def prelude(dialect: str) -> str:
+    """The text every kernel of ``dialect`` ('cpu', 'cuda' or 'metal') starts with: the
+    helper vocabulary (``kernels/<dialect>_prelude.h``)."""
+    return read(__package__, f"kernels/{dialect}_prelude.h")
+
+
+def helper_text(headers: list[str]) -> str:
+    """The helper headers ``headers`` (names in ``backends/kernels/``), in order, as one text
+    for a generated kernel (no include guards: a test or the GPU emulator puts several kernels
+    in one translation unit, each in its own namespace)."""
+    return "".join(read(__package__, f"kernels/{h}") for h in headers)
 
 
 # the float helpers the records name (bz_sigmoid -> "sigmoid"); integer ones are INT_HELPERS's
@@ -186,10 +125,10 @@ _FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p")}
 
 
 class Needs:
-    """What the kernel body uses: helper snippets and libm declarations."""
+    """What the kernel body uses: helper groups (headers) and libm declarations."""
 
     def __init__(self) -> None:
-        self.half = self.bf16 = self.bits = self.bitcast = self.malloc = False
+        self.half = self.bf16 = self.bitcast = False
         self.ints: set[str] = set()
         self.floats: set[tuple[str, str]] = set()  # (helper, ctype)
         self.libm: set[tuple[str, str]] = set()  # (function, ctype)
@@ -208,6 +147,13 @@ class Needs:
             suffix = "f" if ct == "float" else ""
             if f"{fn}{suffix}(" in expr and f"_{fn}{suffix}(" not in expr:
                 self.libm.add((fn, ct))
+
+    def headers(self) -> list[str]:
+        """The shared helper headers (``backends/kernels/``) of what was recorded, in order."""
+        groups = [("half.h", self.half), ("bfloat16.h", self.bf16), ("bitcast.h", self.bitcast),
+                  ("int_ops.h", bool(self.ints)), ("float_ops.h", bool(self.floats))]
+        return [h for h, used in groups if used]
+
 
 # ---------------------------------------------------------------- normalization
 @dataclass

@@ -39,15 +39,15 @@ from ..graph.kernel import Kernel
 from ..graph.ops import OPS
 from .csource import (
     CTYPE,
-    INT_HELPERS,
     LOW_FLOATS,
     STYPE,
     ExprGen,
+    Needs,
     Unsupported,
     check_kernel,
     dtype_kind,
     extreme,
-    float_helper,
+    helper_text,
     load_conv,
     port,
     store_conv,
@@ -104,157 +104,14 @@ METAL = Dialect("metal", "(int64_t)bz_tid", "(int64_t)bz_bid", "(int64_t)bz_bdim
 
 
 # ---------------------------------------------------------------- helper text
-_HALF = r"""
-BZ_FN float bz_h2f(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-  if (e == 0) u = bz_fbits((float)m * 5.9604644775390625e-08f);
-  else if (e == 31) u = 0x7f800000u | (m << 13);
-  else u = ((e + 112u) << 23) | (m << 13);
-  return bz_ffrom(u | s);
-}
-BZ_FN uint16_t bz_f2h(float f) {
-  uint32_t x = bz_fbits(f);
-  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu, r;
-  if (ax > 0x7f800000u) r = 0x7e00u | ((ax >> 13) & 0x3ffu);
-  else if (ax >= 0x477ff000u) r = 0x7c00u;
-  else if (ax >= 0x38800000u) {
-    uint32_t t = ax - 0x38000000u; t += 0xfffu + ((t >> 13) & 1u); r = t >> 13;
-  }
-  else r = (uint32_t)BZ_RINTF(bz_ffrom(ax) * 16777216.0f);
-  return (uint16_t)(r | sign);
-}
-BZ_FN float bz_rh(float x) { return bz_h2f(bz_f2h(x)); }
-BZ_FN float bz_nextafter_h(float x, float y) {
-  if (x != x || y != y) return x + y;
-  if (x == y) return x;
-  uint16_t h = bz_f2h(x);
-  if ((h & 0x7fffu) == 0) h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-  else if ((x < y) == (x > 0)) h++; else h--;
-  return bz_h2f(h);
-}
-"""
-
-_D2H = r"""
-BZ_FN uint16_t bz_d2h(double d) {
-  uint64_t x = bz_dbits(d);
-  uint64_t sign = (x >> 48) & 0x8000u, ax = x & 0x7fffffffffffffffull, r;
-  if (ax > 0x7ff0000000000000ull) r = 0x7e00u | ((ax >> 42) & 0x3ffu);
-  else if (ax >= 0x40effe0000000000ull) r = 0x7c00u;
-  else if (ax >= 0x3f10000000000000ull) {
-    uint64_t t = ax - 0x3f00000000000000ull; t += 0x1ffffffffffull + ((t >> 42) & 1u); r = t >> 42;
-  }
-  else r = (uint64_t)rint(bz_dfrom(ax) * 16777216.0);
-  return (uint16_t)(r | sign);
-}
-"""
-
-_BF16 = r"""
-BZ_FN float bz_b2f(uint16_t b) { return bz_ffrom((uint32_t)b << 16); }
-BZ_FN uint16_t bz_f2b(float f) {
-  uint32_t u = bz_fbits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16);
-}
-BZ_FN float bz_rb(float x) { return bz_b2f(bz_f2b(x)); }
-BZ_FN float bz_nextafter_b(float x, float y) {
-  if (x != x || y != y) return x + y;
-  if (x == y) return y;
-  uint16_t h = bz_f2b(x);
-  if ((h & 0x7fffu) == 0) h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-  else if ((x < y) == (x > 0)) h++; else h--;
-  return bz_b2f(h);
-}
-"""
-
-# one value per warp through shared memory, then warp 0; every thread gets the result
-_BLOCK_REDUCE = r"""
-template <class T, class F> BZ_FN T bz_block_reduce(T v, T id, F f, BZ_SHARED T* sm,
-                                                     int64_t tid, int64_t nt) {
-  for (int o = 16; o > 0; o >>= 1) v = f(v, bz_shfl(v, o));
-  BZ_BARRIER
-  if ((tid & 31) == 0) sm[tid >> 5] = v;
-  BZ_BARRIER
-  if (tid < 32) {
-    v = tid < (nt >> 5) ? sm[tid] : id;
-    for (int o = 16; o > 0; o >>= 1) v = f(v, bz_shfl(v, o));
-    if (tid == 0) sm[0] = v;
-  }
-  BZ_BARRIER
-  return sm[0];
-}
-template <class T, bool MAX> BZ_FN void bz_arg_comb(BZ_THREAD T& bv, BZ_THREAD int64_t& bi, T v,
-                                                     int64_t i) {
-  if (i < 0) return;
-  if (bi < 0) { bv = v; bi = i; return; }
-  const bool bn = bv != bv, vn = v != v;
-  if (bn || vn) { if (vn && (!bn || i < bi)) { bv = v; bi = i; } return; }
-  if (MAX ? v > bv : v < bv) { bv = v; bi = i; }
-  else if (v == bv && i < bi) bi = i;
-}
-template <class T, bool MAX> BZ_FN int64_t bz_block_arg(T bv, int64_t bi, BZ_SHARED T* sv,
-                                                        BZ_SHARED int64_t* si, int64_t tid,
-                                                        int64_t nt) {
-  for (int o = 16; o > 0; o >>= 1) {
-    T ov = bz_shfl(bv, o); int64_t oi = bz_shfl(bi, o);
-    bz_arg_comb<T, MAX>(bv, bi, ov, oi);
-  }
-  BZ_BARRIER
-  if ((tid & 31) == 0) { sv[tid >> 5] = bv; si[tid >> 5] = bi; }
-  BZ_BARRIER
-  if (tid < 32) {
-    bi = -1;
-    if (tid < (nt >> 5)) { bv = sv[tid]; bi = si[tid]; }
-    for (int o = 16; o > 0; o >>= 1) {
-      T ov = bz_shfl(bv, o); int64_t oi = bz_shfl(bi, o);
-      bz_arg_comb<T, MAX>(bv, bi, ov, oi);
-    }
-    if (tid == 0) si[0] = bi;
-  }
-  BZ_BARRIER
-  return si[0];
-}
-"""
-
-# reduction operators as function objects (MSL has no lambdas)
-_FUNCTORS = r"""
-#define BZ_OP(name, expr) \
-  struct name { template <class T> BZ_DEV T operator()(T a, T b) const { return expr; } };
-BZ_OP(bz_add_op, (T)(a + b)) BZ_OP(bz_mul_op, (T)(a * b))
-BZ_OP(bz_or_op, (T)(a | b)) BZ_OP(bz_and_op, (T)(a & b))
-BZ_OP(bz_max_op, b > a ? b : a) BZ_OP(bz_min_op, b < a ? b : a)
-BZ_OP(bz_fmax_op, a != a ? a : (b != b ? b : (b > a ? b : a)))  // NaN wins
-BZ_OP(bz_fmin_op, a != a ? a : (b != b ? b : (b < a ? b : a)))
-"""
-# a reduction record's combining operator -> its functor
+# a reduction record's combining operator -> its functor (backends/kernels/reduce.h)
 _FUNCTOR = {"+": "bz_add_op", "*": "bz_mul_op", "|": "bz_or_op", "&": "bz_and_op"}
 
 
-def _helper_text(d: Dialect, needs: object, reduce: bool, vec: bool) -> str:
-    """Per-target helper text: what the expressions and loops of the kernel use."""
-    out = []
-    if needs.half:  # type: ignore[attr-defined]
-        out.append(_HALF.strip())
-        if d.has_double:
-            out.append(_D2H.strip())
-    if needs.bf16:  # type: ignore[attr-defined]
-        out.append(_BF16.strip())
-    if needs.bitcast:  # type: ignore[attr-defined]
-        out.append("template <class D, class S> BZ_FN D bz_bc(S s) { return BZ_BITCAST(D, s); }")
-    for name in sorted(needs.ints):  # type: ignore[attr-defined]
-        out.append(INT_HELPERS[name].strip())
-    for name, ct in sorted(needs.floats):  # type: ignore[attr-defined]
-        if name == "signbit":
-            bits = "(bz_fbits(x) >> 31)" if ct == "float" else "(bz_dbits(x) >> 63)"
-            out.append(f"static inline bool bz_signbit({ct} x) {{ return {bits} != 0; }}")
-        else:
-            out.append(float_helper(name, ct).strip())
-    if reduce:
-        out.append(_FUNCTORS.strip())
-        out.append(_BLOCK_REDUCE.strip())
-    if vec:
-        out.append("template <class T, int N> struct alignas(sizeof(T) * N) bz_vec { T v[N]; };")
-    text = "\n".join(out).replace("static inline", "BZ_FN")
-    return port(text, d.target)
+def _helper_text(needs: Needs, reduce: bool) -> str:
+    """The helper headers the expressions and loops of the kernel use (backends/kernels/:
+    the dialect's prelude, which the kernel starts with, defines their vocabulary)."""
+    return helper_text(needs.headers() + (["reduce.h"] if reduce else []))
 
 
 # ---------------------------------------------------------------- the generator
@@ -351,7 +208,7 @@ class GpuGen(ExprGen):
             else:
                 self.gen_nested()
         body = "\n".join(["  " + x for x in self.shared_decls] + self.lines)
-        helpers = _helper_text(d, self.needs, self.reduce, self.vec > 1)
+        helpers = _helper_text(self.needs, self.reduce)
         if d.target == "cuda":
             sig = ('extern "C" __global__ void __launch_bounds__(1024) BZ_SYMBOL('
                    + ", ".join(params + [f"const bz_args<{a}> bz_a"]) + ") {")
@@ -362,7 +219,7 @@ class GpuGen(ExprGen):
                           "uint bz_bid [[threadgroup_position_in_grid]]",
                           "uint bz_bdim [[threads_per_threadgroup]]",
                           "uint bz_gdim [[threadgroups_per_grid]]"]) + ") {")
-        return f"{helpers}\n{sig}\n{body}\n}}\n"
+        return f"{helpers}{sig}\n{body}\n}}\n"
 
     # ---- elementwise
     def view_index(self, vi: int, idx: list[str]) -> str:

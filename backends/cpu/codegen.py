@@ -60,6 +60,11 @@ runs that kernel with the numpy executor.
 Transcendentals vectorize without ``-ffast-math`` by declaring glibc's libmvec
 variants (``#pragma omp declare simd notinbranch``), for the functions the host's
 glibc has (see ``shared/recipes/vector-math.md``).
+
+A kernel's text: the C++ prelude (``backends/kernels/cpu_prelude.h``: ``<cstdint>``, the
+OpenMP and malloc declarations, the helper vocabulary), the libm declarations, the shared
+helper headers it uses (``half.h``, ``int_ops.h``...: :meth:`Needs.headers`), the
+streaming stores (``stream.h``) where it tiles its outputs, then the function.
 """
 
 from __future__ import annotations
@@ -73,7 +78,6 @@ from ...graph.ops import OPS
 from ..csource import (
     COST,
     CTYPE,
-    INT_HELPERS,
     LIBM1,
     LIBM2,
     ExprGen,
@@ -82,10 +86,11 @@ from ..csource import (
     check_kernel,
     dtype_kind,
     extreme,
-    float_helper,
     fsuffix,
+    helper_text,
     kernel_args,
     kernel_slots,
+    prelude,
 )
 
 # kernel_args / kernel_slots / Unsupported: the argument layout the cpu backend launches with
@@ -138,163 +143,35 @@ def libmvec_functions() -> frozenset[str]:
     return frozenset(_MVEC_235 if v >= (2, 35) else _MVEC_222)
 
 
-# ---------------------------------------------------------------- helpers (C++ text)
-_HALF = r"""
-#if defined(__FLT16_MAX__) && !defined(BZ_SOFT_HALF)
-static inline float bz_h2f(uint16_t h) { _Float16 v; __builtin_memcpy(&v, &h, 2); return (float)v; }
-static inline uint16_t bz_f2h(float f) {
-  _Float16 v = (_Float16)f; uint16_t h; __builtin_memcpy(&h, &v, 2); return h;
-}
-static inline uint16_t bz_d2h(double d) {
-  _Float16 v = (_Float16)d; uint16_t h; __builtin_memcpy(&h, &v, 2); return h;
-}
-#else
-static inline float bz_h2f(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-  if (e == 0) { float f = (float)m * 5.9604644775390625e-08f; __builtin_memcpy(&u, &f, 4); }
-  else if (e == 31) u = 0x7f800000u | (m << 13);
-  else u = ((e + 112u) << 23) | (m << 13);
-  u |= s; float f; __builtin_memcpy(&f, &u, 4); return f;
-}
-static inline uint16_t bz_f2h(float f) {
-  uint32_t x; __builtin_memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu, r;
-  if (ax > 0x7f800000u) r = 0x7e00u | ((ax >> 13) & 0x3ffu);
-  else if (ax >= 0x477ff000u) r = 0x7c00u;
-  else if (ax >= 0x38800000u) {
-    uint32_t t = ax - 0x38000000u; t += 0xfffu + ((t >> 13) & 1u); r = t >> 13;
-  }
-  else { float a; __builtin_memcpy(&a, &ax, 4); r = (uint32_t)__builtin_rintf(a * 16777216.0f); }
-  return (uint16_t)(r | sign);
-}
-static inline uint16_t bz_d2h(double d) {
-  uint64_t x; __builtin_memcpy(&x, &d, 8);
-  uint64_t sign = (x >> 48) & 0x8000u, ax = x & 0x7fffffffffffffffull, r;
-  if (ax > 0x7ff0000000000000ull) r = 0x7e00u | ((ax >> 42) & 0x3ffu);
-  else if (ax >= 0x40effe0000000000ull) r = 0x7c00u;
-  else if (ax >= 0x3f10000000000000ull) {
-    uint64_t t = ax - 0x3f00000000000000ull; t += 0x1ffffffffffull + ((t >> 42) & 1u); r = t >> 42;
-  }
-  else { double a; __builtin_memcpy(&a, &ax, 8); r = (uint64_t)__builtin_rint(a * 16777216.0); }
-  return (uint16_t)(r | sign);
-}
-#endif
-static inline float bz_rh(float x) { return bz_h2f(bz_f2h(x)); }
-static inline float bz_nextafter_h(float x, float y) {  // numpy's npy_half_nextafter
-  if (x != x || y != y) return x + y;
-  if (x == y) return x;
-  uint16_t h = bz_f2h(x);
-  if ((h & 0x7fffu) == 0) h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-  else if ((x < y) == (x > 0)) h++; else h--;
-  return bz_h2f(h);
-}
-"""
+# ---------------------------------------------------------------- helpers
+PRELUDE = prelude("cpu")  # the C++ helper vocabulary (backends/kernels/cpu_prelude.h)
 
-_BF16 = r"""
-static inline float bz_b2f(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16; float f; __builtin_memcpy(&f, &u, 4); return f;
-}
-static inline uint16_t bz_f2b(float f) {
-  uint32_t u; __builtin_memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16);
-}
-static inline float bz_rb(float x) { return bz_b2f(bz_f2b(x)); }
-static inline float bz_nextafter_b(float x, float y) {  // ml_dtypes' nextafter
-  if (x != x || y != y) return x + y;
-  if (x == y) return y;
-  uint16_t h = bz_f2b(x);
-  if ((h & 0x7fffu) == 0) h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-  else if ((x < y) == (x > 0)) h++; else h--;
-  return bz_b2f(h);
-}
-"""
-
-_BITS = r"""
-static inline float bz_f32(int64_t b) {
-  uint32_t u = (uint32_t)b; float f; __builtin_memcpy(&f, &u, 4); return f;
-}
-static inline double bz_f64(int64_t b) { double d; __builtin_memcpy(&d, &b, 8); return d; }
-"""
-
-_STREAM = r"""
-#if defined(__AVX512F__)
-typedef long long bz_vnt __attribute__((vector_size(64)));
-#define BZ_NT(p, v) __builtin_ia32_movntdq512((bz_vnt*)(p), v)
-#elif defined(__AVX__)
-typedef long long bz_vnt __attribute__((vector_size(32)));
-#define BZ_NT(p, v) __builtin_ia32_movntdq256((bz_vnt*)(p), v)
-#elif defined(__SSE2__)
-typedef long long bz_vnt __attribute__((vector_size(16)));
-#define BZ_NT(p, v) __builtin_ia32_movntdq((bz_vnt*)(p), v)
-#endif
-#ifdef BZ_NT
-static inline void bz_sfence() { __builtin_ia32_sfence(); }
-#else
-static inline void bz_sfence() {}
-#endif
-template <class T>
-static inline void bz_put(T* __restrict d, const T* __restrict s, int64_t n, bool nt) {
-  char* dc = (char*)d; const char* sc = (const char*)s; int64_t nb = n * (int64_t)sizeof(T);
-#ifdef BZ_NT
-  if (nt) {
-    const int64_t w = (int64_t)sizeof(bz_vnt);
-    int64_t head = (int64_t)((w - (int64_t)((uintptr_t)dc & (uintptr_t)(w - 1))) & (w - 1));
-    if (head > nb) head = nb;
-    __builtin_memcpy(dc, sc, head);
-    int64_t i = head;
-    for (; i + w <= nb; i += w) { bz_vnt v; __builtin_memcpy(&v, sc + i, w); BZ_NT(dc + i, v); }
-    __builtin_memcpy(dc + i, sc + i, nb - i);
-    return;
-  }
-#endif
-  (void)nt;
-  __builtin_memcpy(dc, sc, nb);
-}
-"""
-
-_BITCAST = r"""
-template <class D, class S> static inline D bz_bc(S s) {
-  D d; __builtin_memcpy(&d, &s, sizeof d); return d;
-}
-"""
 
 class _Needs(Needs):
     """The shared helper/libm tracking, rendered as C++ for the host compiler."""
 
-    def text(self, mvec: frozenset[str]) -> str:
+    def text(self, mvec: frozenset[str], stream: bool) -> str:
+        """The libm declarations (``omp declare simd`` for those in ``mvec``: libmvec has
+        vector variants), then the helper headers (``stream``: with the streaming stores)."""
         out = []
-        if self.malloc:
-            out.append('extern "C" void* malloc(__SIZE_TYPE__);\nextern "C" void free(void*);')
         if self.libm:
-            out.append('extern "C" {')
+            out.append('extern "C" {\n')
             for fn, ct in sorted(self.libm):
                 f = "f" if ct == "float" else ""
                 params = ", ".join([ct] * (2 if fn in LIBM2 else 1))
                 if fn in mvec:
-                    out.append("#pragma omp declare simd notinbranch")
-                out.append(f"{ct} {fn}{f}({params});")
-            out.append("}")
-        if self.bits:
-            out.append(_BITS.strip())
-        if self.half:
-            out.append(_HALF.strip())
-        if self.bf16:
-            out.append(_BF16.strip())
-        if self.bitcast:
-            out.append(_BITCAST.strip())
-        for name in sorted(self.ints):
-            out.append(INT_HELPERS[name].strip())
-        for name, ct in sorted(self.floats):
-            out.append(float_helper(name, ct).strip())
-        return "\n".join(out)
+                    out.append("#pragma omp declare simd notinbranch\n")
+                out.append(f"{ct} {fn}{f}({params});\n")
+            out.append("}\n")
+        return "".join(out) + helper_text(self.headers() + (["stream.h"] if stream else []))
 
 
 class _Gen(ExprGen):
     """Emits the C++ function of one kernel (see the module docstring for the shapes)."""
 
     def __init__(self, k: Kernel) -> None:
-        super().__init__(k, _Needs())
+        self.cpp_needs = _Needs()
+        super().__init__(k, self.cpp_needs)
         # contiguous element stores go through a tile buffer (streaming stores when large)
         self.tiled = [si for si in self.el_stores if self.inner_class(self.n_loads + si) == 1]
 
@@ -331,9 +208,7 @@ class _Gen(ExprGen):
 
     # -------------------------------------------------------- the function
     def generate(self) -> str:
-        k, norm = self.k, self.norm
-        self.needs.bits = any(k.instrs[i].op == "const" and dtype_kind(self.names[i]) == "f"
-                              for i in self.live)
+        norm = self.norm
         self.emit("const int bz_nt = (int)args[0];")
         dims = [f"n{d}" for d in range(len(norm.outer) + len(norm.red))]
 
@@ -342,23 +217,18 @@ class _Gen(ExprGen):
             return f"{c}{t}* __restrict L{vi} = ({c}{t}*)bufs[{self.slots.index(slot)}]" \
                 f" + {offset};"
 
-        a = self.emit_arguments(dims, lambda i: f"args[{i}]", pointer, "bz_f32({})",
-                                "bz_f64({})")
+        a = self.emit_arguments(dims, lambda i: f"args[{i}]", pointer, "bz_ffrom((uint32_t){})",
+                                "bz_dfrom((uint64_t){})")
         self.n_args = a
         if norm.empty:
             self.emit("(void)bz_nt;")
         else:
             self.gen_rows(dims)
         body = "\n".join(self.lines)
-        head = ("#include <cstdint>\n"
-                'extern "C" int omp_get_thread_num(void);\n'
-                'extern "C" int omp_get_num_threads(void);\n')
-        helpers = self.needs.text(libmvec_functions())
-        if self.tiled:
-            helpers += "\n" + _STREAM.strip()
+        helpers = self.cpp_needs.text(libmvec_functions(), bool(self.tiled))
         sig = ('extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL('
                "void** bufs, const int64_t* args) {")
-        return f"{head}{helpers}\n{sig}\n{body}\n}}\n"
+        return f"{PRELUDE}{helpers}{sig}\n{body}\n}}\n"
 
     def emit_instrs(self, order: list[int], var: str = "j") -> None:
         for i in order:
@@ -448,14 +318,13 @@ class _Gen(ExprGen):
             self.close()
             if self.tiled:
                 self.emit("if (bz_stream) bz_sfence();")
-        for c in sorted(self.cached):
-            self.emit(f"free(bz_c{c});")
+        for ci in sorted(self.cached):
+            self.emit(f"free(bz_c{ci});")
         self.close()
 
     def _cache_alloc(self) -> None:
         if not self.cached:
             return
-        self.needs.malloc = True
         self.emit("bool bz_cache = true;")
         for c in sorted(self.cached):
             t = self.ct(c)
