@@ -96,10 +96,22 @@ class Array:
 
     @property
     def T(self) -> Array:
-        if self.ndim != 2:
-            raise ValueError(f"T: requires a 2-d array, got shape {self.shape}; use mT or "
-                             "permute_dims")
-        return _m.permute_dims(self, (1, 0))
+        """All axes reversed, as in numpy and MLX (the standard's 2-d transpose included).
+
+        >>> import braze as bz
+        >>> bz.zeros((2, 3, 4)).T.shape
+        (4, 3, 2)
+        """
+        return _m.permute_dims(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the elements take (size * itemsize), as numpy's ``nbytes``."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
 
     @property
     def mT(self) -> Array:
@@ -141,9 +153,26 @@ class Array:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kw: Any) -> Any:
         fn = _linalg.matmul if ufunc.__name__ == "matmul" else _UFUNCS.get(ufunc.__name__)
-        if method != "__call__" or kw or fn is None:
-            return NotImplemented
-        return fn(*inputs)
+        if kw.get("out", None) is None:
+            kw.pop("out", None)
+        if method != "__call__" or fn is None or set(kw) - {"dtype"}:
+            return _numpy_fallback(getattr(ufunc, method), inputs, kw)
+        out = fn(*inputs)
+        return out if kw.get("dtype") is None else astype(out, kw["dtype"])
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """numpy's functions on braze arrays call braze's function of the same name, so
+        they stay lazy (numpy keyword arguments accepted: ``out=None``, ``dtype=``,
+        ``keepdims=``...); a function braze does not have runs numpy's on the values.
+
+        >>> import numpy as np, braze as bz
+        >>> x = bz.asarray([[1.0, 2.0], [3.0, 4.0]])
+        >>> s = np.sum(x, axis=0); type(s).__name__, s.tolist()
+        ('Array', [4.0, 6.0])
+        >>> float(np.mean(x)), np.median(x).item()
+        (2.5, 2.5)
+        """
+        return _array_function(func, args, kwargs)
 
     def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
                    dl_device: Any = None, copy: builtins.bool | None = None) -> Any:
@@ -221,13 +250,40 @@ class Array:
         return self._scalar(builtins.int, "__index__")  # 0-d: one element
 
     def __repr__(self) -> str:
-        data = self._value()
-        if dt.is_low_precision(data.dtype):
-            data = data.astype(np.float32)
-        body = np.array2string(data, separator=", ", prefix="array(")
-        return f"array({body}, dtype={dt.name(self.dtype)})"
+        """numpy's repr of the value (it evaluates).
 
-    __str__ = __repr__
+        >>> import braze as bz
+        >>> bz.arange(3), bz.ones(2)
+        (array([0, 1, 2]), array([1., 1.], dtype=float32))
+        """
+        return repr(self._value())
+
+    def __str__(self) -> str:
+        """numpy's str of the value: ``print(bz.arange(3))`` shows ``[0 1 2]``."""
+        return str(self._value())
+
+    def __format__(self, spec: str) -> str:
+        """``f"{x:.2f}"`` formats a size-1 array's element; other arrays as numpy does.
+
+        >>> import braze as bz
+        >>> f"{bz.asarray(2.0) / 3:.3f}", f"{bz.arange(3)}"
+        ('0.667', '[0 1 2]')
+        """
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return format(self._value(), spec)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        """``round(x)`` of a 0-d array is a Python int; ``round(x, n)`` an array rounded to
+        n decimals (numpy's rule: half to even on the scaled value).
+
+        >>> import braze as bz
+        >>> round(bz.asarray(2.5)), round(bz.asarray([1.234, 5.678]), 2).tolist()
+        (2, [1.2300000190734863, 5.679999828338623])
+        """
+        if ndigits is None and self.ndim == 0:
+            return builtins.round(self.item())  # type: ignore[arg-type]  # complex: TypeError
+        return self.round(ndigits or 0)
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -282,38 +338,148 @@ class Array:
     def flatten(self) -> Array:
         return _m.reshape(self, (-1,))
 
-    def sum(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
-        return _r.sum(self, axis=axis, keepdims=keepdims)
+    # numpy's method signatures: dtype= and out=None accepted (out= must be None: braze
+    # arrays are values, results are new arrays)
+    def sum(self, axis: Any = None, dtype: Any = None, out: None = None,
+            keepdims: builtins.bool = False) -> Array:
+        _no_out("sum", out)
+        return _r.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
-    def prod(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
-        return _r.prod(self, axis=axis, keepdims=keepdims)
+    def prod(self, axis: Any = None, dtype: Any = None, out: None = None,
+             keepdims: builtins.bool = False) -> Array:
+        _no_out("prod", out)
+        return _r.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
-    def mean(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
-        return _r.mean(self, axis=axis, keepdims=keepdims)
+    def mean(self, axis: Any = None, dtype: Any = None, out: None = None,
+             keepdims: builtins.bool = False) -> Array:
+        _no_out("mean", out)
+        x = self if dtype is None else astype(self, dtype)
+        return _r.mean(x, axis=axis, keepdims=keepdims)
 
-    def var(self, axis: Any = None, correction: Any = 0, keepdims: builtins.bool = False) -> Array:
-        return _r.var(self, axis=axis, correction=correction, keepdims=keepdims)
+    def var(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
+            keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
+        _no_out("var", out)
+        x = self if dtype is None else astype(self, dtype)
+        return _r.var(x, axis=axis, correction=ddof if correction is None else correction,
+                      keepdims=keepdims)
 
-    def std(self, axis: Any = None, correction: Any = 0, keepdims: builtins.bool = False) -> Array:
-        return _r.std(self, axis=axis, correction=correction, keepdims=keepdims)
+    def std(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
+            keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
+        _no_out("std", out)
+        x = self if dtype is None else astype(self, dtype)
+        return _r.std(x, axis=axis, correction=ddof if correction is None else correction,
+                      keepdims=keepdims)
 
-    def max(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def max(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        _no_out("max", out)
         return _r.max(self, axis=axis, keepdims=keepdims)
 
-    def min(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def min(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        _no_out("min", out)
         return _r.min(self, axis=axis, keepdims=keepdims)
 
-    def argmax(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def argmax(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False
+               ) -> Array:
+        _no_out("argmax", out)
         return _r.argmax(self, axis=axis, keepdims=keepdims)
 
-    def argmin(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def argmin(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False
+               ) -> Array:
+        _no_out("argmin", out)
         return _r.argmin(self, axis=axis, keepdims=keepdims)
 
-    def any(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def any(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        _no_out("any", out)
         return _r.any(self, axis=axis, keepdims=keepdims)
 
-    def all(self, axis: Any = None, keepdims: builtins.bool = False) -> Array:
+    def all(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        _no_out("all", out)
         return _r.all(self, axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
+        """Running sum along ``axis`` (numpy: the flattened array when None).
+
+        >>> import braze as bz
+        >>> bz.asarray([[1, 2], [3, 4]]).cumsum().tolist()
+        [1, 3, 6, 10]
+        """
+        _no_out("cumsum", out)
+        x = self.reshape(-1) if axis is None else self
+        return _r.cumulative_sum(x, axis=0 if axis is None else axis, dtype=dtype)
+
+    def cumprod(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
+        _no_out("cumprod", out)
+        x = self.reshape(-1) if axis is None else self
+        return _r.cumulative_prod(x, axis=0 if axis is None else axis, dtype=dtype)
+
+    def copy(self) -> Array:
+        """An independent array with the same values (numpy's ``copy``).
+
+        >>> import braze as bz
+        >>> a = bz.arange(3); b = a.copy(); b[0] = 9
+        >>> a.tolist(), b.tolist()
+        ([0, 1, 2], [9, 1, 2])
+        """
+        return _c.asarray(self, copy=True)
+
+    def clip(self, min: Any = None, max: Any = None, out: None = None) -> Array:  # noqa: A002
+        _no_out("clip", out)
+        return _e.clip(self, min, max)
+
+    def round(self, decimals: int = 0, out: None = None) -> Array:
+        """Round half to even to ``decimals`` decimals (numpy: scale by 10**decimals,
+        round, scale back; integers are returned as they are for decimals >= 0).
+
+        >>> import braze as bz
+        >>> bz.asarray([0.125, 2.5, -1.75]).round(1).tolist()
+        [0.10000000149011612, 2.5, -1.7999999523162842]
+        """
+        _no_out("round", out)
+        if not dt.is_floating(self.dtype) and not dt.is_complex(self.dtype):
+            if decimals >= 0:
+                return self
+            f = 10 ** -decimals
+            return astype(_ew_op("round", astype(self, dt.float64) / f) * f, self.dtype)
+        if decimals == 0:
+            return _ew_op("round", self)
+        if decimals > 0:
+            f = 10.0 ** decimals
+            return _ew_op("round", self * f) / f
+        f = 10.0 ** -decimals
+        return _ew_op("round", self / f) * f
+
+    def squeeze(self, axis: Any = None) -> Array:
+        return _m.squeeze(self, axis)
+
+    def ravel(self) -> Array:
+        return _m.reshape(self, (-1,))
+
+    def swapaxes(self, axis1: int, axis2: int) -> Array:
+        axes = list(range(self.ndim))
+        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        return _m.permute_dims(self, tuple(axes))
+
+    def dot(self, other: Any) -> Array:
+        return _linalg.matmul(self, as_array(other, "dot"))
+
+    def conj(self) -> Array:
+        return _ew_op("conj", self)
+
+    def conjugate(self) -> Array:
+        return _ew_op("conj", self)
+
+    def nonzero(self) -> tuple[Array, ...]:
+        from .searching import nonzero
+
+        return nonzero(self)
+
+    def argsort(self, axis: int = -1) -> Array:
+        from .searching import argsort
+
+        return argsort(self, axis=axis)
+
+    def tobytes(self) -> bytes:
+        return self._value().tobytes()
 
     # ------------------------------------------------------------ operators
     if TYPE_CHECKING:  # the binary operators are installed by _binary_dunders below
@@ -399,18 +565,20 @@ def _operand(x: Any, op: str) -> Array | Scalar:
         return x
     if isinstance(x, (np.ndarray, np.generic)):
         return _c.asarray(x)
-    if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
-        return _c.asarray(x)
+    if hasattr(x, "__dlpack__") or hasattr(x, "__array__") or isinstance(x, (list, tuple)):
+        return _c.asarray(x)  # nested Python sequences too, as numpy takes them
     raise TypeError(f"{op}: expected an array or a Python scalar, got {type(x).__name__}")
 
 
 def as_array(x: Any, op: str) -> Array:
-    """Require an array argument (array-likes are converted; Python scalars are not arrays)."""
+    """An array argument: array-likes, nested sequences and Python scalars are converted
+    (``bz.sqrt(4)`` works as ``np.sqrt(4)`` does); None is refused."""
     if isinstance(x, Array):
         return x
-    if type(x) in _SCALARS or x is None:
-        raise TypeError(f"{op}: expected an array, got {type(x).__name__} "
-                        "(wrap Python scalars with bz.asarray)")
+    if x is None:
+        raise TypeError(f"{op}: expected an array, got None")
+    if type(x) in _SCALARS:
+        return _c.asarray(x)
     return _operand(x, op)  # type: ignore[return-value]
 
 
@@ -631,8 +799,66 @@ def _init_ufuncs() -> None:
 
 _init_ufuncs()
 
+def _ew_op(name: str, *args: Any) -> Array:
+    """Record elementwise op ``name`` (the generated public functions are not visible to
+    the type checker; this is what they call)."""
+    return elementwise(OPS[name], *args)
+
+
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported (braze arrays are values; use the "
+                        "result)")
+
+
+def _to_numpy_args(x: Any) -> Any:
+    if isinstance(x, Array):
+        return x._value()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_numpy_args(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_numpy_args(v) for k, v in x.items()}
+    return x
+
+
+def _numpy_fallback(func: Any, args: Any, kwargs: Any) -> Any:
+    """numpy's own ``func`` on the values (braze has no such function, or not with these
+    arguments): the result is numpy's."""
+    return func(*_to_numpy_args(tuple(args)), **_to_numpy_args(dict(kwargs)))
+
+
+def _braze_function(func: Any) -> Any:
+    """braze's function of numpy function ``func``'s name (numpy, numpy.linalg, numpy.fft)."""
+    import braze
+
+    module = getattr(func, "__module__", "") or ""
+    ns: Any = braze
+    if module.endswith("linalg"):
+        ns = braze.linalg
+    elif module.endswith("fft"):
+        ns = braze.fft
+    fn = getattr(ns, func.__name__, None)
+    return fn if callable(fn) and not isinstance(fn, type) else None
+
+
+def _array_function(func: Any, args: Any, kwargs: Any) -> Any:
+    fn = _braze_function(func)
+    kw = dict(kwargs)
+    if "out" in kw:
+        _no_out(func.__name__, kw.pop("out"))
+    if fn is None:
+        return _numpy_fallback(func, args, kwargs)
+    try:
+        return fn(*args, **kw)
+    except TypeError as e:  # numpy's signature differs (positional axis, extra keywords)
+        if "argument" not in str(e) and "expected an array" not in str(e):
+            raise
+        return _numpy_fallback(func, args, kwargs)
+
+
 # late imports: these modules import Array from here
 from . import creation as _c  # noqa: E402
+from . import elementwise as _e  # noqa: E402
 from . import indexing as _ix  # noqa: E402
 from . import linalg as _linalg  # noqa: E402
 from . import manipulation as _m  # noqa: E402
