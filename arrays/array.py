@@ -22,8 +22,9 @@ import numpy as np
 
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
+from ..graph.evaluate import cut_targets
 from ..graph.node import Node, constant
-from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes
+from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes, reference_eval
 
 # True while bz.compile traces a function: what the function computes must stay in the
 # graph (a captured array may be rebound between calls), no eager shortcut may bake a value
@@ -72,6 +73,8 @@ class Array:
 
     def __init__(self, node: Node) -> None:
         self._node = node
+        if node.depth >= CUT_DEPTH:  # a graph a loop keeps growing: evaluated in segments
+            cut(node)
 
     # ------------------------------------------------------------ attributes (no eval)
     @property
@@ -709,7 +712,10 @@ def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
     sa, sb = na.shape, nb.shape
     shape = sa if sa == sb or not sb else sb if not sa else broadcast_shapes(sa, sb, op=op.name)
     attrs = {"dtype": compute} if op.exact_dtype else {}
-    return Array(Node(op, (na, nb), attrs, shape, out))
+    node = Node(op, (na, nb), attrs, shape, out)
+    if not shape and na.data is not None and nb.data is not None:
+        _eager(node)
+    return Array(node)
 
 
 def elementwise(op: OpDef, *args: Any) -> Array:
@@ -729,7 +735,31 @@ def elementwise(op: OpDef, *args: Any) -> Array:
     compute, out = elementwise_dtypes(op, common)
     nodes, shape = operand_nodes(op.name, args, compute, common)
     attrs = {"dtype": compute} if op.exact_dtype else {}
-    return Array(Node(op, tuple(nodes), attrs, shape, out, None, weak))
+    node = Node(op, tuple(nodes), attrs, shape, out, None, weak)
+    if not shape:
+        _eager(node)
+    return Array(node)
+
+
+def _eager(node: Node) -> None:
+    """Compute a 0-d elementwise ``node`` at once when its inputs are known (a scalar
+    read of an evaluated array, arithmetic on such values): a loop of scalar steps
+    builds no graph. Op by op with the numpy references, as a tiny graph is evaluated.
+    Not while tracing (the values must stay in the compiled graph)."""
+    for x in node.inputs:
+        if x.data is None and not (x.op is CAST and x.inputs[0].data is not None):
+            return
+    if TRACING.get():
+        return
+    with np.errstate(all="ignore"):  # IEEE semantics, as evaluation has
+        for x in node.inputs:
+            if x.data is None:  # a cast of a known value
+                x.data = reference_eval(CAST, x.attrs, x.dtype, x.inputs[0].data)
+                x.inputs = ()
+        node.data = reference_eval(node.op, node.attrs, node.dtype,
+                                   *[x.data for x in node.inputs])
+    node.inputs = ()
+    node.depth = 0
 
 
 def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Array:
@@ -747,6 +777,29 @@ def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any =
         # arrays are values (setitem rebinds), so a "copy" is a new handle on the node
         return x if not copy else Array(x._node)
     return Array(cast_node(x._node, to))
+
+
+# A recorded node this deep in pending nodes cuts its graph: its inputs are evaluated
+# (with everything behind them still held elsewhere, in one schedule) before it is used.
+# A loop that never evaluates then runs as a few repeating segments, each a schedule
+# cache hit, instead of one graph that grows every iteration and never repeats.
+# Not above CUT_ELEMENTS elements: there one fused kernel's memory traffic outweighs
+# what the optimizer and the dispatch cost, and a cut would store a buffer per segment.
+CUT_DEPTH = 32
+CUT_ELEMENTS = 1 << 22
+
+
+def cut(node: Node, itself: builtins.bool = False) -> None:
+    """Evaluate the pending graph behind ``node``'s inputs (see :data:`CUT_DEPTH` and
+    :func:`braze.graph.evaluate.cut_targets`); ``node`` stays pending unless ``itself``
+    (an array rebound by an assignment: its next writes then go in place). Never while
+    tracing: a compiled function's graph is one."""
+    if node.size > CUT_ELEMENTS or TRACING.get():
+        return
+    targets = cut_targets((node,) if itself else node.inputs)
+    if targets:
+        _current_backend().evaluate(targets)
+    node.depth = 0 if itself else 1
 
 
 def eval(*arrays: Any) -> None:  # noqa: A001 - the public name, as in MLX

@@ -8,8 +8,16 @@ count from the end; out-of-range indices raise at eval). A boolean mask has a
 data-dependent result shape: the mask (only the mask) is evaluated at the call and
 turned into integer indices.
 
-``x[key] = v`` is functional for every key: it rebinds ``x`` to a new node
-(``slice_update`` or ``scatter``), so views taken earlier keep the old value.
+``x[key] = v`` has value semantics for every key: views taken earlier keep the old
+value. It rebinds ``x`` to a new node (``slice_update`` or ``scatter``), except where
+nobody could tell the difference: with a basic key into an evaluated ``x`` whose buffer
+only ``x`` holds (no other array, view, pending graph or numpy caller shares it), the
+value is evaluated and written into that buffer in place, as numpy does (a loop of
+``B[1:-1] = f(A)`` then copies one region per step, not the whole array).
+
+A scalar read of an evaluated array (``x[i, j]``, all integer indices) is a copy of the
+element with no graph node; arithmetic on such values runs at once (see
+``braze.arrays.array``), so a loop of scalar steps builds no graph.
 
 >>> import braze as bz
 >>> x = bz.arange(12).reshape((3, 4))
@@ -20,6 +28,7 @@ turned into integer indices.
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -27,6 +36,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, index_shape
+from . import array as _array
 from .array import _SCALARS, TRACING, Array, as_array, cast_node
 
 Slices = tuple[tuple[int, int, int], ...]
@@ -89,8 +99,32 @@ def _normalize(x: Array, key: Any, op: str) -> tuple[Slices, tuple[int, ...], tu
     return tuple(slices), tuple(sliced), tuple(final)
 
 
+def _int_key(key: Any, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``key`` as in-range non-negative indices when it is one Python int per axis, else
+    None (the general path decides, and raises with its messages)."""
+    if type(key) is int:
+        key = (key,)
+    elif type(key) is not tuple:
+        return None
+    if len(key) != len(shape):
+        return None
+    out = []
+    for k, n in zip(key, shape):
+        if type(k) is not int or not -n <= k < n:
+            return None
+        out.append(k + n if k < 0 else k)
+    return tuple(out)
+
+
 def getitem(x: Array, key: Any) -> Array:
     """``x[key]`` (see the module docstring)."""
+    data = x._node.data
+    if type(data) is np.ndarray and (type(key) is int or type(key) is tuple):
+        ints = _int_key(key, data.shape)
+        if ints is not None and not TRACING.get():
+            # a scalar read: a copy of the element (no view keeps x's buffer shared), as a
+            # computed 0-d value, not a constant: graphs built on x[i] are one for every i
+            return Array(Node(SLICE, (), {}, (), data.dtype, np.asarray(data[ints])))
     if _is_advanced(key):
         x2, spec, idx = _advanced(x, key, "getitem")
         return Array(Node(GATHER, (x2._node, *(i._node for i in idx)), {"spec": spec},
@@ -118,15 +152,7 @@ def getitem(x: Array, key: Any) -> Array:
 def _assigned_value(x: Array, value: Any, region: tuple[int, ...]) -> Array:
     """``value`` of an assignment into ``x``: a scalar or array broadcast to ``region``
     (cast to ``x.dtype`` by the caller; complex into a real array is refused)."""
-    if isinstance(value, _SCALARS):
-        from .creation import full
-
-        v = full((), value, dtype=x.dtype) if not isinstance(value, bool) or \
-            x.dtype == dt.bool_ else full((), value).astype(x.dtype)
-    else:
-        v = as_array(value, "setitem")
-        if dt.is_complex(v.dtype) and not dt.is_complex(x.dtype):
-            raise TypeError(f"setitem: cannot store complex values in a {dt.name(x.dtype)} array")
+    v = _assigned(x, value)
     from .manipulation import broadcast_to
 
     try:
@@ -136,15 +162,146 @@ def _assigned_value(x: Array, value: Any, region: tuple[int, ...]) -> Array:
                          f"indexed region of shape {region}") from None
 
 
+def _assigned(x: Array, value: Any) -> Array:
+    """``value`` of an assignment into ``x`` as an array, not yet broadcast or cast."""
+    if isinstance(value, _SCALARS):
+        from .creation import full
+
+        v = full((), value, dtype=x.dtype) if not isinstance(value, bool) or \
+            x.dtype == dt.bool_ else full((), value).astype(x.dtype)
+    else:
+        v = as_array(value, "setitem")
+        if dt.is_complex(v.dtype) and not dt.is_complex(x.dtype):
+            raise TypeError(f"setitem: cannot store complex values in a {dt.name(x.dtype)} array")
+    return v
+
+
 def setitem(x: Array, key: Any, value: Any) -> None:
     """``x[key] = value``: value broadcasts to the region and is cast to ``x.dtype``."""
+    evaluated = x._node.data is not None  # (holding the data here would share it)
+    if evaluated and (type(key) is int or type(key) is tuple) and not TRACING.get():
+        ints = _int_key(key, x.shape)
+        if ints is not None and _scalar_store(x, ints, value):
+            return
     if _is_advanced(key):
         return _advanced_setitem(x, key, value)
     slices, sliced, final = _normalize(x, key, "setitem")
+    if evaluated and not TRACING.get():
+        v = _assigned(x, value)
+        if _store(x, key, v, final):
+            return
+        value = v
     v = _assigned_value(x, value, final)
     v = v.reshape(sliced)
     node = cast_node(v._node, x.dtype)
     x._node = Node(SLICE_UPDATE, (x._node, node), {"slices": slices}, x.shape, x.dtype)
+    if x._node.depth >= _array.CUT_DEPTH:
+        _array.cut(x._node, itself=True)
+
+
+# ---------------------------------------------------------------- assignment in place
+def _buffer_refs(x: Array) -> tuple[int, int, int]:
+    """References to ``x``'s node, to its data and to the data's base, as seen from here
+    (compared with :data:`_SOLE`, read the same way from an array nobody shares)."""
+    node = x._node
+    data = node.data
+    base = data.base
+    return (sys.getrefcount(node), sys.getrefcount(data),
+            0 if base is None else sys.getrefcount(base))
+
+
+def _calibrate() -> tuple[int, int, int]:
+    a = Array(constant(np.zeros(2, np.float32)))
+    n, d, _ = _buffer_refs(a)
+    del a
+    storage = np.zeros(8, np.uint8)
+    b = Array(Node(SLICE, (), {}, (2,), np.dtype(np.float32), storage.view(np.float32)))
+    del storage
+    return n, d, _buffer_refs(b)[2]
+
+
+_SOLE = _calibrate()
+
+
+def _owned(x: Array) -> np.ndarray | None:
+    """``x``'s buffer, when ``x`` alone holds it (no other Array or pending graph holds
+    its node; no view, numpy caller or cache holds its data) and it may be written;
+    else None."""
+    data = x._node.data
+    if type(data) is not np.ndarray or not data.flags.writeable:
+        return None
+    base = data.base
+    if base is not None and (type(base) is not np.ndarray or base.base is not None):
+        return None  # memory braze does not own (a buffer exported by someone else)
+    del data, base
+    n, d, b = _buffer_refs(x)
+    sole_n, sole_d, sole_b = _SOLE
+    if n > sole_n or d > sole_d or (b and b > sole_b):
+        return None
+    return x._node.data
+
+
+def _scalar_store(x: Array, ints: tuple[int, ...], value: Any) -> bool:
+    """``x[i, j, ...] = value`` written into ``x``'s own buffer; False: not possible here
+    (the general path decides, raising as it does)."""
+    t = type(value)
+    if t is Array:
+        v = value._node.data
+        if v is None or value.ndim != 0 or value.dtype != x.dtype:
+            return False
+    elif t is float:
+        if x.dtype.kind != "f":
+            return False
+        v = value
+    elif t is int:
+        if x.dtype.kind not in "iu" or not _int_fits(value, x.dtype):
+            return False
+        v = value
+    else:
+        return False
+    data = _owned(x)
+    if data is None:
+        return False
+    data[ints] = v
+    return True
+
+
+def _int_fits(v: int, dtype: np.dtype) -> bool:
+    info = np.iinfo(dtype)
+    return info.min <= v <= info.max
+
+
+def _store(x: Array, key: Any, v: Array, region: tuple[int, ...]) -> bool:
+    """``x[key] = v`` (a basic key) written into ``x``'s own buffer: ``v`` is evaluated
+    first (its graph may read ``x``: only then does ``x`` hold its buffer alone), then
+    copied into the region. False: ``x`` shares its buffer (or the key is not one numpy
+    reads alike); ``v`` may be evaluated by then, which the caller keeps."""
+    try:
+        shape = np.broadcast_shapes(v.shape, region)
+    except ValueError:
+        shape = None
+    if shape != region:
+        raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the "
+                         f"indexed region of shape {region}")
+    items = key if isinstance(key, tuple) else (key,)
+    np_key: list[Any] = []
+    for k in items:
+        if k is None or k is Ellipsis:
+            np_key.append(k)
+        elif isinstance(k, slice):
+            if not all(type(b) in (int, type(None)) for b in (k.start, k.stop, k.step)):
+                return False
+            np_key.append(k)
+        else:
+            np_key.append(operator.index(k))
+    if v.dtype != x.dtype:
+        v = Array(cast_node(v._node, x.dtype))
+    vdata = v._value()
+    data = _owned(x)
+    if data is None:
+        return False
+    data[tuple(np_key)] = vdata
+    return True
 
 
 def _is_advanced(key: Any) -> bool:

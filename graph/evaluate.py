@@ -10,6 +10,11 @@ recursion limit), calls ``run(node, *input_values)`` for each, and then:
   intermediate nobody else holds (no user ``Array``, no other pending graph) is
   freed right then, not at the end.
 
+``cut_targets(roots)`` says what to evaluate when the recording layer cuts a graph that
+grew too deep (a loop that never evaluates): the roots, and every pending node behind
+them that something outside that subgraph still holds (a user ``Array``, another
+pending graph), so that no value is computed now and again later.
+
 >>> import numpy as np
 >>> from braze.graph.node import constant
 >>> n = constant(np.float32(1.0))
@@ -19,6 +24,7 @@ array(1., dtype=float32)
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +54,32 @@ def topo_order(targets: Sequence[Node]) -> list[Node]:
                 stack.pop()
                 order.append(node)
     return order
+
+
+def cut_targets(roots: Sequence[Node]) -> list[Node]:
+    """The pending ``roots`` and the pending nodes behind them that are referenced from
+    outside the subgraph they span (found by reference count: a node the subgraph alone
+    holds has exactly its in-graph references). Evaluating these in one schedule leaves
+    nothing behind that a later evaluation would compute again."""
+    targets: list[Node] = []
+    wanted: set[int] = set()
+    r: Node | None
+    x: Node | None
+    for r in roots:
+        if r.data is None and id(r) not in wanted:
+            wanted.add(id(r))
+            targets.append(r)
+    order = topo_order(targets)
+    inside: dict[int, int] = {}  # in-graph references to each pending node
+    for n in order:
+        for x in n.inputs:
+            inside[id(x)] = inside.get(id(x), 0) + 1
+    r = x = None  # the loop variables hold no node into the count below
+    base = _REFS_HERE if _REFS_HERE >= 0 else _calibrate()
+    for n in order:
+        if id(n) not in wanted and sys.getrefcount(n) > base + inside.get(id(n), 0):
+            targets.append(n)
+    return targets
 
 
 def evaluate(targets: Sequence[Node], run: Run, order: list[Node] | None = None) -> list[Any]:
@@ -88,3 +120,26 @@ def _execute(order: list[Node | None], run: Run) -> None:
             order[i] = None
         del inputs, node
         x = None
+
+
+_REFS_HERE = -1  # see _calibrate
+
+
+def _calibrate() -> int:
+    """References to a node inside :func:`cut_targets` beyond its in-graph ones (its slot
+    in ``order``, the loop variable, getrefcount's argument: 3 on CPython 3.11), read
+    from a graph where nothing outside holds the middle node: the count is specific to
+    the interpreter, so it is measured, not assumed."""
+    global _REFS_HERE
+    import numpy as np
+
+    from .ops import CONSTANT
+
+    f32 = np.dtype(np.float32)
+    leaf = Node(CONSTANT, (), {}, (), f32, np.zeros((), f32))
+    root = Node(CONSTANT, (Node(CONSTANT, (leaf,), {}, (), f32),), {}, (), f32)
+    for base in range(16):
+        _REFS_HERE = base
+        if len(cut_targets([root])) == 1:
+            return base
+    raise AssertionError("cut_targets: reference counts could not be calibrated")

@@ -3,7 +3,8 @@
 A node holds its op declaration, input nodes, static attributes, and the shape
 and dtype its shape/dtype rules computed at record time. ``data`` is None until
 the node is evaluated; evaluation then drops ``inputs`` so intermediates can be
-freed (see :mod:`braze.graph.evaluate`).
+freed (see :mod:`braze.graph.evaluate`). ``depth`` bounds how far a pending graph has
+grown (the recording layer evaluates at a bound: a loop's graph is cut into segments).
 
 >>> import numpy as np
 >>> n = constant(np.float32(2.0))
@@ -25,7 +26,7 @@ class Node:
     """One op application in the lazy graph (or a leaf holding data)."""
 
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "weak", "pending_evals",
-                 "__weakref__")
+                 "depth", "__weakref__")
 
     def __init__(
         self,
@@ -49,6 +50,16 @@ class Node:
         # compiled evaluations that computed this node as an intermediate without keeping
         # it (see NumpyBackend.evaluate: the next one keeps it)
         self.pending_evals = 0
+        # the longest chain of pending nodes ending here, as recorded (0: a leaf). An
+        # input evaluated since counts as it was: an over-estimate, never an under one.
+        # The recording layer cuts a graph whose depth crosses a bound (see
+        # braze.graph.evaluate.cut_targets), so a loop that grows it stays bounded.
+        depth = 0
+        for x in inputs:
+            d: int = x.depth
+            if x.data is None and d > depth:
+                depth = d
+        self.depth: int = depth + 1 if inputs else 0
 
     @property
     def is_evaluated(self) -> bool:

@@ -10,6 +10,7 @@ summation order may differ), integers and bools exact.
 from __future__ import annotations
 
 import os
+import sys
 import tracemalloc
 
 import hypothesis.extra.numpy as hnp
@@ -126,11 +127,14 @@ def test_a_broadcast_transcendental_is_computed_once_per_own_element(xy) -> None
     assert kernels(x * bz.exp(y)).num_kernels == 1
 
 
-def test_a_running_value_read_by_many_kernels_is_realized(xy) -> None:
+def test_a_running_value_read_by_many_kernels_is_realized(xy, monkeypatch) -> None:
     """Inline-width rule: ``a = softmax(a) + a`` threaded 40 times. Without it every
     reduction would inline the whole running chain back to x (quadratic analysis); with
     it no node is inlined into MAX_INLINE_ROOTS or more roots, and values are unchanged."""
     from braze.graph.passes.fuse import MAX_INLINE_ROOTS, Fuser
+
+    # one graph of all 40 steps (recording would cut a graph this deep into segments)
+    monkeypatch.setattr(sys.modules["braze.arrays.array"], "CUT_DEPTH", 10**9)
 
     x, _ = xy
     a, want = x, np.asarray(x).astype(np.float64)
@@ -412,17 +416,17 @@ def test_small_graphs_compile_only_when_they_come_back() -> None:
     backend = NumpyBackend()
     x = bz.asarray(np.linspace(-1, 1, 6, dtype=np.float32))
 
-    def graph(i):
-        y = x[i] * 2.0
+    def graph(i):  # (x[i] itself is a scalar read: arithmetic on it runs at once)
+        y = x[i:i + 1] * 2.0
         for _ in range(6):
-            y = bz.tanh(y) + x[i + 1] * 0.5
+            y = bz.tanh(y) + x[i + 1:i + 2] * 0.5
         return y
 
     def reference(i):
         xn = np.linspace(-1, 1, 6, dtype=np.float32)
-        y = xn[i] * np.float32(2.0)
+        y = xn[i:i + 1] * np.float32(2.0)
         for _ in range(6):
-            y = np.tanh(y) + xn[i + 1] * np.float32(0.5)
+            y = np.tanh(y) + xn[i + 1:i + 2] * np.float32(0.5)
         return y
 
     CACHE.clear()

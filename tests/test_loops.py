@@ -1,0 +1,300 @@
+"""Loops that build graphs: cut into repeating segments, in-place assignment, scalar steps.
+
+The cases of issue 14: a Jacobi stencil with in-place slice updates, ``trace +=
+tanh(a[i, i])`` over a diagonal, 2,000 scalar assignments. Each gives numpy's values;
+structurally, a loop's pending graph stays bounded and its segments hit the schedule
+cache; assignment into a buffer only the array holds writes in place, and everything
+that shares the buffer (views, numpy callers, pending graphs, other handles) still sees
+numpy's value semantics; ``bz.compile`` tracing is never cut. Timings are in
+benchmarks/numpy_programs.py, not here. Float tolerances: float32, 1e-5 relative.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import braze as bz
+from braze.graph.compiler import CACHE
+from braze.graph.evaluate import cut_targets, topo_order
+
+_array = sys.modules["braze.arrays.array"]
+
+
+def _evaluated(np_array: np.ndarray) -> bz.Array:
+    return bz.asarray(np_array.copy())
+
+
+def _jacobi(xp, A, B, steps):
+    for _ in range(steps):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1]
+                               + A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1]
+                               + B[:-2, 1:-1])
+    return A, B
+
+
+# ---------------------------------------------------------------- the issue's cases
+def test_jacobi_stencil_updates_in_place_and_matches_numpy() -> None:
+    a0 = np.random.default_rng(0).random((40, 40), dtype=np.float32)
+    want_a, want_b = _jacobi(np, a0.copy(), a0.copy(), 30)
+    A, B = _evaluated(a0), _evaluated(a0)
+    bufs = (id(A._node.data), id(B._node.data))  # (holding them would share them)
+    CACHE.clear()
+    got_a, got_b = _jacobi(bz, A, B, 30)
+    np.testing.assert_allclose(np.asarray(got_a), want_a, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_b), want_b, rtol=1e-5)
+    # every update was written into the arrays' own buffers: no graph, no copy
+    assert (id(A._node.data), id(B._node.data)) == bufs
+    # the two update expressions are two schedules, built once, hit every later step
+    assert CACHE.misses <= 2 and CACHE.hits >= 2 * 30 - 2
+
+
+def test_jacobi_on_arrays_that_share_a_node_keeps_values() -> None:
+    """B starts as another handle on A's node (arrays are values): the first updates
+    cannot go in place; they are recorded, cut, and then go in place."""
+    a0 = np.random.default_rng(1).random((24, 24), dtype=np.float32)
+    want_a, want_b = _jacobi(np, a0.copy(), a0.copy(), 40)
+    A = _evaluated(a0)
+    B = bz.astype(A, A.dtype)  # a "copy": a new handle on the same node
+    got_a, got_b = _jacobi(bz, A, B, 40)
+    np.testing.assert_allclose(np.asarray(got_a), want_a, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_b), want_b, rtol=1e-5)
+
+
+def test_diagonal_trace_loop_builds_no_graph() -> None:
+    a = np.random.default_rng(2).random((300, 300), dtype=np.float32)
+    want = 0.0
+    for i in range(a.shape[0]):
+        want += np.tanh(a[i, i])
+    x = _evaluated(a)
+    trace = 0.0
+    for i in range(x.shape[0]):
+        trace += np.tanh(x[i, i])
+        assert trace._node.data is not None  # computed at once: no pending graph
+    assert trace.dtype == bz.float32
+    np.testing.assert_allclose(float(trace), want, rtol=1e-5)
+
+
+def test_2000_scalar_assignments_match_numpy_and_stay_bounded() -> None:
+    xs = np.random.default_rng(3).random(2000, dtype=np.float32)
+    want = np.zeros(2000, np.float32)
+    m = xs[0]
+    for i in range(2000):
+        if xs[i] > m:
+            m = xs[i]
+        want[i] = m
+    x = _evaluated(xs)
+    out = bz.zeros(2000, dtype=bz.float32)  # lazy at first: its writes are recorded
+    m = x[0]
+    for i in range(2000):
+        if x[i] > m:
+            m = x[i]
+        out[i] = m
+        assert out._node.depth < _array.CUT_DEPTH
+    assert out._node.data is not None  # cut once, then written in place
+    np.testing.assert_array_equal(np.asarray(out), want)
+
+
+# ---------------------------------------------------------------- the cut
+def _grow(w, x, steps):
+    for _ in range(steps):
+        w = w * 0.5 + bz.tanh(x - w) * 0.25
+    return w
+
+
+def test_a_growing_loop_is_cut_into_segments_that_hit_the_cache() -> None:
+    rng = np.random.default_rng(4)
+    x = _evaluated(rng.random(1000, dtype=np.float32))  # above the tiny-graph size
+    w = _evaluated(np.zeros(1000, np.float32))
+    CACHE.clear()
+    w = _grow(w, x, 100)
+    misses = CACHE.stats().misses
+    hits = CACHE.stats().hits
+    for _ in range(300):  # three times as long: only hits
+        w = _grow(w, x, 1)
+        assert len(topo_order([w._node])) <= 4 * _array.CUT_DEPTH  # the pending graph
+    assert CACHE.stats().misses == misses
+    assert CACHE.stats().hits >= hits + 300 * 4 // _array.CUT_DEPTH
+    want = np.zeros(1000, np.float32)
+    xn = np.asarray(x)
+    for _ in range(400):
+        want = want * np.float32(0.5) + np.tanh(xn - want) * np.float32(0.25)
+    np.testing.assert_allclose(np.asarray(w), want, rtol=1e-5)
+
+
+def test_a_cut_evaluates_held_intermediates_once() -> None:
+    """A pending value Python still holds is computed in the cut's schedule and kept:
+    nothing behind it is computed again when it is read."""
+    x = _evaluated(np.arange(1000, dtype=np.float32))
+    w = x
+    held = []
+    for i in range(3 * _array.CUT_DEPTH):
+        w = w + 1.0
+        if i % 10 == 5:
+            held.append(w)
+    assert all(h._node.data is not None for h in held[:-1])  # kept by the cuts
+    for k, h in zip(range(5, 10**6, 10), held):
+        np.testing.assert_array_equal(np.asarray(h), np.arange(1000) + k + 1)
+
+
+def test_cut_targets_are_the_roots_and_what_outside_holds() -> None:
+    x = _evaluated(np.ones(3, np.float32))
+    a = x + 1
+    b = a * 2
+    c = b - 1
+    assert len(cut_targets([c._node])) == 3
+    del a
+    assert len(cut_targets([c._node])) == 2
+    del b
+    assert cut_targets([c._node]) == [c._node]
+
+
+def test_huge_arrays_are_not_cut() -> None:
+    big = bz.zeros((4096, 4096))  # over CUT_ELEMENTS: one fused kernel is worth more
+    a = big
+    for _ in range(3 * _array.CUT_DEPTH):
+        a = a * 1.0001 + 0.5
+    assert big._node.data is None and a._node.data is None
+
+
+# ---------------------------------------------------------------- value semantics
+@pytest.fixture
+def x() -> bz.Array:
+    return _evaluated(np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+def test_a_view_taken_before_keeps_its_value(x) -> None:
+    old, row, col = x[:], x[1], x[:, 2]
+    x[1, 1:3] = -1.0
+    x[0, 0] = 99.0
+    want = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(old), want)
+    np.testing.assert_array_equal(np.asarray(row), want[1])
+    np.testing.assert_array_equal(np.asarray(col), want[:, 2])
+    want[1, 1:3] = -1
+    want[0, 0] = 99
+    np.testing.assert_array_equal(np.asarray(x), want)
+
+
+def test_writing_a_view_leaves_its_source_alone(x) -> None:
+    row = x[1]
+    row[0] = 42.0
+    assert row.tolist() == [42.0, 5.0, 6.0, 7.0]
+    assert x[1].tolist() == [4.0, 5.0, 6.0, 7.0]
+
+
+def test_numpy_readers_pending_graphs_and_other_handles_keep_values(x) -> None:
+    seen = np.asarray(x)
+    doubled = x * 2  # pending: reads x's node
+    other = bz.astype(x, x.dtype)  # another handle on x's node
+    x[...] = 0.0
+    x[2, 3] = 1.0
+    want = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(seen, want)
+    np.testing.assert_array_equal(np.asarray(doubled), want * 2)
+    np.testing.assert_array_equal(np.asarray(other), want)
+    assert np.asarray(x).sum() == 1.0
+
+
+def test_memory_braze_does_not_own_is_never_written() -> None:
+    src = np.arange(4, dtype=np.float32)
+    shared = bz.asarray(src, copy=False)
+    shared[0] = 10.0
+    frozen = np.arange(4, dtype=np.float32)
+    frozen.flags.writeable = False
+    ro = bz.asarray(frozen)
+    ro[1:3] = 5.0
+    assert src.tolist() == [0, 1, 2, 3] and frozen.tolist() == [0, 1, 2, 3]
+    assert shared.tolist() == [10, 1, 2, 3] and ro.tolist() == [0, 5, 5, 3]
+
+
+def test_in_place_assignment_follows_numpy(x) -> None:
+    want = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x[0, 1:] = x[0, :-1]  # overlapping source and region (the source is a view of x)
+    want[0, 1:] = want[0, :-1]
+    np.testing.assert_array_equal(np.asarray(x), want)
+    buf = id(x._node.data)
+    for key, value in [((slice(None), 0), bz.asarray([7, 8, 9])),  # int64 into float32
+                       ((Ellipsis, None, 3), 0.5),
+                       ((1, slice(None, None, -2)), bz.asarray([1.5, 2.5])),
+                       ((-1, -1), True)]:
+        x[key] = value
+        want[key] = np.asarray(value) if isinstance(value, bz.Array) else value
+        np.testing.assert_array_equal(np.asarray(x), want)
+    del value
+    assert id(x._node.data) == buf
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        x[0] = bz.ones(3)
+    with pytest.raises(TypeError, match="complex"):
+        x[0, 0] = 1j
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[3, 0] = 1.0
+    i8 = _evaluated(np.zeros(2, np.int8))
+    with pytest.raises(OverflowError):
+        i8[0] = 300
+    np.testing.assert_array_equal(np.asarray(x), want)
+
+
+def test_scalar_reads_are_copies_and_not_constants() -> None:
+    """``x[i]`` holds no view of x (x keeps its buffer to itself) and enters graphs as
+    data, not as a constant folded into the schedule: a loop over i builds one graph."""
+    x = _evaluated(np.arange(8, dtype=np.float32))
+    big = _evaluated(np.ones(1000, np.float32))
+    v = x[3]
+    x[3] = -1.0
+    assert v.item() == 3.0 and x[3].item() == -1.0
+    CACHE.clear()
+    for i in range(6):
+        np.testing.assert_array_equal(np.asarray(big * x[i]), np.full(1000, float(x[i])))
+    assert CACHE.misses == 1
+
+
+def test_scalar_arithmetic_runs_at_once_with_lazy_dtypes() -> None:
+    ints = _evaluated(np.arange(5, dtype=np.int32))
+    floats = _evaluated(np.linspace(0, 1, 5, dtype=np.float32))
+    for expr in (lambda: ints[2] + 1.5, lambda: ints[1] * floats[3], lambda: floats[4] > 0.5,
+                 lambda: -ints[3], lambda: ints[2] // 0, lambda: floats[0] / 0.0):
+        eager = expr()
+        assert eager._node.data is not None
+        lazy = expr  # the same expression recorded as a graph: same dtype, same value
+        with bz.backend("numpy"):
+            token = _array.TRACING.set(True)  # (tracing records everything)
+            try:
+                recorded = lazy()
+            finally:
+                _array.TRACING.reset(token)
+            assert recorded._node.data is None
+            assert recorded.dtype == eager.dtype
+            np.testing.assert_array_equal(np.asarray(recorded), np.asarray(eager))
+
+
+# ---------------------------------------------------------------- compile tracing
+def test_compile_tracing_is_never_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = bz.backends.current()
+    calls = []
+    original = backend.evaluate
+    monkeypatch.setattr(backend, "evaluate", lambda ts: calls.append(len(ts)) or original(ts))
+
+    @bz.compile
+    def step(w, x):
+        for _ in range(4 * _array.CUT_DEPTH):
+            w = w * 0.5 + x
+        w[0] = 100.0  # functional while tracing: the caller's array is not written
+        return w
+
+    w = _evaluated(np.zeros(8, np.float32))
+    x = _evaluated(np.ones(8, np.float32))
+    out = step(w, x)
+    assert calls == [] and step.trace_count == 1
+    want = np.zeros(8, np.float32)
+    for _ in range(4 * _array.CUT_DEPTH):
+        want = want * np.float32(0.5) + np.float32(1)
+    want[0] = 100
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6)
+    assert np.asarray(w).tolist() == [0.0] * 8
+    out2 = step(w, x)
+    np.testing.assert_allclose(np.asarray(out2), want, rtol=1e-6)
+    assert step.trace_count == 1
