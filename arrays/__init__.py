@@ -27,6 +27,8 @@ from ..graph.dtypes import (
 from . import fast, fft, linalg, nn, random
 from .array import Array, Device, astype, eval
 from .compile import compile
+from .creation import *
+from .creation import __all__ as _creation_all
 from .creation import (
     arange,
     array,
@@ -54,9 +56,24 @@ from .info import *
 from .info import __all__ as _info_all
 from .info import __array_api_version__, __array_namespace_info__  # noqa: F401
 from .io import load, save
-from .linalg import matmul, matrix_transpose, tensordot, vecdot
+from .linalg import (
+    cross,
+    dot,
+    einsum,
+    inner,
+    kron,
+    matmul,
+    matrix_transpose,
+    matvec,
+    tensordot,
+    vdot,
+    vecdot,
+    vecmat,
+)
 from .manipulation import *
 from .manipulation import __all__ as _manipulation_all
+from .numpy_extras import *
+from .numpy_extras import __all__ as _numpy_extras_all
 from .quantized import dequantize, quantize, quantized_matmul
 from .reductions import *
 from .reductions import __all__ as _reductions_all
@@ -79,5 +96,7 @@ __all__ = [
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
     "quantize", "dequantize", "quantized_matmul", "nn", "fast", "load", "save",
+    "cross", "dot", "einsum", "inner", "kron", "matvec", "vdot", "vecmat",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
+    *_creation_all, *_numpy_extras_all,
 ]

@@ -444,3 +444,368 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
         shape[pos] = a.shape[0]
         out.append(broadcast_to(a.reshape(tuple(shape)), tuple(sizes)))
     return out
+
+
+# ---------------------------------------------------------------- NumPy's names
+def identity(n: builtins.int, dtype: Any = None) -> Array:
+    """The ``n`` x ``n`` identity matrix.
+
+    >>> import braze as bz
+    >>> bz.identity(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return eye(n, dtype=dtype)
+
+
+def copy(a: Any, order: str = "K", subok: builtins.bool = False) -> Array:
+    """An array holding a copy of ``a`` (braze values never change: a snapshot of numpy
+    input, the same value for an Array).
+
+    >>> import braze as bz
+    >>> bz.copy([1, 2]).tolist()
+    [1, 2]
+    """
+    return asarray(a, copy=True)
+
+
+def ascontiguousarray(a: Any, dtype: Any = None) -> Array:
+    """``a`` as an array (braze arrays have no memory layout to choose); at least 1-d.
+
+    >>> import braze as bz
+    >>> bz.ascontiguousarray(3.0).shape
+    (1,)
+    """
+    x = asarray(a, dtype=dtype)
+    return x.reshape((1,)) if x.ndim == 0 else x
+
+
+def asanyarray(a: Any, dtype: Any = None) -> Array:
+    """NumPy's name for :func:`asarray` (braze has no array subclasses).
+
+    >>> import braze as bz
+    >>> bz.asanyarray([1.0]).dtype
+    dtype('float32')
+    """
+    return asarray(a, dtype=dtype)
+
+
+def asarray_chkfinite(a: Any, dtype: Any = None) -> Array:
+    """:func:`asarray`, refusing NaN or infinite values (evaluates the input).
+
+    >>> import braze as bz
+    >>> bz.asarray_chkfinite([1.0, 2.0]).tolist()
+    [1.0, 2.0]
+    """
+    x = asarray(a, dtype=dtype)
+    data = x._value()
+    if data.dtype.kind in "fc" and not np.isfinite(data).all():
+        raise ValueError("asarray_chkfinite: array must not contain infs or NaNs")
+    return x
+
+
+def logspace(start: builtins.float, stop: builtins.float, num: builtins.int = 50,
+             endpoint: builtins.bool = True, base: builtins.float = 10.0, dtype: Any = None
+             ) -> Array:
+    """``base ** linspace(start, stop, num)``.
+
+    >>> import braze as bz
+    >>> bz.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    d = _float_or(dtype, "logspace")
+    y = linspace(start, stop, num, endpoint=endpoint, dtype=dt.float64)
+    return elementwise(OPS["pow"], base, y).astype(d)
+
+
+def geomspace(start: builtins.float, stop: builtins.float, num: builtins.int = 50,
+              endpoint: builtins.bool = True, dtype: Any = None) -> Array:
+    """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (same sign;
+    the ends exact).
+
+    >>> import braze as bz
+    >>> bz.geomspace(1, 1000, 4).tolist()
+    [1.0, 10.0, 100.0, 1000.0]
+    """
+    if start == 0 or stop == 0:
+        raise ValueError("geomspace: start and stop must be non-zero")
+    if (start < 0) != (stop < 0):
+        raise ValueError(f"geomspace: start {start} and stop {stop} must have one sign")
+    d = _float_or(dtype, "geomspace")
+    sign = -1.0 if start < 0 else 1.0
+    lo, hi = math.log10(builtins.abs(start)), math.log10(builtins.abs(stop))
+    y = elementwise(OPS["pow"], 10.0, linspace(lo, hi, num, endpoint=endpoint,
+                                               dtype=dt.float64)) * sign
+    if num > 0:
+        from .manipulation import concat
+
+        y = concat([full((1,), float(start), dtype=dt.float64), y[1:]]) if num > 1 else \
+            full((1,), float(start), dtype=dt.float64)
+        if endpoint and num > 1:
+            y = concat([y[:-1], full((1,), float(stop), dtype=dt.float64)])
+    return y.astype(d)
+
+
+def tri(N: builtins.int, M: builtins.int | None = None, k: builtins.int = 0, dtype: Any = None
+        ) -> Array:
+    """Ones at and below the ``k`` diagonal.
+
+    >>> import braze as bz
+    >>> bz.tri(2, dtype=bz.int32).tolist()
+    [[1, 0], [1, 1]]
+    """
+    M = N if M is None else M
+    rows, cols = _index_grid(*normalize_shape((N, M), "tri"))
+    return (cols - rows <= k).astype(_float_or(dtype, "tri"))
+
+
+def indices(dimensions: Sequence[builtins.int], dtype: Any = None, sparse: builtins.bool = False
+            ) -> Any:
+    """The index grid of ``dimensions``: one array per axis, stacked (or a tuple of
+    broadcastable arrays with ``sparse``).
+
+    >>> import braze as bz
+    >>> bz.indices((2, 3)).shape
+    (2, 2, 3)
+    """
+    dims = normalize_shape(dimensions, "indices")
+    d = dt.DEFAULT_INT if dtype is None else dt.to_dtype(dtype, "indices")
+    from .manipulation import broadcast_to, stack
+
+    parts = [arange(n, dtype=d).reshape(tuple(n if j == i else 1 for j in range(len(dims))))
+             for i, n in enumerate(dims)]
+    if sparse:
+        return tuple(parts)
+    if not dims:
+        return zeros((0,), dtype=d)
+    return stack([broadcast_to(p, dims) for p in parts])
+
+
+def vander(x: Any, N: builtins.int | None = None, increasing: builtins.bool = False) -> Array:
+    """The Vandermonde matrix of 1-d ``x``: columns ``x ** (N - 1) ... x ** 0`` (or
+    increasing powers).
+
+    >>> import braze as bz
+    >>> bz.vander(bz.asarray([2, 3]), 3).tolist()
+    [[4, 2, 1], [9, 3, 1]]
+    """
+    xa = asarray(x)
+    if xa.ndim != 1:
+        raise ValueError(f"vander: x must be 1-d, got shape {xa.shape}")
+    n = xa.shape[0] if N is None else operator.index(N)
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {n}")
+    p = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
+    from .manipulation import concat
+
+    if n == 0:
+        return zeros((xa.shape[0], 0), dtype=xa.dtype)
+    cols = [ones((xa.shape[0], 1), dtype=xa.dtype) if k == 0 else
+            elementwise(OPS["pow"], xa, builtins.int(k)).reshape((-1, 1)) for k in p]
+    return concat(cols, axis=1)
+
+
+def _static_indices(op: str, *arrays: np.ndarray) -> tuple[Array, ...]:
+    return tuple(Array(constant(a.astype(np.int64))) for a in arrays)
+
+
+def tril_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = None
+                 ) -> tuple[Array, ...]:
+    """Row and column indices of the lower triangle (static arrays).
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.tril_indices(2)]
+    [[0, 1, 1], [0, 0, 1]]
+    """
+    return _static_indices("tril_indices", *np.tril_indices(n, k, m))
+
+
+def triu_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = None
+                 ) -> tuple[Array, ...]:
+    """Row and column indices of the upper triangle (static arrays).
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.triu_indices(2)]
+    [[0, 0, 1], [0, 1, 1]]
+    """
+    return _static_indices("triu_indices", *np.triu_indices(n, k, m))
+
+
+def diag_indices(n: builtins.int, ndim: builtins.int = 2) -> tuple[Array, ...]:
+    """Indices of the main diagonal of an ``(n,) * ndim`` array.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.diag_indices(2)]
+    [[0, 1], [0, 1]]
+    """
+    return _static_indices("diag_indices", *np.diag_indices(n, ndim))
+
+
+def _square_of(arr: Any, op: str) -> Array:
+    a = asarray(arr)
+    if a.ndim < 2:
+        raise ValueError(f"{op}: needs at least 2 dimensions, got shape {a.shape}")
+    return a
+
+
+def tril_indices_from(arr: Any, k: builtins.int = 0) -> tuple[Array, ...]:
+    """:func:`tril_indices` for the last two dims of ``arr``.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.tril_indices_from(bz.zeros((2, 2)))]
+    [[0, 1, 1], [0, 0, 1]]
+    """
+    a = _square_of(arr, "tril_indices_from")
+    return tril_indices(a.shape[-2], k, a.shape[-1])
+
+
+def triu_indices_from(arr: Any, k: builtins.int = 0) -> tuple[Array, ...]:
+    """:func:`triu_indices` for the last two dims of ``arr``.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.triu_indices_from(bz.zeros((2, 2)), 1)]
+    [[0], [1]]
+    """
+    a = _square_of(arr, "triu_indices_from")
+    return triu_indices(a.shape[-2], k, a.shape[-1])
+
+
+def diag_indices_from(arr: Any) -> tuple[Array, ...]:
+    """:func:`diag_indices` for an array with equal dimensions.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.diag_indices_from(bz.zeros((2, 2)))]
+    [[0, 1], [0, 1]]
+    """
+    a = _square_of(arr, "diag_indices_from")
+    if len(set(a.shape)) != 1:
+        raise ValueError(f"diag_indices_from: all dimensions must be equal, got {a.shape}")
+    return diag_indices(a.shape[0], a.ndim)
+
+
+def ix_(*args: Any) -> tuple[Array, ...]:
+    """Open-mesh index arrays from 1-d sequences (bool ones are turned into indices).
+
+    >>> import braze as bz
+    >>> [a.shape for a in bz.ix_([0, 1], [2, 3, 4])]
+    [(2, 1), (1, 3)]
+    """
+    out = []
+    n = len(args)
+    for i, a in enumerate(args):
+        x = asarray(a)
+        if x.ndim != 1:
+            raise ValueError(f"ix_: inputs must be 1-d, got shape {x.shape}")
+        if x.dtype == dt.bool_:
+            x = Array(constant(np.flatnonzero(x._value()).astype(np.int64)))
+        out.append(x.reshape(tuple(-1 if j == i else 1 for j in range(n))))
+    return tuple(out)
+
+
+def fromfunction(function: Any, shape: Sequence[builtins.int], *, dtype: Any = None,
+                 **kwargs: Any) -> Any:
+    """``function(*index_grids)``: it is called once with one (lazy) coordinate array
+    per axis, as numpy does; dtype defaults to float32.
+
+    >>> import braze as bz
+    >>> bz.fromfunction(lambda i, j: i + 10 * j, (2, 2), dtype=bz.int64).tolist()
+    [[0, 10], [1, 11]]
+    """
+    dims = normalize_shape(shape, "fromfunction")
+    d = _float_or(dtype, "fromfunction") if dtype is None else dt.to_dtype(dtype, "fromfunction")
+    from .manipulation import broadcast_to
+
+    grids = [broadcast_to(arange(n, dtype=d).reshape(tuple(n if j == i else 1
+                                                           for j in range(len(dims)))), dims)
+             for i, n in enumerate(dims)]
+    return function(*grids, **kwargs)
+
+
+def frombuffer(buffer: Any, dtype: Any = float, count: builtins.int = -1,
+               offset: builtins.int = 0) -> Array:
+    """A 1-d array read from a bytes-like ``buffer`` (copied: braze owns its data).
+
+    >>> import braze as bz
+    >>> bz.frombuffer(b"\\x01\\x02", dtype=bz.uint8).tolist()
+    [1, 2]
+    """
+    return asarray(np.frombuffer(buffer, dtype=dt.to_dtype(dtype, "frombuffer") if dtype
+                                 is not float else np.float64, count=count, offset=offset),
+                   copy=True)
+
+
+def fromiter(iterable: Any, dtype: Any, count: builtins.int = -1) -> Array:
+    """A 1-d array from an iterable of scalars.
+
+    >>> import braze as bz
+    >>> bz.fromiter((i * i for i in range(4)), dtype=bz.int32).tolist()
+    [0, 1, 4, 9]
+    """
+    return asarray(np.fromiter(iterable, dtype=dt.to_dtype(dtype, "fromiter"), count=count))
+
+
+def _window(name: str, M: builtins.int, *args: Any) -> Array:
+    """A window function of static length: computed once by numpy, a constant."""
+    try:
+        M = operator.index(M)
+    except TypeError:
+        raise TypeError(f"{name}: M must be an int, got {M!r}") from None
+    return Array(constant(getattr(np, name)(M, *args).astype(dt.DEFAULT_FLOAT)))
+
+
+def bartlett(M: builtins.int) -> Array:
+    """The triangular (Bartlett) window of ``M`` points (float32).
+
+    >>> import braze as bz
+    >>> bz.bartlett(3).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    return _window("bartlett", M)
+
+
+def blackman(M: builtins.int) -> Array:
+    """The Blackman window of ``M`` points (float32).
+
+    >>> import braze as bz
+    >>> bz.blackman(3).tolist()
+    [-1.3877787807814457e-17, 1.0, -1.3877787807814457e-17]
+    """
+    return _window("blackman", M)
+
+
+def hamming(M: builtins.int) -> Array:
+    """The Hamming window of ``M`` points (float32).
+
+    >>> import braze as bz
+    >>> [round(v, 4) for v in bz.hamming(3).tolist()]
+    [0.08, 1.0, 0.08]
+    """
+    return _window("hamming", M)
+
+
+def hanning(M: builtins.int) -> Array:
+    """The Hann window of ``M`` points (float32).
+
+    >>> import braze as bz
+    >>> bz.hanning(3).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    return _window("hanning", M)
+
+
+def kaiser(M: builtins.int, beta: builtins.float) -> Array:
+    """The Kaiser window of ``M`` points and shape ``beta`` (float32).
+
+    >>> import braze as bz
+    >>> [round(v, 3) for v in bz.kaiser(3, 5.0).tolist()]
+    [0.037, 1.0, 0.037]
+    """
+    return _window("kaiser", M, beta)
+
+
+__all__ = ["arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
+           "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
+           "zeros_like", "identity", "copy", "ascontiguousarray", "asanyarray",
+           "asarray_chkfinite", "logspace", "geomspace", "tri", "indices", "vander",
+           "tril_indices", "triu_indices", "diag_indices", "tril_indices_from",
+           "triu_indices_from", "diag_indices_from", "ix_", "fromfunction", "frombuffer",
+           "fromiter", "bartlett", "blackman", "hamming", "hanning", "kaiser"]

@@ -448,7 +448,346 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     return moveaxis(out, -1, axis)
 
 
+# ---------------------------------------------------------------- NumPy's names
+def _product_dtype(a: Array, b: Array, name: str) -> tuple[Array, Array, Any]:
+    d = dt.promote(a.dtype, b.dtype, name)
+    if d == dt.bool_:
+        raise TypeError(f"{name}: unsupported dtype bool; expected a numeric dtype")
+    return astype(a, d), astype(b, d), d
+
+
+def dot(a: Array, b: Array, /) -> Array:
+    """NumPy's dot: a scalar multiply for 0-d, the inner product of vectors, matmul of
+    matrices, and for N-d the sum over ``a``'s last and ``b``'s second-to-last axis.
+
+    >>> import braze as bz
+    >>> bz.dot(bz.asarray([1, 2]), bz.asarray([3, 4])).item()
+    11
+    """
+    from .creation import asarray
+
+    x, y, _ = _product_dtype(asarray(a), asarray(b), "dot")
+    if x.ndim == 0 or y.ndim == 0:
+        return elementwise(OPS["multiply"], x, y)
+    if y.ndim == 1 or (x.ndim <= 2 and y.ndim == 2):
+        if x.shape[-1] != y.shape[0 if y.ndim == 1 else -2]:
+            raise ValueError(f"dot: shapes {x.shape} and {y.shape} are not aligned")
+        return matmul(x, y)
+    return tensordot(x, y, axes=([x.ndim - 1], [y.ndim - 2]))
+
+
+def vdot(a: Array, b: Array, /) -> Array:
+    """Dot product of the flattened arrays, the first conjugated.
+
+    >>> import braze as bz
+    >>> bz.vdot(bz.asarray([[1, 2], [3, 4]]), bz.asarray([[1, 1], [1, 1]])).item()
+    10
+    """
+    from .creation import asarray
+    from .reductions import sum as _sum
+
+    x, y, d = _product_dtype(asarray(a), asarray(b), "vdot")
+    if x.size != y.size:
+        raise ValueError(f"vdot: arrays of sizes {x.size} and {y.size} ({x.shape}, {y.shape})")
+    return astype(_sum(elementwise(OPS["conj"], reshape(x, (-1,))) * reshape(y, (-1,))), d)
+
+
+def inner(a: Array, b: Array, /) -> Array:
+    """Sum of products over the last axes (a scalar multiply for 0-d).
+
+    >>> import braze as bz
+    >>> bz.inner(bz.asarray([[1, 2], [3, 4]]), bz.asarray([1, 1])).tolist()
+    [3, 7]
+    """
+    from .creation import asarray
+
+    x, y, _ = _product_dtype(asarray(a), asarray(b), "inner")
+    if x.ndim == 0 or y.ndim == 0:
+        return elementwise(OPS["multiply"], x, y)
+    if x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"inner: last dimensions differ: shapes {x.shape} and {y.shape}")
+    return tensordot(x, y, axes=([x.ndim - 1], [y.ndim - 1]))
+
+
+def kron(a: Array, b: Array, /) -> Array:
+    """Kronecker product: blocks ``a[i, j] * b`` (lazy: a broadcast multiply).
+
+    >>> import braze as bz
+    >>> bz.kron(bz.asarray([1, 10]), bz.asarray([1, 2])).tolist()
+    [1, 2, 10, 20]
+    """
+    from .creation import asarray
+
+    x, y = asarray(a), asarray(b)
+    nd = builtins.max(x.ndim, y.ndim)
+    xs = (1,) * (nd - x.ndim) + x.shape
+    ys = (1,) * (nd - y.ndim) + y.shape
+    xr = reshape(x, tuple(v for d in xs for v in (d, 1)))
+    yr = reshape(y, tuple(v for d in ys for v in (1, d)))
+    return reshape(elementwise(OPS["multiply"], xr, yr), tuple(p * q for p, q in zip(xs, ys)))
+
+
+def matvec(x1: Array, x2: Array, /) -> Array:
+    """Matrix-vector product over the last axes (``(..., m, n) x (..., n)``).
+
+    >>> import braze as bz
+    >>> bz.matvec(bz.asarray([[1, 2], [3, 4]]), bz.asarray([1, 1])).tolist()
+    [3, 7]
+    """
+    a, b = as_array(x1, "matvec"), as_array(x2, "matvec")
+    if a.ndim < 2 or b.ndim < 1 or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"matvec: needs (..., m, n) and (..., n), got {a.shape} and {b.shape}")
+    return matmul(a, reshape(b, b.shape + (1,)))[..., 0]
+
+
+def vecmat(x1: Array, x2: Array, /) -> Array:
+    """Vector-matrix product over the last axes (``conj(x1) (..., m) x (..., m, n)``).
+
+    >>> import braze as bz
+    >>> bz.vecmat(bz.asarray([1, 1]), bz.asarray([[1, 2], [3, 4]])).tolist()
+    [4, 6]
+    """
+    a, b = as_array(x1, "vecmat"), as_array(x2, "vecmat")
+    if b.ndim < 2 or a.ndim < 1 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"vecmat: needs (..., m) and (..., m, n), got {a.shape} and {b.shape}")
+    a = elementwise(OPS["conj"], a)
+    return matmul(reshape(a, a.shape[:-1] + (1, a.shape[-1])), b)[..., 0, :]
+
+
+def _einsum_parse(subscripts: str, shapes: list[tuple[int, ...]]
+                  ) -> tuple[list[str], str]:
+    """Input labels per operand and the output labels; ``...`` becomes upper-case
+    labels (einsum's own labels must be letters)."""
+    s = subscripts.replace(" ", "")
+    lhs, arrow, out = s.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
+    nell = 0
+    for spec, shp in zip(ins, shapes):
+        if "..." in spec:
+            nell = builtins.max(nell, len(shp) - (len(spec) - 3))
+    ell = "".join(chr(0x3B1 + i) for i in range(nell))  # greek: never a user label
+    labels = []
+    for spec, shp in zip(ins, shapes):
+        if "..." in spec:
+            k = len(shp) - (len(spec) - 3)
+            spec = spec.replace("...", ell[nell - k:] if k else "")
+        if not all(c.isalpha() for c in spec) or len(spec) != len(shp):
+            raise ValueError(f"einsum: subscripts {subscripts!r} do not fit operand shapes "
+                             f"{shapes}")
+        labels.append(spec)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        counts: dict[str, int] = {}
+        for spec in labels:
+            for c in spec:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    if len(set(out)) != len(out) or any(c not in "".join(labels) for c in out):
+        raise ValueError(f"einsum: bad output subscripts in {subscripts!r}")
+    return labels, out
+
+
+def einsum(subscripts: str, /, *operands: Array, optimize: Any = False, dtype: Any = None
+           ) -> Array:
+    """Einstein summation. Each pair of operands is contracted as one batched matmul
+    (permute and reshape to ``(batch, m, k) @ (batch, k, n)``); repeated labels in an
+    operand take its diagonal; labels summed away are reduced first. ``...`` works.
+
+    >>> import braze as bz
+    >>> a, b = bz.ones((2, 3)), bz.ones((3, 4))
+    >>> bz.einsum("ij,jk->ik", a, b).tolist()[0], bz.einsum("ii", bz.eye(3)).item()
+    ([3.0, 3.0, 3.0, 3.0], 3.0)
+    """
+    from .creation import asarray
+    from .manipulation import broadcast_to, diagonal
+    from .reductions import sum as _sum
+
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a string, got {type(subscripts).__name__}")
+    ops = [asarray(o) for o in operands]
+    if not ops:
+        raise ValueError("einsum: needs at least one operand")
+    labels, out = _einsum_parse(subscripts, [o.shape for o in ops])
+    d = ops[0].dtype
+    for o in ops[1:]:
+        d = dt.promote(d, o.dtype, "einsum")
+    if dtype is not None:
+        d = dt.to_dtype(dtype, "einsum")
+    work = dt.DEFAULT_INT if d == dt.bool_ else d
+    size: dict[str, int] = {}
+    for lab, o in zip(labels, ops):
+        for c, n in zip(lab, o.shape):
+            if size.get(c, 1) not in (1, n) and n != 1:
+                raise ValueError(f"einsum: label {c!r} has sizes {size[c]} and {n} "
+                                 f"({subscripts!r}, shapes {[o.shape for o in ops]})")
+            size[c] = builtins.max(size.get(c, 1), n)
+    terms: list[tuple[str, Array]] = []
+    for lab, o in zip(labels, ops):
+        o = astype(o, work)
+        while len(set(lab)) != len(lab):  # a repeated label: the diagonal
+            c = next(c for c in lab if lab.count(c) > 1)
+            i, j = lab.index(c), lab.index(c, lab.index(c) + 1)
+            o = diagonal(o, 0, i, j)
+            lab = "".join(x for k, x in enumerate(lab) if k not in (i, j)) + c
+        want = tuple(size[c] for c in lab)
+        if o.shape != want:
+            o = broadcast_to(o, want)
+        terms.append((lab, o))
+
+    def needed(skip: int, extra: str = "") -> set[str]:
+        keep = set(out) | set(extra)
+        for k, (lab, _) in enumerate(terms):
+            if k != skip:
+                keep |= set(lab)
+        return keep
+
+    for k in range(len(terms)):  # sum away labels no one else needs
+        lab, o = terms[k]
+        gone = [i for i, c in enumerate(lab) if c not in needed(k)]
+        if gone:
+            o = _sum(o, axis=tuple(gone), dtype=work)
+            lab = "".join(c for i, c in enumerate(lab) if i not in gone)
+        terms[k] = (lab, o)
+    while len(terms) > 1:
+        (la, a), (lb, b) = terms[0], terms[1]
+        rest = set(out)
+        for lab, _ in terms[2:]:
+            rest |= set(lab)
+        batch = [c for c in la if c in lb and c in rest]
+        contract = [c for c in la if c in lb and c not in rest]
+        a_only = [c for c in la if c not in lb]
+        b_only = [c for c in lb if c not in la]
+
+        def prod(cs: list[str]) -> int:
+            n = 1
+            for c in cs:
+                n *= size[c]
+            return n
+        a3 = reshape(permute_dims(a, tuple(la.index(c) for c in batch + a_only + contract)),
+                     (prod(batch), prod(a_only), prod(contract)))
+        b3 = reshape(permute_dims(b, tuple(lb.index(c) for c in batch + contract + b_only)),
+                     (prod(batch), prod(contract), prod(b_only)))
+        r = reshape(matmul(a3, b3), tuple(size[c] for c in batch + a_only + b_only))
+        terms = [("".join(batch + a_only + b_only), r)] + terms[2:]
+    lab, r = terms[0]
+    gone = [i for i, c in enumerate(lab) if c not in out]
+    if gone:
+        r = _sum(r, axis=tuple(gone), dtype=work)
+        lab = "".join(c for i, c in enumerate(lab) if i not in gone)
+    r = permute_dims(r, tuple(lab.index(c) for c in out)) if lab != out else r
+    return astype(r, d)
+
+
+def norm(x: Array, ord: Any = None, axis: Any = None, keepdims: bool = False  # noqa: A002
+         ) -> Array:
+    """NumPy's ``linalg.norm``: the 2-norm of the flattened array by default; vector
+    norms over an int ``axis``, matrix norms over a pair (or a 2-d array with ``ord``).
+
+    >>> import braze as bz
+    >>> bz.linalg.norm(bz.asarray([[3.0, 0.0], [0.0, 4.0]])).item()
+    5.0
+    """
+    a = as_array(x, "linalg.norm")
+    if axis is None:
+        if ord is None or (ord in ("fro", 2) and a.ndim == 1):
+            v = vector_norm(reshape(a, (-1,)), ord=2)
+            return reshape(v, (1,) * a.ndim) if keepdims else v
+        if a.ndim == 2:
+            return matrix_norm(a, ord=ord, keepdims=keepdims)
+        if a.ndim == 1:
+            return vector_norm(a, ord=ord, keepdims=keepdims)
+        raise ValueError(f"linalg.norm: ord {ord!r} needs a 1-d or 2-d array, got {a.shape}")
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if len(axes) == 1:
+        return vector_norm(a, axis=axes[0], ord=2 if ord is None else ord, keepdims=keepdims)
+    if len(axes) != 2:
+        raise ValueError(f"linalg.norm: axis must be an int or a pair, got {axis!r}")
+    i, j = (normalize_axes(v, a.ndim, "linalg.norm")[0] for v in axes)
+    r = matrix_norm(moveaxis(a, (i, j), (-2, -1)), ord="fro" if ord is None else ord)
+    if keepdims:
+        r = reshape(r, tuple(1 if k in (i, j) else n for k, n in enumerate(a.shape)))
+    return r
+
+
+class LstsqResult(NamedTuple):
+    x: Array
+    residuals: Array
+    rank: Array
+    s: Array
+
+
+def lstsq(a: Array, b: Array, /, rcond: float | None = None) -> LstsqResult:
+    """Least-squares solution of ``a @ x = b`` (by the pseudo-inverse), the residual sums
+    of squares (when ``a`` has more rows than columns; numpy also requires full rank),
+    the rank and the singular values.
+
+    >>> import braze as bz
+    >>> a = bz.asarray([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> r = bz.linalg.lstsq(a, bz.asarray([1.0, 2.0, 3.0]))
+    >>> r.x.tolist(), r.residuals.tolist(), r.rank.item()
+    ([1.0, 2.0], [9.0], 2)
+    """
+    from .reductions import sum as _sum
+
+    x = _float(a, "lstsq")
+    y = as_array(b, "linalg.lstsq")
+    if x.ndim != 2 or y.ndim not in (1, 2) or y.shape[0] != x.shape[0]:
+        raise ValueError(f"linalg.lstsq: needs a (m, n) matrix and (m,) or (m, k) b, got "
+                         f"{x.shape} and {y.shape}")
+    y = astype(y, dt.promote(x.dtype, y.dtype, "linalg.lstsq") if dt.is_floating(y.dtype)
+               else x.dtype)
+    x = astype(x, y.dtype)
+    m, n = x.shape
+    rtol = rcond if rcond is not None else None
+    sol = matmul(pinv(x, rtol=rtol), y)
+    if m > n:
+        r = matmul(x, sol) - y
+        res = _sum(elementwise(OPS["abs"], r) ** 2, axis=0)
+        res = reshape(res, (1,)) if y.ndim == 1 else res
+    else:
+        from .creation import zeros
+
+        res = zeros((0,), dtype=dt.real_dtype(y.dtype))
+    return LstsqResult(sol, res, matrix_rank(x, rtol=rtol), svdvals(x))
+
+
+def cond(x: Array, p: Any = None) -> Array:
+    """Condition number: largest over smallest singular value (``p`` None/2/-2), else
+    ``norm(x, p) * norm(inv(x), p)``.
+
+    >>> import braze as bz
+    >>> bz.linalg.cond(bz.asarray([[2.0, 0.0], [0.0, 0.5]])).item()
+    4.0
+    """
+    a = _float(x, "cond")
+    if p in (None, 2, -2):
+        s = svdvals(a)
+        r = s[..., 0] / s[..., -1]
+        return r if p != -2 else s[..., -1] / s[..., 0]
+    return matrix_norm(a, ord=p) * matrix_norm(inv(a), ord=p)
+
+
+def multi_dot(arrays: Sequence[Array], /) -> Array:
+    """Matrix product of a chain (a 1-d first operand is a row, a 1-d last one a
+    column), multiplied left to right.
+
+    >>> import braze as bz
+    >>> bz.linalg.multi_dot([bz.ones(2), bz.eye(2), bz.ones(2)]).item()
+    2.0
+    """
+    xs = [as_array(a, "linalg.multi_dot") for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"linalg.multi_dot: needs at least 2 arrays, got {len(xs)}")
+    out = xs[0]
+    for b in xs[1:]:
+        out = dot(out, b)
+    return out
+
+
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul",
            "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv",
            "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
-           "vector_norm"]
+           "vector_norm", "norm", "lstsq", "cond", "multi_dot"]

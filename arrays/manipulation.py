@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -428,7 +429,623 @@ def diff(x: Array, /, *, axis: int = -1, n: int = 1, prepend: Array | None = Non
     return x
 
 
+# ---------------------------------------------------------------- NumPy's names
+def _np_take(x: Array, idx: np.ndarray, axis: int) -> Array:
+    """``x`` at the static indices ``idx`` along ``axis``: a view when they are a range."""
+    idx = np.asarray(idx, np.int64)
+    n = idx.size
+    if n and (n == 1 or (np.diff(idx) == 1).all()):
+        return _slice_axis(x, axis, int(idx[0]), int(idx[0]) + n)
+    from .indexing import take
+
+    return take(x, Array(constant(idx)), axis=axis)
+
+
+def concatenate(arrays: Sequence[Array], /, axis: int | None = 0, out: None = None, *,
+                dtype: object = None) -> Array:
+    """NumPy's name for :func:`concat` (``dtype=``: the result's dtype).
+
+    >>> import braze as bz
+    >>> bz.concatenate([bz.zeros((1, 2)), bz.ones((1, 2))], axis=None).tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    if out is not None:
+        raise TypeError("concatenate: out= is not supported (braze arrays are immutable values)")
+    r = concat(arrays, axis=axis)
+    return r if dtype is None else r.astype(dt.to_dtype(dtype, "concatenate"))
+
+
+def ravel(x: Array, /) -> Array:
+    """The flattened array (C order); a view.
+
+    >>> import braze as bz
+    >>> bz.ravel(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [1, 2, 3, 4]
+    """
+    return reshape(as_array(x, "ravel"), (-1,))
+
+
+def swapaxes(x: Array, axis1: int, axis2: int, /) -> Array:
+    """Interchange two axes; a view.
+
+    >>> import braze as bz
+    >>> bz.swapaxes(bz.zeros((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
+    x = as_array(x, "swapaxes")
+    (a,) = normalize_axes(axis1, x.ndim, "swapaxes")
+    (b,) = normalize_axes(axis2, x.ndim, "swapaxes")
+    order = list(range(x.ndim))
+    order[a], order[b] = b, a
+    return permute_dims(x, tuple(order))
+
+
+def rollaxis(x: Array, axis: int, start: int = 0) -> Array:
+    """Roll ``axis`` backwards until it lies before position ``start`` (NumPy's older
+    :func:`moveaxis`).
+
+    >>> import braze as bz
+    >>> bz.rollaxis(bz.zeros((2, 3, 4)), 2).shape
+    (4, 2, 3)
+    """
+    x = as_array(x, "rollaxis")
+    (a,) = normalize_axes(axis, x.ndim, "rollaxis")
+    if not -x.ndim <= start <= x.ndim:
+        raise ValueError(f"rollaxis: start {start} is out of range for {x.ndim} dims")
+    start %= x.ndim + 1
+    if a < start:
+        start -= 1
+    return moveaxis(x, a, start) if a != start else x
+
+
+def flipud(x: Array, /) -> Array:
+    """Reverse the first axis.
+
+    >>> import braze as bz
+    >>> bz.flipud(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [[3, 4], [1, 2]]
+    """
+    x = as_array(x, "flipud")
+    if x.ndim < 1:
+        raise ValueError("flipud: needs at least 1 dimension, got a 0-d array")
+    return flip(x, axis=0)
+
+
+def fliplr(x: Array, /) -> Array:
+    """Reverse the second axis.
+
+    >>> import braze as bz
+    >>> bz.fliplr(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [[2, 1], [4, 3]]
+    """
+    x = as_array(x, "fliplr")
+    if x.ndim < 2:
+        raise ValueError(f"fliplr: needs at least 2 dimensions, got shape {x.shape}")
+    return flip(x, axis=1)
+
+
+def rot90(x: Array, /, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array:
+    """Rotate by 90 degrees ``k`` times in the plane of ``axes`` (first toward second).
+
+    >>> import braze as bz
+    >>> bz.rot90(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [[2, 4], [1, 3]]
+    """
+    x = as_array(x, "rot90")
+    if len(axes) != 2:
+        raise ValueError(f"rot90: axes must be two axes, got {axes!r}")
+    a, b = (normalize_axes(v, x.ndim, "rot90")[0] for v in axes)
+    if a == b:
+        raise ValueError(f"rot90: axes {axes} must differ")
+    k = operator.index(k) % 4
+    if k == 0:
+        return x
+    if k == 2:
+        return flip(x, axis=(a, b))
+    if k == 1:
+        return swapaxes(flip(x, axis=b), a, b)
+    return flip(swapaxes(x, a, b), axis=b)
+
+
+def _atleast(n: int, name: str, arys: tuple[Any, ...]) -> Any:
+    from .creation import asarray
+
+    out = []
+    for a in arys:
+        a = asarray(a)
+        if a.ndim < n:
+            if n == 3 and a.ndim == 2:
+                a = reshape(a, a.shape + (1,))
+            elif n == 3 and a.ndim == 1:
+                a = reshape(a, (1,) + a.shape + (1,))
+            else:
+                a = reshape(a, (1,) * (n - a.ndim) + a.shape)
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_1d(*arys: Any) -> Any:
+    """Each input as an array of at least 1 dimension (one array for one input).
+
+    >>> import braze as bz
+    >>> bz.atleast_1d(3.0).shape
+    (1,)
+    """
+    return _atleast(1, "atleast_1d", arys)
+
+
+def atleast_2d(*arys: Any) -> Any:
+    """Each input with at least 2 dimensions (new axes in front).
+
+    >>> import braze as bz
+    >>> bz.atleast_2d(bz.arange(3)).shape
+    (1, 3)
+    """
+    return _atleast(2, "atleast_2d", arys)
+
+
+def atleast_3d(*arys: Any) -> Any:
+    """Each input with at least 3 dimensions (1-d ``(n,)`` becomes ``(1, n, 1)``).
+
+    >>> import braze as bz
+    >>> bz.atleast_3d(bz.arange(3)).shape
+    (1, 3, 1)
+    """
+    return _atleast(3, "atleast_3d", arys)
+
+
+def _seq(tup: Any, name: str) -> list[Any]:
+    if isinstance(tup, Array) or not isinstance(tup, (list, tuple)):
+        raise TypeError(f"{name}: expected a list or tuple of arrays, got {type(tup).__name__}")
+    if not tup:
+        raise ValueError(f"{name}: need at least one array")
+    return list(tup)
+
+
+def hstack(tup: Sequence[Array], /) -> Array:
+    """Join along the second axis (the first for 1-d arrays).
+
+    >>> import braze as bz
+    >>> bz.hstack([bz.arange(2), bz.arange(3)]).tolist()
+    [0, 1, 0, 1, 2]
+    """
+    xs = [atleast_1d(a) for a in _seq(tup, "hstack")]
+    return concat(xs, axis=0 if xs[0].ndim == 1 else 1)
+
+
+def vstack(tup: Sequence[Array], /) -> Array:
+    """Join along the first axis, 1-d arrays as rows.
+
+    >>> import braze as bz
+    >>> bz.vstack([bz.arange(2), bz.arange(2)]).shape
+    (2, 2)
+    """
+    return concat([atleast_2d(a) for a in _seq(tup, "vstack")], axis=0)
+
+
+def dstack(tup: Sequence[Array], /) -> Array:
+    """Join along the third axis (inputs made at least 3-d).
+
+    >>> import braze as bz
+    >>> bz.dstack([bz.arange(2), bz.arange(2)]).shape
+    (1, 2, 2)
+    """
+    return concat([atleast_3d(a) for a in _seq(tup, "dstack")], axis=2)
+
+
+def column_stack(tup: Sequence[Array], /) -> Array:
+    """1-d arrays as columns of a 2-d array (2-d arrays joined as they are).
+
+    >>> import braze as bz
+    >>> bz.column_stack([bz.arange(2), bz.arange(2)]).tolist()
+    [[0, 0], [1, 1]]
+    """
+    from .creation import asarray
+
+    xs = [asarray(a) for a in _seq(tup, "column_stack")]
+    return concat([reshape(a, (-1, 1)) if a.ndim < 2 else a for a in xs], axis=1)
+
+
+def _split_points(n: int, sections: Any, name: str, even: bool) -> list[int]:
+    if isinstance(sections, (builtins.int, np.integer)) and not isinstance(sections,
+                                                                           builtins.bool):
+        k = operator.index(sections)
+        if k <= 0:
+            raise ValueError(f"{name}: number of sections must be positive, got {k}")
+        if even and n % k:
+            raise ValueError(f"{name}: an axis of size {n} does not divide into {k} equal "
+                             "sections (array_split allows that)")
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        return [builtins.sum(sizes[:i]) for i in range(k + 1)]
+    try:
+        cuts = [operator.index(i) for i in sections]
+    except TypeError:
+        raise TypeError(f"{name}: indices_or_sections must be an int or a sequence of ints, "
+                        f"got {sections!r}") from None
+    return [0] + cuts + [n]
+
+
+def _split(x: Any, sections: Any, axis: int, name: str, even: bool) -> list[Array]:
+    x = as_array(x, name)
+    if x.ndim == 0:
+        raise ValueError(f"{name}: needs at least 1 dimension, got a 0-d array")
+    (ax,) = normalize_axes(axis, x.ndim, name)
+    n = x.shape[ax]
+    pts = _split_points(n, sections, name, even)
+    out = []
+    for lo, hi in zip(pts[:-1], pts[1:]):
+        lo, hi = (builtins.min(builtins.max(v + n if v < 0 else v, 0), n) for v in (lo, hi))
+        out.append(_slice_axis(x, ax, lo, builtins.max(lo, hi)))
+    return out
+
+
+def split(x: Array, indices_or_sections: int | Sequence[int], /, axis: int = 0) -> list[Array]:
+    """Split into equal sections (an int) or at indices (a sequence); views.
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.split(bz.arange(5), [2, 3])]
+    [[0, 1], [2], [3, 4]]
+    """
+    return _split(x, indices_or_sections, axis, "split", True)
+
+
+def array_split(x: Array, indices_or_sections: int | Sequence[int], /, axis: int = 0
+                ) -> list[Array]:
+    """:func:`split` allowing unequal sections (the first ones one longer).
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.array_split(bz.arange(5), 3)]
+    [[0, 1], [2, 3], [4]]
+    """
+    return _split(x, indices_or_sections, axis, "array_split", False)
+
+
+def hsplit(x: Array, indices_or_sections: int | Sequence[int], /) -> list[Array]:
+    """:func:`split` along the second axis (the first for 1-d arrays).
+
+    >>> import braze as bz
+    >>> [a.shape for a in bz.hsplit(bz.zeros((2, 4)), 2)]
+    [(2, 2), (2, 2)]
+    """
+    x = as_array(x, "hsplit")
+    if x.ndim == 0:
+        raise ValueError("hsplit: needs at least 1 dimension, got a 0-d array")
+    return _split(x, indices_or_sections, 1 if x.ndim > 1 else 0, "hsplit", True)
+
+
+def vsplit(x: Array, indices_or_sections: int | Sequence[int], /) -> list[Array]:
+    """:func:`split` along the first axis of an array of at least 2 dimensions.
+
+    >>> import braze as bz
+    >>> [a.shape for a in bz.vsplit(bz.zeros((4, 2)), 2)]
+    [(2, 2), (2, 2)]
+    """
+    x = as_array(x, "vsplit")
+    if x.ndim < 2:
+        raise ValueError(f"vsplit: needs at least 2 dimensions, got shape {x.shape}")
+    return _split(x, indices_or_sections, 0, "vsplit", True)
+
+
+def dsplit(x: Array, indices_or_sections: int | Sequence[int], /) -> list[Array]:
+    """:func:`split` along the third axis of an array of at least 3 dimensions.
+
+    >>> import braze as bz
+    >>> [a.shape for a in bz.dsplit(bz.zeros((1, 1, 4)), 2)]
+    [(1, 1, 2), (1, 1, 2)]
+    """
+    x = as_array(x, "dsplit")
+    if x.ndim < 3:
+        raise ValueError(f"dsplit: needs at least 3 dimensions, got shape {x.shape}")
+    return _split(x, indices_or_sections, 2, "dsplit", True)
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def pad(x: Array, pad_width: Any, mode: str = "constant", *, constant_values: Any = 0
+        ) -> Array:
+    """Pad each axis by ``pad_width`` (an int, ``(before, after)``, or one pair per axis);
+    modes ``constant``, ``edge``, ``reflect``, ``symmetric``, ``wrap``. Lazy: a fill and
+    a concat (constant), a gather of static indices (the others).
+
+    >>> import braze as bz
+    >>> bz.pad(bz.asarray([1, 2, 3]), (1, 2), mode="reflect").tolist()
+    [2, 1, 2, 3, 2, 1]
+    """
+    x = as_array(x, "pad")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
+    try:
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    except (ValueError, TypeError):
+        raise ValueError(f"pad: pad_width {pad_width!r} does not fit an array of shape "
+                         f"{x.shape}") from None
+    if (widths < 0).any():
+        raise ValueError(f"pad: pad_width must be non-negative, got {pad_width!r}")
+    cv = np.broadcast_to(np.asarray(constant_values), (x.ndim, 2)) if mode == "constant" \
+        else None
+    from .creation import full
+
+    out = x
+    for ax, (lo, hi) in enumerate(widths.tolist()):
+        if lo == 0 and hi == 0:
+            continue
+        n = out.shape[ax]
+        if mode == "constant" and cv is not None:
+            parts = []
+            for w, v in ((lo, cv[ax, 0]), (0, None), (hi, cv[ax, 1])):
+                if v is None:
+                    parts.append(out)
+                elif w:
+                    shape = out.shape[:ax] + (w,) + out.shape[ax + 1:]
+                    parts.append(full(shape, v.item(), dtype=out.dtype))
+            out = concat(parts, axis=ax)
+            continue
+        if n == 0:
+            raise ValueError(f"pad: can't extend the empty axis {ax} (shape {x.shape}) with "
+                             f"mode {mode!r}")
+        out = _np_take(out, np.pad(np.arange(n), (lo, hi), mode=mode), ax)  # type: ignore[call-overload]
+    return out
+
+
+def append(x: Array, values: Any, /, axis: int | None = None) -> Array:
+    """``x`` with ``values`` joined at the end (``axis=None``: both flattened).
+
+    >>> import braze as bz
+    >>> bz.append(bz.asarray([1, 2]), bz.asarray([[3]])).tolist()
+    [1, 2, 3]
+    """
+    from .creation import asarray
+
+    x, v = as_array(x, "append"), asarray(values)
+    if axis is None:
+        return concat([ravel(x), ravel(v)], axis=0)
+    return concat([x, v], axis=axis)
+
+
+def _flat_or(x: Array, axis: int | None, name: str) -> tuple[Array, int]:
+    if axis is None:
+        return ravel(x), 0
+    return x, normalize_axes(axis, x.ndim, name)[0]
+
+
+def delete(x: Array, obj: Any, /, axis: int | None = None) -> Array:
+    """``x`` without the entries ``obj`` (an int, a slice, ints or a bool mask) along
+    ``axis`` (None: flattened). Lazy: the kept indices are static.
+
+    >>> import braze as bz
+    >>> bz.delete(bz.arange(5), [0, 3]).tolist()
+    [1, 2, 4]
+    """
+    x, ax = _flat_or(as_array(x, "delete"), axis, "delete")
+    if isinstance(obj, Array):
+        obj = np.asarray(obj)
+    try:
+        keep = np.delete(np.arange(x.shape[ax]), obj)
+    except (IndexError, ValueError, TypeError) as e:
+        raise type(e)(f"delete: {e} (axis {ax} of shape {x.shape})") from None
+    return _np_take(x, keep, ax) if keep.size else _slice_axis(x, ax, 0, 0)
+
+
+def insert(x: Array, obj: Any, values: Any, /, axis: int | None = None) -> Array:
+    """``x`` with ``values`` inserted before index (or indices) ``obj`` along ``axis``
+    (None: flattened). Lazy: a concat and a gather of static indices.
+
+    >>> import braze as bz
+    >>> bz.insert(bz.asarray([1, 2, 3]), 1, bz.asarray([9, 8])).tolist()
+    [1, 9, 8, 2, 3]
+    """
+    from .creation import asarray
+
+    x, ax = _flat_or(as_array(x, "insert"), axis, "insert")
+    v = asarray(values).astype(x.dtype)
+    n = x.shape[ax]
+    if isinstance(obj, slice):
+        obj = np.arange(*obj.indices(n))
+    scalar = np.ndim(obj) == 0
+    pos = np.atleast_1d(np.asarray(obj, dtype=np.int64))
+    if ((pos < -n) | (pos > n)).any():
+        raise IndexError(f"insert: index {obj} is out of bounds for axis {ax} with size {n}")
+    if scalar:
+        if v.ndim < x.ndim:
+            v = reshape(v, (1,) * (x.ndim - v.ndim) + v.shape)
+        v = moveaxis(v, 0, ax) if v.ndim == x.ndim and x.ndim else v
+        m = v.shape[ax] if v.ndim == x.ndim and x.ndim else 1
+        pos = np.repeat(pos, m)
+    m = pos.size
+    target = x.shape[:ax] + (m,) + x.shape[ax + 1:]
+    try:
+        v = broadcast_to(v, target)
+    except ValueError:
+        raise ValueError(f"insert: values of shape {v.shape} do not fit the inserted region "
+                         f"{target}") from None
+    order = np.insert(np.arange(n), pos, np.arange(n, n + m))
+    return _np_take(concat([x, v], axis=ax), order, ax)
+
+
+def resize(x: Array, new_shape: Any, /) -> Array:
+    """An array of ``new_shape`` filled with ``x``'s elements repeated (C order).
+
+    >>> import braze as bz
+    >>> bz.resize(bz.asarray([1, 2, 3]), (2, 4)).tolist()
+    [[1, 2, 3, 1], [2, 3, 1, 2]]
+    """
+    x = ravel(as_array(x, "resize"))
+    shape = normalize_shape(new_shape, "resize")
+    total = int(np.prod(shape))
+    if x.size == 0 or total == 0:
+        from .creation import zeros
+
+        return zeros(shape, dtype=x.dtype)
+    reps = -(-total // x.size)
+    return reshape(_slice_axis(tile(x, (reps,)), 0, 0, total), shape)
+
+
+def trim_zeros(x: Array, /, trim: str = "fb") -> Array:
+    """1-d ``x`` without its leading (``f``) and/or trailing (``b``) zeros.
+
+    Data-dependent shape: evaluates ``x`` (only it) at the call.
+
+    >>> import braze as bz
+    >>> bz.trim_zeros(bz.asarray([0, 1, 0, 2, 0])).tolist()
+    [1, 0, 2]
+    """
+    x = as_array(x, "trim_zeros")
+    if x.ndim != 1:
+        raise ValueError(f"trim_zeros: needs a 1-d array, got shape {x.shape}")
+    from .searching import data_dependent
+
+    nz = np.flatnonzero(data_dependent(x, "trim_zeros"))
+    if nz.size == 0:
+        return _slice_axis(x, 0, 0, 0)
+    lo = int(nz[0]) if "f" in trim.lower() else 0
+    hi = int(nz[-1]) + 1 if "b" in trim.lower() else x.shape[0]
+    return _slice_axis(x, 0, lo, hi)
+
+
+def block(arrays: Any, /) -> Array:
+    """Assemble an array from nested lists of blocks (the innermost joined along the
+    last axis).
+
+    >>> import braze as bz
+    >>> bz.block([[bz.zeros((1, 1)), bz.ones((1, 2))], [bz.ones((1, 3))]]).tolist()
+    [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    from .creation import asarray
+
+    def depth(a: Any) -> int:
+        if isinstance(a, list):
+            if not a:
+                raise ValueError("block: lists cannot be empty")
+            ds = {depth(b) for b in a}
+            if len(ds) != 1:
+                raise ValueError("block: list nesting depths differ")
+            return 1 + ds.pop()
+        if isinstance(a, tuple):
+            raise TypeError("block: blocks are nested lists, not tuples")
+        return 0
+
+    d = depth(arrays)
+    leaves: list[Array] = []
+
+    def collect(a: Any) -> None:
+        if isinstance(a, list):
+            for b in a:
+                collect(b)
+        else:
+            leaves.append(asarray(a))
+
+    collect(arrays)
+    nd = builtins.max([d] + [a.ndim for a in leaves])
+
+    def build(a: Any, level: int) -> Array:
+        if not isinstance(a, list):
+            b = asarray(a)
+            return reshape(b, (1,) * (nd - b.ndim) + b.shape)
+        return concat([build(b, level + 1) for b in a], axis=-(d - level))
+
+    return build(arrays, 0)
+
+
+def diagonal(x: Array, /, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """NumPy's diagonal: the ``offset`` diagonal of the planes ``(axis1, axis2)``,
+    appended as the last axis (:func:`braze.linalg.diagonal` uses the last two axes).
+
+    >>> import braze as bz
+    >>> bz.diagonal(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [1, 4]
+    """
+    x = as_array(x, "diagonal")
+    if x.ndim < 2:
+        raise ValueError(f"diagonal: needs at least 2 dimensions, got shape {x.shape}")
+    a, b = (normalize_axes(v, x.ndim, "diagonal")[0] for v in (axis1, axis2))
+    if a == b:
+        raise ValueError(f"diagonal: axis1 and axis2 must differ, got {axis1} and {axis2}")
+    from .linalg import diagonal as _diag
+
+    return _diag(moveaxis(x, (a, b), (-2, -1)), offset=offset)
+
+
+def diag(v: Array, /, k: int = 0) -> Array:
+    """The ``k`` diagonal of a 2-d array, or a 2-d array with 1-d ``v`` on its ``k``
+    diagonal (zeros elsewhere). Lazy.
+
+    >>> import braze as bz
+    >>> bz.diag(bz.asarray([1, 2])).tolist()
+    [[1, 0], [0, 2]]
+    """
+    from .creation import asarray, eye
+
+    v = asarray(v)
+    k = operator.index(k)
+    if v.ndim == 2:
+        return diagonal(v, offset=k)
+    if v.ndim != 1:
+        raise ValueError(f"diag: needs a 1-d or 2-d array, got shape {v.shape}")
+    n = v.shape[0] + builtins.abs(k)
+    from .creation import zeros
+    from .elementwise import where
+
+    vv = concat([v, zeros((builtins.abs(k),), dtype=v.dtype)]) if k else v
+    vv = reshape(vv, (n, 1) if k >= 0 else (1, n))
+    return where(eye(n, n, k=k, dtype=dt.bool_), vv, zeros((), dtype=v.dtype))
+
+
+def diagflat(v: Array, /, k: int = 0) -> Array:
+    """2-d array with the flattened input on its ``k`` diagonal.
+
+    >>> import braze as bz
+    >>> bz.diagflat(bz.asarray([[1, 2]]), k=1).tolist()
+    [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    """
+    from .creation import asarray
+
+    return diag(ravel(asarray(v)), k=k)
+
+
+def shape(x: Any, /) -> tuple[int, ...]:
+    """The shape of an array (or of anything :func:`asarray` takes).
+
+    >>> import braze as bz
+    >>> bz.shape([[1, 2, 3]])
+    (1, 3)
+    """
+    from .creation import asarray
+
+    return asarray(x).shape
+
+
+def ndim(x: Any, /) -> int:
+    """The number of dimensions.
+
+    >>> import braze as bz
+    >>> bz.ndim(bz.zeros((2, 3)))
+    2
+    """
+    from .creation import asarray
+
+    return asarray(x).ndim
+
+
+def size(x: Any, /, axis: int | None = None) -> int:
+    """The number of elements (along ``axis``, or in all).
+
+    >>> import braze as bz
+    >>> bz.size(bz.zeros((2, 3))), bz.size(bz.zeros((2, 3)), 1)
+    (6, 3)
+    """
+    from .creation import asarray
+
+    a = asarray(x)
+    return a.size if axis is None else a.shape[normalize_axes(axis, a.ndim, "size")[0]]
+
+
 __all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
            "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concat", "stack", "flip",
-           "moveaxis", "roll", "tile", "repeat", "unstack", "diff"]
-
+           "moveaxis", "roll", "tile", "repeat", "unstack", "diff",
+           "concatenate", "ravel", "swapaxes", "rollaxis", "flipud", "fliplr", "rot90",
+           "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "dstack",
+           "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit", "pad", "append",
+           "delete", "insert", "resize", "trim_zeros", "block", "diagonal", "diag", "diagflat",
+           "shape", "ndim", "size"]

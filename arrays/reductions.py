@@ -307,6 +307,295 @@ def _scan(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool) -> Ar
     return out if dtype is None else astype(out, x.dtype)
 
 
+# ---------------------------------------------------------------- NumPy's names
+def _no_out(out: Any, name: str) -> None:
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported (braze arrays are immutable values)")
+
+
+def cumsum(a: Array, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
+    """NumPy's running sum (``axis=None``: over the flattened array).
+
+    >>> import braze as bz
+    >>> bz.cumsum(bz.asarray([[1, 2], [3, 4]])).tolist()
+    [1, 3, 6, 10]
+    """
+    _no_out(out, "cumsum")
+    a = as_array(a, "cumsum")
+    if axis is None:
+        a, axis = a.reshape((-1,)), 0
+    return cumulative_sum(a, axis=axis, dtype=dtype)
+
+
+def cumprod(a: Array, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
+    """NumPy's running product (``axis=None``: over the flattened array).
+
+    >>> import braze as bz
+    >>> bz.cumprod(bz.asarray([1, 2, 3])).tolist()
+    [1, 2, 6]
+    """
+    _no_out(out, "cumprod")
+    a = as_array(a, "cumprod")
+    if axis is None:
+        a, axis = a.reshape((-1,)), 0
+    return cumulative_prod(a, axis=axis, dtype=dtype)
+
+
+def amax(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:
+    """NumPy's alias of :func:`max`.
+
+    >>> import braze as bz
+    >>> bz.amax(bz.asarray([[1, 5], [7, 2]]), 0).tolist()
+    [7, 5]
+    """
+    _no_out(out, "amax")
+    return _reduce("max", a, axis, keepdims)
+
+
+def amin(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:
+    """NumPy's alias of :func:`min`.
+
+    >>> import braze as bz
+    >>> bz.amin(bz.asarray([[1, 5], [7, 2]]), 1).tolist()
+    [1, 2]
+    """
+    _no_out(out, "amin")
+    return _reduce("min", a, axis, keepdims)
+
+
+def ptp(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:
+    """Range (``max - min``) over ``axis``.
+
+    >>> import braze as bz
+    >>> bz.ptp(bz.asarray([4, 9, 2])).item()
+    7
+    """
+    _no_out(out, "ptp")
+    return _reduce("max", a, axis, keepdims) - _reduce("min", a, axis, keepdims)
+
+
+def average(a: Array, axis: Axis = None, weights: Any = None, returned: bool = False, *,
+            keepdims: bool = False) -> Any:
+    """Weighted mean over ``axis`` (``weights`` of ``a``'s shape, or 1-d along one axis);
+    ``returned``: also the sum of the weights.
+
+    >>> import braze as bz
+    >>> bz.average(bz.asarray([1.0, 2.0, 3.0]), weights=bz.asarray([3.0, 1.0, 0.0])).item()
+    1.25
+    """
+    x = _float_input(a, "average")
+    axes = normalize_axes(axis, x.ndim, "average")
+    if weights is None:
+        avg = mean(x, axis=axes, keepdims=keepdims)
+        if not returned:
+            return avg
+        n = _count(x, axes)
+        return avg, Array(constant(np.full(avg.shape, n, dtype=avg.dtype)))
+    from .creation import asarray
+
+    w = asarray(weights)
+    if w.shape != x.shape:
+        if w.ndim != 1 or len(axes) != 1 or w.shape[0] != x.shape[axes[0]]:
+            raise ValueError(f"average: weights of shape {w.shape} do not fit a of shape "
+                             f"{x.shape} along axis {axis}")
+        w = w.reshape(tuple(-1 if i == axes[0] else 1 for i in range(x.ndim)))
+    wt = astype(w, dt.promote(x.dtype, w.dtype, "average") if dt.is_floating(w.dtype)
+                else x.dtype)
+    from .manipulation import broadcast_to
+
+    scl = _reduce("sum", broadcast_to(wt, x.shape), axes, keepdims)
+    avg = _reduce("sum", x * wt, axes, keepdims) / scl
+    return (avg, astype(scl, avg.dtype)) if returned else avg
+
+
+def _isnan(x: Array) -> Array:
+    return elementwise(OPS["isnan"], x)
+
+
+def _nan_to(x: Array, value: float) -> Array:
+    from .elementwise import where
+
+    return where(_isnan(x), value, x) if dt.is_floating(x.dtype) else x
+
+
+def nansum(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
+           keepdims: bool = False) -> Array:
+    """Sum treating NaN as zero.
+
+    >>> import braze as bz
+    >>> bz.nansum(bz.asarray([1.0, float("nan"), 2.0])).item()
+    3.0
+    """
+    _no_out(out, "nansum")
+    return sum(_nan_to(as_array(a, "nansum"), 0.0), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanprod(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
+            keepdims: bool = False) -> Array:
+    """Product treating NaN as one.
+
+    >>> import braze as bz
+    >>> bz.nanprod(bz.asarray([2.0, float("nan"), 3.0])).item()
+    6.0
+    """
+    _no_out(out, "nanprod")
+    return prod(_nan_to(as_array(a, "nanprod"), 1.0), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _valid_count(x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+    ok = elementwise(OPS["logical_not"], _isnan(x))
+    return astype(_reduce("sum", ok, axes, keepdims), x.dtype)
+
+
+def nanmean(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
+            keepdims: bool = False) -> Array:
+    """Mean of the non-NaN elements (NaN where there are none).
+
+    >>> import braze as bz
+    >>> bz.nanmean(bz.asarray([1.0, float("nan"), 2.0])).item()
+    1.5
+    """
+    _no_out(out, "nanmean")
+    x = _float_input(a, "nanmean")
+    if dtype is not None:
+        x = astype(x, dt.to_dtype(dtype, "nanmean"))
+    axes = normalize_axes(axis, x.ndim, "nanmean")
+    return _reduce("sum", _nan_to(x, 0.0), axes, keepdims) / _valid_count(x, axes, keepdims)
+
+
+def nanvar(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddof: float = 0,
+           keepdims: bool = False) -> Array:
+    """Variance of the non-NaN elements with ``ddof`` degrees of freedom.
+
+    >>> import braze as bz
+    >>> bz.nanvar(bz.asarray([1.0, float("nan"), 3.0])).item()
+    1.0
+    """
+    _no_out(out, "nanvar")
+    x = _float_input(a, "nanvar")
+    if dtype is not None:
+        x = astype(x, dt.to_dtype(dtype, "nanvar"))
+    if dt.is_complex(x.dtype):
+        raise TypeError("nanvar: complex input is not supported")
+    axes = normalize_axes(axis, x.ndim, "nanvar")
+    n = _valid_count(x, axes, True)
+    m = _reduce("sum", _nan_to(x, 0.0), axes, True) / n
+    d = _nan_to(x - m, 0.0)
+    from .elementwise import maximum
+
+    dof = maximum(n - float(ddof), 0.0)
+    out_ = _reduce("sum", d * d, axes, True) / dof
+    return out_ if keepdims else out_.reshape(tuple(
+        v for i, v in enumerate(out_.shape) if i not in axes))
+
+
+def nanstd(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddof: float = 0,
+           keepdims: bool = False) -> Array:
+    """Standard deviation of the non-NaN elements.
+
+    >>> import braze as bz
+    >>> bz.nanstd(bz.asarray([1.0, float("nan"), 3.0])).item()
+    1.0
+    """
+    return elementwise(OPS["sqrt"], nanvar(a, axis, dtype, out, ddof, keepdims))
+
+
+def _nan_extreme(name: str, a: Any, axis: Any, keepdims: bool) -> Array:
+    x = as_array(a, "nan" + name)
+    if not dt.is_floating(x.dtype):
+        return _reduce(name, x, axis, keepdims)
+    from .elementwise import where
+
+    fill = float("-inf") if name == "max" else float("inf")
+    r = _reduce(name, _nan_to(x, fill), axis, keepdims)
+    return where(_reduce("all", _isnan(x), axis, keepdims), float("nan"), r)
+
+
+def nanmax(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:
+    """Largest non-NaN element (NaN for an all-NaN slice).
+
+    >>> import braze as bz
+    >>> bz.nanmax(bz.asarray([1.0, float("nan"), 2.0])).item()
+    2.0
+    """
+    _no_out(out, "nanmax")
+    return _nan_extreme("max", a, axis, keepdims)
+
+
+def nanmin(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:
+    """Smallest non-NaN element (NaN for an all-NaN slice).
+
+    >>> import braze as bz
+    >>> bz.nanmin(bz.asarray([1.0, float("nan"), 2.0])).item()
+    1.0
+    """
+    _no_out(out, "nanmin")
+    return _nan_extreme("min", a, axis, keepdims)
+
+
+def nanargmax(a: Array, axis: int | None = None, out: None = None, *,
+              keepdims: bool = False) -> Array:
+    """Index of the largest non-NaN element (lazy: an all-NaN slice gives 0 where numpy
+    raises).
+
+    >>> import braze as bz
+    >>> bz.nanargmax(bz.asarray([1.0, float("nan"), 2.0])).item()
+    2
+    """
+    _no_out(out, "nanargmax")
+    return _arg("argmax", _nan_to(as_array(a, "nanargmax"), float("-inf")), axis, keepdims)
+
+
+def nanargmin(a: Array, axis: int | None = None, out: None = None, *,
+              keepdims: bool = False) -> Array:
+    """Index of the smallest non-NaN element (an all-NaN slice gives 0).
+
+    >>> import braze as bz
+    >>> bz.nanargmin(bz.asarray([1.0, float("nan"), 0.5])).item()
+    2
+    """
+    _no_out(out, "nanargmin")
+    return _arg("argmin", _nan_to(as_array(a, "nanargmin"), float("inf")), axis, keepdims)
+
+
+def nancumsum(a: Array, axis: int | None = None, dtype: Any = None, out: None = None
+              ) -> Array:
+    """Running sum treating NaN as zero.
+
+    >>> import braze as bz
+    >>> bz.nancumsum(bz.asarray([1.0, float("nan"), 2.0])).tolist()
+    [1.0, 1.0, 3.0]
+    """
+    return cumsum(_nan_to(as_array(a, "nancumsum"), 0.0), axis, dtype, out)
+
+
+def nancumprod(a: Array, axis: int | None = None, dtype: Any = None, out: None = None
+               ) -> Array:
+    """Running product treating NaN as one.
+
+    >>> import braze as bz
+    >>> bz.nancumprod(bz.asarray([2.0, float("nan"), 3.0])).tolist()
+    [2.0, 2.0, 6.0]
+    """
+    return cumprod(_nan_to(as_array(a, "nancumprod"), 1.0), axis, dtype, out)
+
+
+def trace(a: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
+          out: None = None) -> Array:
+    """NumPy's trace: sum of the ``offset`` diagonal of the planes ``(axis1, axis2)``.
+
+    >>> import braze as bz
+    >>> bz.trace(bz.asarray([[1, 2], [3, 4]])).item()
+    5
+    """
+    _no_out(out, "trace")
+    from .manipulation import diagonal
+
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
 __all__ = ["sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "var", "std",
-           "logsumexp", "softmax", "cumulative_sum", "cumulative_prod"]
+           "logsumexp", "softmax", "cumulative_sum", "cumulative_prod", "cumsum", "cumprod",
+           "amax", "amin", "ptp", "average", "nansum", "nanprod", "nanmean", "nanvar", "nanstd",
+           "nanmax", "nanmin", "nanargmax", "nanargmin", "nancumsum", "nancumprod", "trace"]
 

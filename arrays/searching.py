@@ -13,6 +13,7 @@ input (only it, not unrelated pending work) and return arrays holding the result
 
 from __future__ import annotations
 
+import builtins
 import operator
 from typing import Any, NamedTuple
 
@@ -272,5 +273,440 @@ def isin(x1: Array, x2: Array, /, *, invert: bool = False) -> Array:
     return elementwise(OPS["logical_not"], hit) if invert else hit
 
 
+# ---------------------------------------------------------------- NumPy's names
+def _wrap1(v: np.ndarray) -> Array:
+    return Array(constant(np.array(v, copy=True)))
+
+
+def argwhere(a: Array, /) -> Array:
+    """Indices of the non-zero elements, one row per element (int64, shape (N, ndim)).
+
+    Data-dependent shape: evaluates ``a`` (only it) at the call.
+
+    >>> import braze as bz
+    >>> bz.argwhere(bz.asarray([[0, 1], [2, 0]])).tolist()
+    [[0, 1], [1, 0]]
+    """
+    x = as_array(a, "argwhere")
+    return _wrap1(np.argwhere(data_dependent(x, "argwhere")).astype(np.int64))
+
+
+def flatnonzero(a: Array, /) -> Array:
+    """Flat indices of the non-zero elements (int64; evaluates ``a``).
+
+    >>> import braze as bz
+    >>> bz.flatnonzero(bz.asarray([[0, 1], [2, 0]])).tolist()
+    [1, 2]
+    """
+    x = as_array(a, "flatnonzero")
+    return _wrap1(np.flatnonzero(data_dependent(x, "flatnonzero")).astype(np.int64))
+
+
+def extract(condition: Any, arr: Array, /) -> Array:
+    """The elements of flattened ``arr`` where flattened ``condition`` is non-zero
+    (evaluates ``condition`` only).
+
+    >>> import braze as bz
+    >>> x = bz.arange(6)
+    >>> bz.extract(x % 2 == 0, x * 10).tolist()
+    [0, 20, 40]
+    """
+    from .creation import asarray
+
+    c, x = asarray(condition), as_array(arr, "extract")
+    idx = np.flatnonzero(data_dependent(c, "extract"))
+    if idx.size and idx[-1] >= x.size:
+        raise ValueError(f"extract: condition of shape {c.shape} is true past arr's {x.size} "
+                         "elements")
+    return _ix.take(x.reshape((-1,)), _wrap1(idx.astype(np.int64)))
+
+
+def partition(a: Array, kth: Any, axis: int | None = -1) -> Array:
+    """An array whose ``kth`` elements are where a sort puts them, smaller ones before,
+    larger after: braze returns the full sort (a valid partition; lazy).
+
+    >>> import braze as bz
+    >>> bz.partition(bz.asarray([3, 1, 2]), 1).tolist()
+    [1, 2, 3]
+    """
+    x = as_array(a, "partition")
+    if axis is None:
+        x, axis = x.reshape((-1,)), 0
+    _check_kth(x, kth, axis, "partition")
+    return sort(x, axis=axis)
+
+
+def argpartition(a: Array, kth: Any, axis: int | None = -1) -> Array:
+    """Indices that :func:`partition` ``a`` (a stable argsort; lazy).
+
+    >>> import braze as bz
+    >>> bz.argpartition(bz.asarray([3, 1, 2]), 1).tolist()
+    [1, 2, 0]
+    """
+    x = as_array(a, "argpartition")
+    if axis is None:
+        x, axis = x.reshape((-1,)), 0
+    _check_kth(x, kth, axis, "argpartition")
+    return argsort(x, axis=axis)
+
+
+def _check_kth(x: Array, kth: Any, axis: int, name: str) -> None:
+    if x.ndim == 0:
+        raise ValueError(f"{name}: needs at least 1 dimension, got a 0-d array")
+    (ax,) = normalize_axes(axis, x.ndim, name)
+    n = x.shape[ax]
+    for k in np.atleast_1d(np.asarray(kth)).tolist():
+        if not -n <= operator.index(k) < n:
+            raise ValueError(f"{name}: kth {k} is out of bounds for axis {ax} of size {n}")
+
+
+def lexsort(keys: Any, axis: int = -1) -> Array:
+    """Indices sorting by several keys, the **last** key primary (lazy: one stable
+    argsort per key).
+
+    >>> import braze as bz
+    >>> bz.lexsort([bz.asarray([1, 2, 0]), bz.asarray([0, 0, 1])]).tolist()
+    [0, 1, 2]
+    """
+    from .creation import asarray
+
+    ks = [asarray(k) for k in keys] if isinstance(keys, (list, tuple)) else \
+        list(_ix_rows(asarray(keys)))
+    if not ks:
+        raise ValueError("lexsort: need at least one key")
+    if len({k.shape for k in ks}) != 1:
+        raise ValueError(f"lexsort: keys must share one shape, got {[k.shape for k in ks]}")
+    order = argsort(ks[0], axis=axis)
+    for k in ks[1:]:
+        step = argsort(_ix.take_along_axis(k, order, axis=axis), axis=axis)
+        order = _ix.take_along_axis(order, step, axis=axis)
+    return order
+
+
+def _ix_rows(x: Array) -> tuple[Array, ...]:
+    if x.ndim < 2:
+        raise ValueError(f"lexsort: an array of keys needs at least 2 dimensions, got "
+                         f"{x.shape}")
+    return tuple(x[i] for i in range(x.shape[0]))
+
+
+def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False, axis: int | None = None, *, equal_nan: bool = True
+           ) -> Any:
+    """NumPy's ``unique`` (sorted unique values; optional first indices, inverse,
+    counts). Data-dependent shape: evaluates ``ar``.
+
+    >>> import braze as bz
+    >>> bz.unique(bz.asarray([3, 1, 3])).tolist()
+    [1, 3]
+    """
+    from .creation import asarray
+
+    data = data_dependent(asarray(ar), "unique")
+    up = data.astype(np.float32) if dt.is_low_precision(data.dtype) else data
+    r = np.unique(up, return_index=return_index, return_inverse=return_inverse,
+                  return_counts=return_counts, axis=axis, equal_nan=equal_nan)
+    if not isinstance(r, tuple):
+        return _wrap1(r.astype(data.dtype))
+    return (_wrap1(r[0].astype(data.dtype)),) + tuple(_wrap1(v.astype(np.int64)) for v in r[1:])
+
+
+def _set_op(name: str, *arrays: Any, **kw: Any) -> Array:
+    from .creation import asarray
+
+    xs = [asarray(a) for a in arrays]
+    datas = [data_dependent(x, name) for x in xs]
+    r = getattr(np, name)(*datas, **kw)
+    if isinstance(r, tuple):
+        return tuple(_wrap1(v) for v in r)  # type: ignore[return-value]
+    return _wrap1(r)
+
+
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False
+                ) -> Any:
+    """Sorted values in both arrays (evaluates them).
+
+    >>> import braze as bz
+    >>> bz.intersect1d(bz.asarray([1, 3, 4]), bz.asarray([3, 1, 2])).tolist()
+    [1, 3]
+    """
+    return _set_op("intersect1d", ar1, ar2, assume_unique=assume_unique,
+                   return_indices=return_indices)
+
+
+def union1d(ar1: Any, ar2: Any) -> Array:
+    """Sorted values in either array (evaluates them).
+
+    >>> import braze as bz
+    >>> bz.union1d(bz.asarray([1, 3]), bz.asarray([2, 1])).tolist()
+    [1, 2, 3]
+    """
+    return _set_op("union1d", ar1, ar2)
+
+
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Array:
+    """Sorted unique values of ``ar1`` not in ``ar2`` (evaluates them).
+
+    >>> import braze as bz
+    >>> bz.setdiff1d(bz.asarray([1, 2, 3]), bz.asarray([2])).tolist()
+    [1, 3]
+    """
+    return _set_op("setdiff1d", ar1, ar2, assume_unique=assume_unique)
+
+
+def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Array:
+    """Sorted values in exactly one of the arrays (evaluates them).
+
+    >>> import braze as bz
+    >>> bz.setxor1d(bz.asarray([1, 2]), bz.asarray([2, 3])).tolist()
+    [1, 3]
+    """
+    return _set_op("setxor1d", ar1, ar2, assume_unique=assume_unique)
+
+
+def digitize(x: Any, bins: Any, right: bool = False) -> Array:
+    """Index of the bin of each ``x`` (``bins`` monotonic, 1-d; ``right``: bins include
+    their right edge). Lazy: a searchsorted (``bins`` is read to learn its direction).
+
+    >>> import braze as bz
+    >>> bz.digitize(bz.asarray([0.5, 1.0, 2.5]), bz.asarray([1.0, 2.0])).tolist()
+    [0, 1, 2]
+    """
+    from .creation import asarray
+    from .manipulation import flip
+
+    xa, b = asarray(x), asarray(bins)
+    if b.ndim != 1:
+        raise ValueError(f"digitize: bins must be 1-d, got shape {b.shape}")
+    if dt.is_complex(xa.dtype) or dt.is_complex(b.dtype):
+        raise TypeError("digitize: complex input is not supported")
+    bv = data_dependent(b, "digitize")
+    d = np.diff(bv)
+    inc = bool((d >= 0).all())
+    if not inc and not (d <= 0).all():
+        raise ValueError("digitize: bins must be monotonically increasing or decreasing")
+    flat = xa.reshape((-1,))
+    if inc:
+        r = searchsorted(b, flat, side="left" if right else "right")
+    else:
+        r = b.shape[0] - searchsorted(flip(b), flat, side="right" if right else "left")
+    return r.reshape(xa.shape)
+
+
+def _count_into(idx: Array, length: int, weights: Array | None) -> Array:
+    """``out[j] = sum(weights[idx == j])`` (counts without weights) over flat ``idx``:
+    one fused compare-and-reduce, O(len(idx) * length)."""
+    from .creation import arange
+    from .elementwise import where
+    from .reductions import sum as _sum
+
+    eq = elementwise(OPS["equal"], idx.reshape((1, -1)), arange(length).reshape((-1, 1)))
+    if weights is None:
+        return _sum(eq, axis=1)
+    return _sum(where(eq, weights.reshape((1, -1)), 0), axis=1)
+
+
+def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Array:
+    """Occurrences of each value ``0..max(x)`` in non-negative 1-d integer ``x``
+    (``weights``: their sums). The length depends on the data: evaluates ``x``; the
+    weighted sums stay lazy.
+
+    >>> import braze as bz
+    >>> bz.bincount(bz.asarray([0, 1, 1, 3])).tolist()
+    [1, 2, 0, 1]
+    """
+    from .creation import asarray
+
+    xa = asarray(x)
+    if xa.ndim != 1 or not (dt.is_integer(xa.dtype) or xa.dtype == dt.bool_):
+        raise TypeError(f"bincount: x must be a 1-d integer array, got {dt.name(xa.dtype)} of "
+                        f"shape {xa.shape}")
+    data = data_dependent(xa, "bincount").astype(np.int64)
+    if (data < 0).any():
+        raise ValueError("bincount: x must be non-negative")
+    if operator.index(minlength) < 0:
+        raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
+    length = builtins.max(int(data.max()) + 1 if data.size else 0, minlength)
+    if weights is None:
+        return _wrap1(np.bincount(data, minlength=length).astype(np.int64))
+    w = asarray(weights)
+    if w.shape != xa.shape:
+        raise ValueError(f"bincount: weights of shape {w.shape} do not match x {xa.shape}")
+    if not dt.is_floating(w.dtype):
+        w = astype(w, dt.float64)
+    return _count_into(_wrap1(data), length, w)
+
+
+def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
+    """Bin edges as numpy computes them: given, or ``bins + 1`` evenly spaced from the
+    range (static) or from the data's min and max (lazy)."""
+    from .creation import arange, asarray
+
+    ed = dt.float64 if not dt.is_floating(x.dtype) else x.dtype
+    if not isinstance(bins, (int, np.integer)):
+        e = asarray(bins)
+        if e.ndim != 1 or e.shape[0] < 2:
+            raise ValueError(f"{name}: bins must be an int or a 1-d array of >= 2 edges, got "
+                             f"shape {e.shape}")
+        return e
+    n = operator.index(bins)
+    if n < 1:
+        raise ValueError(f"{name}: bins must be a positive int, got {n}")
+    if range_ is not None:
+        lo, hi = range_
+        if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+            raise ValueError(f"{name}: range must be finite with min <= max, got {range_!r}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        bt = np.result_type(ed, np.float64) if not dt.is_floating(x.dtype) else ed
+        return _wrap1(np.linspace(lo, hi, n + 1, dtype=bt))
+    from .elementwise import where
+    from .reductions import max as _max
+    from .reductions import min as _min
+
+    if x.size == 0:
+        return _wrap1(np.linspace(0.0, 1.0, n + 1, dtype=ed))
+    lo_, hi_ = astype(_min(x), ed), astype(_max(x), ed)
+    same = elementwise(OPS["equal"], lo_, hi_)
+    lo_, hi_ = where(same, lo_ - 0.5, lo_), where(same, hi_ + 0.5, hi_)
+    step = (hi_ - lo_) / float(n)
+    grid = arange(n + 1, dtype=ed) * step + lo_
+    from .manipulation import concat
+
+    return concat([grid[:n], hi_.reshape((1,))])
+
+
+def _bin_index(x: Array, e: Array) -> Array:
+    """Bin of each value of flat ``x`` against edges ``e``: -1 / len(e) - 1 outside (NaN
+    too); the last bin includes its right edge."""
+    from .elementwise import where
+
+    n = e.shape[0] - 1
+    common = dt.promote(x.dtype, e.dtype, "histogram")
+    xc, ec = astype(x, common), astype(e, common)
+    idx = searchsorted(ec, xc, side="right") - 1
+    idx = where(elementwise(OPS["equal"], xc, ec[n]), n - 1, idx)
+    return where(elementwise(OPS["isnan"], xc), n, idx) if dt.is_floating(common) else idx
+
+
+def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,  # noqa: A002
+              weights: Any = None) -> tuple[Array, Array]:
+    """Counts (or ``weights`` sums; a density with ``density``) of ``a`` in ``bins``
+    (a count: evenly spaced over ``range`` or the data's min..max; or edges), and the
+    edges. Lazy: the bin count is fixed, so nothing is evaluated.
+
+    >>> import braze as bz
+    >>> h, e = bz.histogram(bz.asarray([1.0, 2.0, 2.0, 4.0]), bins=3)
+    >>> h.tolist(), e.tolist()
+    ([1, 2, 1], [1.0, 2.0, 3.0, 4.0])
+    """
+    from .creation import asarray
+
+    x = asarray(a).reshape((-1,))
+    if dt.is_complex(x.dtype):
+        raise TypeError("histogram: complex input is not supported")
+    e = _edges("histogram", x, bins, range)
+    w = None if weights is None else asarray(weights).reshape((-1,))
+    if w is not None and w.shape != x.shape:
+        raise ValueError(f"histogram: weights of shape {w.shape} do not match a {x.shape}")
+    h = _count_into(_bin_index(x, e), e.shape[0] - 1, w)
+    if density:
+        from .manipulation import diff
+        from .reductions import sum as _sum
+
+        hf = astype(h, dt.float64 if not dt.is_floating(h.dtype) else h.dtype)
+        h = hf / astype(diff(e), hf.dtype) / _sum(hf)
+    return h, e
+
+
+def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,  # noqa: A002
+                        weights: Any = None) -> Array:
+    """The edges :func:`histogram` would use.
+
+    >>> import braze as bz
+    >>> bz.histogram_bin_edges(bz.asarray([0.0, 1.0]), bins=2).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    from .creation import asarray
+
+    return _edges("histogram_bin_edges", asarray(a).reshape((-1,)), bins, range)
+
+
+def histogramdd(sample: Any, bins: Any = 10, range: Any = None, density: bool = False,  # noqa: A002
+                weights: Any = None) -> tuple[Array, list[Array]]:
+    """Multidimensional histogram of ``sample`` (N points of D coordinates, shape (N, D)).
+
+    >>> import braze as bz
+    >>> h, _ = bz.histogramdd(bz.asarray([[0.0, 0.0], [1.0, 1.0]]), bins=2)
+    >>> h.tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    from .creation import asarray
+    from .elementwise import where
+
+    s = asarray(sample)
+    if s.ndim == 1:
+        s = s.reshape((-1, 1))
+    if s.ndim != 2:
+        raise ValueError(f"histogramdd: sample must be (N, D), got shape {s.shape}")
+    d = s.shape[1]
+    bl = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
+    rl = list(range) if range is not None else [None] * d
+    if len(bl) != d or len(rl) != d:
+        raise ValueError(f"histogramdd: bins and range need one entry per dimension ({d})")
+    edges = [_edges("histogramdd", s[:, i], bl[i], rl[i]) for i in builtins.range(d)]
+    sizes = [e.shape[0] - 1 for e in edges]
+    flat: Any = 0
+    ok: Any = True
+    for i in builtins.range(d):
+        idx = _bin_index(s[:, i], edges[i])
+        inside = elementwise(OPS["logical_and"], idx >= 0, idx < sizes[i])
+        ok = inside if ok is True else elementwise(OPS["logical_and"], ok, inside)
+        flat = flat * sizes[i] + idx
+    total = 1
+    for n in sizes:
+        total *= n
+    flat = where(ok, flat, -1) if s.shape[0] else asarray(np.zeros(0, np.int64))
+    w = None if weights is None else asarray(weights).reshape((-1,))
+    h = _count_into(flat, total, w).reshape(tuple(sizes))
+    if w is None:
+        h = astype(h, dt.float64)  # numpy's histogramdd counts are floats
+    if density:
+        from .manipulation import diff
+        from .reductions import sum as _sum
+
+        hf = astype(h, dt.float64 if not dt.is_floating(h.dtype) else h.dtype)
+        h = hf / _sum(hf)
+        for i, e in enumerate(edges):
+            h = h / astype(diff(e), hf.dtype).reshape(tuple(-1 if j == i else 1
+                                                           for j in builtins.range(d)))
+    return h, edges
+
+
+def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, density: bool = False,  # noqa: A002
+                weights: Any = None) -> tuple[Array, Array, Array]:
+    """2-d histogram of the points ``(x, y)``: counts and the x and y edges.
+
+    >>> import braze as bz
+    >>> h, ex, ey = bz.histogram2d(bz.asarray([0.0, 1.0]), bz.asarray([0.0, 1.0]), bins=2)
+    >>> h.tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    from .creation import asarray
+    from .manipulation import stack
+
+    xa, ya = asarray(x), asarray(y)
+    if xa.ndim != 1 or xa.shape != ya.shape:
+        raise ValueError(f"histogram2d: x and y must be 1-d of one length, got {xa.shape} and "
+                         f"{ya.shape}")
+    common = dt.promote(xa.dtype, ya.dtype, "histogram2d")
+    h, (ex, ey) = histogramdd(stack([astype(xa, common), astype(ya, common)], axis=1), bins,
+                              range, density, weights)
+    return h, ex, ey
+
+
 __all__ = ["isin", "sort", "argsort", "top_k", "searchsorted", "nonzero", "count_nonzero",
-           "unique_all", "unique_counts", "unique_inverse", "unique_values"]
+           "unique_all", "unique_counts", "unique_inverse", "unique_values", "argwhere",
+           "flatnonzero", "extract", "partition", "argpartition", "lexsort", "unique",
+           "intersect1d", "union1d", "setdiff1d", "setxor1d", "digitize", "bincount",
+           "histogram", "histogram_bin_edges", "histogramdd", "histogram2d"]
