@@ -116,15 +116,27 @@ def _int_key(key: Any, shape: tuple[int, ...]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def _plain(k: slice) -> bool:
+    """A slice of Python ints and Nones, step not 0 (numpy reads it as braze does)."""
+    return (k.start is None or type(k.start) is int) and (
+        k.stop is None or type(k.stop) is int) and (
+        k.step is None or (type(k.step) is int and k.step != 0))
+
+
 def getitem(x: Array, key: Any) -> Array:
     """``x[key]`` (see the module docstring)."""
     data = x._node.data
-    if type(data) is np.ndarray and (type(key) is int or type(key) is tuple):
-        ints = _int_key(key, data.shape)
-        if ints is not None and not TRACING.get():
-            # a scalar read: a copy of the element (no view keeps x's buffer shared), as a
-            # computed 0-d value, not a constant: graphs built on x[i] are one for every i
-            return Array(Node(SLICE, (), {}, (), data.dtype, np.asarray(data[ints])))
+    if type(data) is np.ndarray and not TRACING.get():
+        if type(key) is int or type(key) is tuple:
+            ints = _int_key(key, data.shape)
+            if ints is not None:
+                # a scalar read: a copy of the element (no view keeps x's buffer shared), as
+                # a computed 0-d value, not a constant: graphs on x[i] are one for every i
+                return Array(Node(SLICE, (), {}, (), data.dtype, np.asarray(data[ints])))
+        if type(key) is slice and data.ndim and _plain(key):
+            view = data[key]  # (the contiguous case of the general path below, sooner)
+            if view.flags.c_contiguous:
+                return Array(constant(view))
     if _is_advanced(key):
         x2, spec, idx = _advanced(x, key, "getitem")
         return Array(Node(GATHER, (x2._node, *(i._node for i in idx)), {"spec": spec},
@@ -289,7 +301,7 @@ def _store(x: Array, key: Any, v: Array, region: tuple[int, ...]) -> bool:
         if k is None or k is Ellipsis:
             np_key.append(k)
         elif isinstance(k, slice):
-            if not all(type(b) in (int, type(None)) for b in (k.start, k.stop, k.step)):
+            if not _plain(k):
                 return False
             np_key.append(k)
         else:
