@@ -55,7 +55,7 @@ from .indexing import take, take_along_axis
 from .info import *
 from .info import __all__ as _info_all
 from .info import __array_api_version__, __array_namespace_info__  # noqa: F401
-from .io import load, save
+from .io import fromfile, genfromtxt, load, loadtxt, save, savetxt, savez, savez_compressed
 from .linalg import (
     cross,
     dot,
@@ -96,6 +96,7 @@ __all__ = [
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
     "quantize", "dequantize", "quantized_matmul", "nn", "fast", "load", "save",
+    "fromfile", "genfromtxt", "loadtxt", "savetxt", "savez", "savez_compressed",
     "cross", "dot", "einsum", "inner", "kron", "matvec", "vdot", "vecmat",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
     *_creation_all, *_numpy_extras_all,

@@ -262,5 +262,49 @@ def ifftshift(x: Array, /, *, axes: int | Sequence[int] | None = None) -> Array:
     return _shift(x, axes, -1, "ifftshift")
 
 
+def fft2(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+         norm: Norm = "backward") -> Array:
+    """2-d DFT over ``axes`` (the last two by default): :func:`fftn` over two axes.
+
+    >>> import braze as bz
+    >>> bz.fft.fft2(bz.ones((2, 2))).tolist()
+    [[(4+0j), 0j], [0j, 0j]]
+    """
+    return fftn(x, s=s, axes=axes, norm=norm)
+
+
+def ifft2(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: Norm = "backward") -> Array:
+    """Inverse of :func:`fft2`.
+
+    >>> import braze as bz
+    >>> bz.real(bz.fft.ifft2(bz.asarray([[4.0, 0.0], [0.0, 0.0]]))).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    return ifftn(x, s=s, axes=axes, norm=norm)
+
+
+def rfft2(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: Norm = "backward") -> Array:
+    """2-d DFT of real input (the last axis halved): :func:`rfftn` over two axes.
+
+    >>> import braze as bz
+    >>> bz.fft.rfft2(bz.ones((2, 2))).shape
+    (2, 2)
+    """
+    return rfftn(x, s=s, axes=axes, norm=norm)
+
+
+def irfft2(x: Array, /, *, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+           norm: Norm = "backward") -> Array:
+    """Inverse of :func:`rfft2`.
+
+    >>> import braze as bz
+    >>> bz.fft.irfft2(bz.fft.rfft2(bz.ones((2, 2)))).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    return irfftn(x, s=s, axes=axes, norm=norm)
+
+
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "fftfreq", "rfftfreq", "fftshift", "ifftshift", "fft2", "ifft2", "rfft2", "irfft2"]

@@ -29,7 +29,8 @@ from .array import Array
 from .creation import asarray
 from .quantized import pack
 
-__all__ = ["load", "save"]
+__all__ = ["load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
+           "fromfile"]
 
 GGUF_MAGIC = b"GGUF"
 PROGRESS_BYTES = 64 << 20  # show a progress bar for files larger than this
@@ -39,9 +40,11 @@ BF16_SUFFIX = ".__bfloat16__"
 
 def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
          dequantize: bool = False) -> Any:
-    """Load every tensor of a ``.gguf``, ``.safetensors`` or ``.npz`` file.
+    """Load every tensor of a ``.gguf``, ``.safetensors`` or ``.npz`` file, or the one
+    array of a ``.npy`` file.
 
-    Returns ``{name: Array}``, or ``(arrays, metadata)`` with ``return_metadata``
+    Returns ``{name: Array}`` (an Array for ``.npy``), or ``(arrays, metadata)`` with
+    ``return_metadata``
     (GGUF key/values plus ``"quantization"``; safetensors' string metadata).
 
     >>> import braze as bz, tempfile, os
@@ -61,6 +64,9 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
         arrays, meta = _load_gguf_cached(path, head, dequantize)
     elif path.endswith(".safetensors"):
         arrays, meta = _load_safetensors(path)
+    elif path.endswith(".npy") or head[:6] == b"\x93NUMPY":
+        data = np.load(path, allow_pickle=False)
+        return (asarray(data), {}) if return_metadata else asarray(data)
     elif path.endswith(".npz") or head[:2] == b"PK":
         with np.load(path, allow_pickle=False) as z:
             arrays, meta = {}, {}
@@ -70,18 +76,40 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
                 else:
                     arrays[k] = asarray(z[k], copy=False)
     else:
-        raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors or .npz)")
+        raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors, .npz or "
+                         ".npy)")
     return (arrays, meta) if return_metadata else arrays
 
 
-def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
+def save(path: str | os.PathLike[str], arrays: Any, /, *,
          metadata: Mapping[str, str] | None = None) -> None:
-    """Save ``{name: array}`` as ``.safetensors`` (optional string metadata) or ``.npz``.
+    """Save ``{name: array}`` as ``.safetensors`` (optional string metadata) or ``.npz``;
+    one array as ``.npy`` (NumPy's ``np.save``; a path without a suffix gets ``.npy``) or
+    as ``.npz`` (stored as ``arr_0``).
 
     >>> import braze as bz, tempfile, os
-    >>> bz.save(os.path.join(tempfile.mkdtemp(), "x.npz"), {"x": bz.zeros(2)})
+    >>> d = tempfile.mkdtemp()
+    >>> bz.save(os.path.join(d, "x.npz"), {"x": bz.zeros(2)})
+    >>> bz.save(os.path.join(d, "y"), bz.arange(3)); bz.load(os.path.join(d, "y.npy")).tolist()
+    [0, 1, 2]
     """
     path = os.fspath(path)
+    if not isinstance(arrays, Mapping):
+        if isinstance(arrays, (str, bytes)) or arrays is None:
+            raise TypeError(f"save: expected an array or a {{name: array}} mapping, got "
+                            f"{type(arrays).__name__}")
+        if path.endswith(".npz"):
+            arrays = {"arr_0": arrays}
+        elif path.endswith((".safetensors", ".gguf")):
+            raise TypeError(f"save: {path}: a {{name: array}} mapping is needed for this format")
+        else:
+            if metadata:
+                raise ValueError("save: .npy files cannot hold metadata; use .safetensors")
+            v = np.ascontiguousarray(np.asarray(arrays))
+            if v.dtype == dt.bfloat16:
+                raise TypeError("save: .npy has no bfloat16; use .safetensors or .npz")
+            np.save(path if path.endswith(".npy") else path + ".npy", v, allow_pickle=False)
+            return
     data = {k: np.ascontiguousarray(np.asarray(v)) for k, v in arrays.items()}
     if path.endswith(".safetensors"):
         save_file = _require("safetensors.numpy", "save").save_file
@@ -95,6 +123,91 @@ def save(path: str | os.PathLike[str], arrays: Mapping[str, Any], /, *,
         np.savez(path, **named)
     else:
         raise ValueError(f"save: {path}: unknown format (expected .safetensors or .npz)")
+
+
+def savez(file: str | os.PathLike[str], *args: Any, **kwds: Any) -> None:
+    """Several arrays in one uncompressed ``.npz`` (positional ones as ``arr_0``...).
+
+    >>> import braze as bz, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.npz"); bz.savez(p, bz.ones(1), b=bz.zeros(1))
+    >>> sorted(bz.load(p))
+    ['arr_0', 'b']
+    """
+    _savez(file, args, kwds, "savez")
+
+
+def savez_compressed(file: str | os.PathLike[str], *args: Any, **kwds: Any) -> None:
+    """:func:`savez`, compressed.
+
+    >>> import braze as bz, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.npz"); bz.savez_compressed(p, w=bz.ones(3))
+    >>> bz.load(p)["w"].tolist()
+    [1.0, 1.0, 1.0]
+    """
+    _savez(file, args, kwds, "savez_compressed")
+
+
+def _savez(file: Any, args: tuple[Any, ...], kwds: dict[str, Any], name: str) -> None:
+    named = {f"arr_{i}": a for i, a in enumerate(args)}
+    for k, v in kwds.items():
+        if k in named:
+            raise ValueError(f"{name}: cannot use the name {k!r} twice")
+        named[k] = v
+    data = {k + BF16_SUFFIX if np.asarray(v).dtype == dt.bfloat16 else k:
+            np.asarray(v).view(np.uint16) if np.asarray(v).dtype == dt.bfloat16 else
+            np.ascontiguousarray(np.asarray(v)) for k, v in named.items()}
+    path = os.fspath(file)
+    getattr(np, name)(path, **data)
+
+
+def loadtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
+    """An array from a text file (numpy's ``loadtxt`` and its options; float32 by
+    default, braze's default float).
+
+    >>> import braze as bz, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.txt"); _ = open(p, "w").write("1 2\\n3 4\\n")
+    >>> bz.loadtxt(p).tolist()
+    [[1.0, 2.0], [3.0, 4.0]]
+    """
+    d = dt.DEFAULT_FLOAT if dtype is float else dt.to_dtype(dtype, "loadtxt")
+    return asarray(np.loadtxt(fname, dtype=d, **kwargs))
+
+
+def genfromtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
+    """An array from a text file with missing values (numpy's ``genfromtxt``; missing
+    entries are NaN; float32 by default).
+
+    >>> import braze as bz, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.csv"); _ = open(p, "w").write("1,\\n3,4\\n")
+    >>> bz.genfromtxt(p, delimiter=",").tolist()
+    [[1.0, nan], [3.0, 4.0]]
+    """
+    d = dt.DEFAULT_FLOAT if dtype is float else dt.to_dtype(dtype, "genfromtxt")
+    return asarray(np.genfromtxt(fname, dtype=d, **kwargs))
+
+
+def savetxt(fname: Any, X: Any, **kwargs: Any) -> None:
+    """Write a 1-d or 2-d array to a text file (numpy's ``savetxt`` and its options).
+
+    >>> import braze as bz, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.txt"); bz.savetxt(p, bz.eye(2), fmt="%d")
+    >>> open(p).read()
+    '1 0\\n0 1\\n'
+    """
+    np.savetxt(fname, np.asarray(X), **kwargs)
+
+
+def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "",
+             offset: int = 0) -> Array:
+    """A 1-d array read from a raw binary (or ``sep``-separated text) file.
+
+    >>> import braze as bz, tempfile, os, numpy as np
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.bin"); np.arange(3, dtype=np.int32).tofile(p)
+    >>> bz.fromfile(p, dtype=bz.int32).tolist()
+    [0, 1, 2]
+    """
+    d = np.float64 if dtype is float else dt.to_dtype(dtype, "fromfile")
+    return asarray(np.fromfile(file, dtype=d, count=count, sep=sep, offset=offset))
 
 
 # ---------------------------------------------------------------- safetensors

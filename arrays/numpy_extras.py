@@ -31,6 +31,7 @@ from ..graph.node import constant
 from ..graph.ops import OPS
 from .array import Array, astype, elementwise
 from .creation import asarray, full, zeros, zeros_like
+from .elementwise import _FUNCS as _generated
 from .elementwise import where
 from .manipulation import (
     broadcast_to,
@@ -776,6 +777,12 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Array:
 
 round = around  # noqa: A001 - numpy's round takes decimals; the record's is decimals=0
 
+# NumPy's other names of elementwise records (the record's function itself)
+_GEN = _generated
+degrees, radians = _GEN["rad2deg"], _GEN["deg2rad"]
+bitwise_not = _GEN["bitwise_invert"]
+left_shift, right_shift = _GEN["bitwise_left_shift"], _GEN["bitwise_right_shift"]
+
 
 def fix(x: Any, out: None = None) -> Array:
     """Round toward zero (numpy's name for :func:`trunc`).
@@ -995,6 +1002,83 @@ def isscalar(element: Any) -> bool:
     (True, False)
     """
     return not isinstance(element, Array) and np.isscalar(element)
+
+
+def issubdtype(arg1: Any, arg2: Any) -> bool:
+    """Whether dtype ``arg1`` is ``arg2`` or below it in NumPy's hierarchy (braze dtypes
+    are numpy dtypes).
+
+    >>> import braze as bz, numpy as np
+    >>> bz.issubdtype(bz.float32, np.floating), bz.issubdtype(bz.int8, np.floating)
+    (True, False)
+    """
+    return builtins.bool(np.issubdtype(arg1, arg2))
+
+
+def promote_types(type1: Any, type2: Any) -> np.dtype:
+    """The dtype both promote to under braze's rules (the Array API's table, which
+    refuses mixed signed/unsigned 64-bit where numpy goes to float64).
+
+    >>> import braze as bz
+    >>> bz.promote_types(bz.int8, bz.uint8)
+    dtype('int16')
+    """
+    return dt.promote(dt.to_dtype(type1, "promote_types"), dt.to_dtype(type2, "promote_types"),
+                      "promote_types")
+
+
+def unravel_index(indices: Any, shape: Sequence[int], order: str = "C") -> tuple[Array, ...]:
+    """Flat indices as one index array per dimension of ``shape`` (lazy: divisions).
+
+    >>> import braze as bz
+    >>> [a.tolist() for a in bz.unravel_index(bz.asarray([5, 1]), (2, 3))]
+    [[1, 0], [2, 1]]
+    """
+    from .creation import normalize_shape
+
+    idx = asarray(indices)
+    if not dt.is_integer(idx.dtype):
+        raise TypeError(f"unravel_index: indices must be integer, got {dt.name(idx.dtype)}")
+    dims = normalize_shape(shape, "unravel_index")
+    if order not in ("C", "F"):
+        raise ValueError(f"unravel_index: order must be 'C' or 'F', got {order!r}")
+    seq = list(reversed(dims)) if order == "C" else list(dims)
+    out = []
+    rest = astype(idx, dt.int64)
+    for n in seq:
+        out.append(_EW["remainder"](rest, n) if n else rest * 0)
+        rest = _EW["floor_divide"](rest, n) if n else rest
+    return tuple(reversed(out)) if order == "C" else tuple(out)
+
+
+def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise",
+                      order: str = "C") -> Array:
+    """Flat indices of the index arrays ``multi_index`` into ``dims`` (``mode`` wrap or
+    clip maps out-of-range indices; ``raise`` cannot check lazily and leaves them).
+
+    >>> import braze as bz
+    >>> bz.ravel_multi_index((bz.asarray([1, 0]), bz.asarray([2, 1])), (2, 3)).tolist()
+    [5, 1]
+    """
+    from .creation import normalize_shape
+
+    ds = normalize_shape(dims, "ravel_multi_index")
+    if len(multi_index) != len(ds):
+        raise ValueError(f"ravel_multi_index: {len(multi_index)} index arrays for "
+                         f"{len(ds)} dims")
+    if order not in ("C", "F"):
+        raise ValueError(f"ravel_multi_index: order must be 'C' or 'F', got {order!r}")
+    strides = np.cumprod((1,) + tuple(reversed(ds))[:-1])[::-1] if order == "C" else \
+        np.cumprod((1,) + ds[:-1])
+    out: Any = 0
+    for ix, n, st in zip(multi_index, ds, strides.tolist()):
+        i = astype(asarray(ix), dt.int64)
+        if mode == "wrap":
+            i = _EW["remainder"](i, n)
+        elif mode == "clip":
+            i = _EW["minimum"](_EW["maximum"](i, 0), n - 1)
+        out = out + i * st
+    return out if isinstance(out, Array) else asarray(out)
 
 
 # ---------------------------------------------------------------- selection
@@ -1298,8 +1382,10 @@ __all__ = ["quantile", "percentile", "nanquantile", "nanpercentile", "median", "
            "polyval",
            "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "polyfit", "poly",
            "convolve", "correlate", "interp", "gradient", "trapezoid", "unwrap", "ediff1d",
-           "around", "round", "fix", "rint", "fabs", "float_power", "divmod", "modf", "ldexp",
+           "around", "round", "degrees", "radians", "bitwise_not", "left_shift", "right_shift",
+           "fix", "rint", "fabs", "float_power", "divmod", "modf", "ldexp",
            "frexp", "nan_to_num", "angle", "isposinf", "isneginf", "iscomplex", "isreal",
-           "iscomplexobj", "isrealobj", "isscalar", "select", "piecewise", "choose", "compress",
+           "iscomplexobj", "isrealobj", "isscalar", "issubdtype", "promote_types",
+           "unravel_index", "ravel_multi_index", "select", "piecewise", "choose", "compress",
            "apply_along_axis", "copyto", "putmask", "place", "put", "put_along_axis",
            "fill_diagonal"]

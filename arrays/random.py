@@ -151,9 +151,18 @@ def _out_shape(shape: Any, op: str, *params: Any) -> tuple[int, ...]:
     return out
 
 
+def _size(shape: Any, size: Any, op: str) -> Any:
+    """``shape`` or NumPy's ``size`` (one of them)."""
+    if size is None:
+        return shape
+    if shape not in ((), None):
+        raise TypeError(f"{op}: pass shape or size, not both")
+    return () if size is None else size
+
+
 def uniform(low: Any = 0.0, high: Any = 1.0, shape: Sequence[int] = (), dtype: Any = dt.float32,
-            *, key: Array | None = None) -> Array:
-    """Uniform samples in [low, high).
+            *, key: Array | None = None, size: Any = None) -> Array:
+    """Uniform samples in [low, high) (``size=``: NumPy's name for ``shape``).
 
     >>> import braze as bz
     >>> x = bz.random.uniform(-1, 1, (1000,), key=bz.random.key(3))
@@ -161,7 +170,7 @@ def uniform(low: Any = 0.0, high: Any = 1.0, shape: Sequence[int] = (), dtype: A
     True
     """
     d = _float_dtype(dtype, "uniform")
-    shape = _out_shape(shape, "uniform", low, high)
+    shape = _out_shape(_size(shape, size, "uniform"), "uniform", low, high)
     if not isinstance(low, Array) and not isinstance(high, Array) and not high > low:
         raise ValueError(f"uniform: need low < high, got low={low}, high={high}")
     u = _unit(shape, d, key)
@@ -179,8 +188,10 @@ def uniform(low: Any = 0.0, high: Any = 1.0, shape: Sequence[int] = (), dtype: A
 
 
 def normal(shape: Sequence[int] = (), dtype: Any = dt.float32, loc: Any = 0.0,
-           scale: Any = 1.0, *, key: Array | None = None) -> Array:
+           scale: Any = 1.0, *, key: Array | None = None, size: Any = None) -> Array:
     """Normal samples with mean ``loc`` and standard deviation ``scale`` (Box-Muller).
+    MLX's positional order (shape first); NumPy's keywords work: ``normal(loc=0,
+    scale=1, size=n)``.
 
     >>> import braze as bz
     >>> x = bz.random.normal((100000,), key=bz.random.key(0))
@@ -188,7 +199,7 @@ def normal(shape: Sequence[int] = (), dtype: Any = dt.float32, loc: Any = 0.0,
     True
     """
     d = _float_dtype(dtype, "normal")
-    shape = _out_shape(shape, "normal", loc, scale)
+    shape = _out_shape(_size(shape, size, "normal"), "normal", loc, scale)
     work = dt.float64 if d == dt.float64 else dt.float32
     u = _unit((2,) + shape, work, key)
     radius = sqrt(log(1.0 - u[0]) * -2.0)  # 1 - u is in (0, 1]: log is finite
@@ -200,9 +211,10 @@ def normal(shape: Sequence[int] = (), dtype: Any = dt.float32, loc: Any = 0.0,
     return astype(z, d)
 
 
-def randint(low: Any, high: Any, shape: Sequence[int] = (), dtype: Any = dt.int32, *,
-            key: Array | None = None) -> Array:
-    """Uniform integers in [low, high).
+def randint(low: Any, high: Any = None, shape: Sequence[int] = (), dtype: Any = dt.int32, *,
+            key: Array | None = None, size: Any = None) -> Array:
+    """Uniform integers in [low, high) ([0, low) without ``high``, as NumPy; ``size=``:
+    NumPy's name for ``shape``).
 
     >>> import braze as bz
     >>> x = bz.random.randint(0, 3, (100,), key=bz.random.key(0))
@@ -212,7 +224,9 @@ def randint(low: Any, high: Any, shape: Sequence[int] = (), dtype: Any = dt.int3
     d = dt.to_dtype(dtype, "randint")
     if not dt.is_integer(d):
         raise TypeError(f"randint: dtype must be an integer dtype, got {dt.name(d)}")
-    shape = _out_shape(shape, "randint", low, high)
+    if high is None:
+        low, high = 0, low
+    shape = _out_shape(_size(shape, size, "randint"), "randint", low, high)
     if not isinstance(low, Array) and not isinstance(high, Array):
         if not high > low:
             raise ValueError(f"randint: need low < high, got low={low}, high={high}")
@@ -293,5 +307,215 @@ def categorical(logits: Array, axis: int = -1, shape: Sequence[int] | None = Non
     return argmax(astype(lg, dt.float32) + g, axis=-1)
 
 
+# ---------------------------------------------------------------- NumPy's names
+def random(size: Any = None, dtype: Any = dt.float32, *, key: Array | None = None) -> Array:
+    """Uniform samples in [0, 1) of shape ``size`` (NumPy's ``random.random``).
+
+    >>> import braze as bz
+    >>> x = bz.random.random((3,), key=bz.random.key(0))
+    >>> x.shape, bool(((x >= 0) & (x < 1)).all())
+    ((3,), True)
+    """
+    return uniform(0.0, 1.0, () if size is None else size, dtype, key=key)
+
+
+def random_sample(size: Any = None, *, key: Array | None = None) -> Array:
+    """NumPy's older name for :func:`random`.
+
+    >>> import braze as bz
+    >>> bz.random.random_sample((2, 2)).shape
+    (2, 2)
+    """
+    return random(size, key=key)
+
+
+def rand(*dims: int, key: Array | None = None) -> Array:
+    """Uniform [0, 1) samples of shape ``dims``.
+
+    >>> import braze as bz
+    >>> bz.random.rand(2, 3).shape
+    (2, 3)
+    """
+    return random(dims, key=key)
+
+
+def randn(*dims: int, key: Array | None = None) -> Array:
+    """Standard normal samples of shape ``dims``.
+
+    >>> import braze as bz
+    >>> bz.random.randn(2).shape
+    (2,)
+    """
+    return normal(dims, key=key)
+
+
+def standard_normal(size: Any = None, dtype: Any = dt.float32, *, key: Array | None = None
+                    ) -> Array:
+    """Standard normal samples of shape ``size``.
+
+    >>> import braze as bz
+    >>> bz.random.standard_normal(3).shape
+    (3,)
+    """
+    return normal(() if size is None else size, dtype, key=key)
+
+
+def exponential(scale: Any = 1.0, size: Any = None, *, key: Array | None = None) -> Array:
+    """Exponential samples with mean ``scale`` (``-scale * log(1 - u)``).
+
+    >>> import braze as bz
+    >>> x = bz.random.exponential(2.0, (100000,), key=bz.random.key(1))
+    >>> abs(x.mean().item() - 2.0) < 0.05
+    True
+    """
+    shape = _out_shape(size, "exponential", scale)
+    u = _unit(shape, dt.float32, key)
+    return -log(1.0 - u) * (astype(scale, dt.float32) if isinstance(scale, Array) else scale)
+
+
+def permutation(x: Any, *, key: Array | None = None) -> Array:
+    """A random permutation of ``range(x)`` (an int), or of ``x``'s first axis. Lazy:
+    an argsort of 64-bit random keys.
+
+    >>> import braze as bz
+    >>> sorted(bz.random.permutation(5, key=bz.random.key(0)).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    from .indexing import take
+    from .searching import argsort
+
+    if isinstance(x, (builtins.int, np.integer)) and not isinstance(x, builtins.bool):
+        if x < 0:
+            raise ValueError(f"permutation: n must be non-negative, got {x}")
+        return argsort(bits((int(x),), 8, key=key))
+    a = asarray(x)
+    if a.ndim == 0:
+        raise ValueError("permutation: x must be an int or an array of at least 1 dimension")
+    return take(a, argsort(bits((a.shape[0],), 8, key=key)), axis=0)
+
+
+def shuffle(x: Array, *, key: Array | None = None) -> None:
+    """Shuffle ``x`` along its first axis in place (``x`` is rebound to the permuted
+    value, as every braze in-place update).
+
+    >>> import braze as bz
+    >>> x = bz.arange(4); bz.random.shuffle(x, key=bz.random.key(0))
+    >>> sorted(x.tolist())
+    [0, 1, 2, 3]
+    """
+    if not isinstance(x, Array):
+        raise TypeError(f"shuffle: x must be a braze Array, got {type(x).__name__}")
+    x[...] = permutation(x, key=key)
+
+
+def choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, *,
+           key: Array | None = None) -> Array:
+    """Random samples from ``a`` (an int ``n``: ``range(n)``; or a 1-d array), with
+    probabilities ``p``, with or without replacement. Lazy (without replacement: the
+    top ``size`` of Gumbel-perturbed log-probabilities).
+
+    >>> import braze as bz
+    >>> bz.random.choice(3, 5, p=bz.asarray([0.0, 1.0, 0.0])).tolist()
+    [1, 1, 1, 1, 1]
+    """
+    from .indexing import take
+    from .searching import argsort
+
+    if isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool):
+        n, pool = int(a), None
+    else:
+        pool = asarray(a)
+        if pool.ndim != 1:
+            raise ValueError(f"choice: a must be an int or a 1-d array, got shape {pool.shape}")
+        n = pool.shape[0]
+    shape = () if size is None else normalize_shape(size, "choice")
+    count = int(np.prod(shape))
+    if n <= 0 and count:
+        raise ValueError("choice: a must be non-empty to draw samples")
+    if not replace and count > n:
+        raise ValueError(f"choice: cannot take {count} samples from {n} without replacement")
+    logp = None
+    if p is not None:
+        pa = asarray(p)
+        if pa.shape != (n,):
+            raise ValueError(f"choice: p of shape {pa.shape} must match a's {n} entries")
+        logp = log(astype(pa, dt.float32))
+    if replace:
+        if logp is None:
+            idx = randint(0, builtins.max(n, 1), shape, dt.int64, key=key)
+        else:
+            idx = categorical(logp, shape=shape, key=key) if shape else categorical(
+                logp, key=key)
+    else:
+        g = gumbel((n,), key=key)
+        score = g if logp is None else g + logp
+        idx = argsort(score, descending=True)[:count].reshape(shape)
+    if pool is None:
+        return idx
+    return take(pool, idx.reshape((-1,))).reshape(shape)
+
+
+class Generator:
+    """NumPy's ``Generator`` on braze's counter-based keys: each call splits the
+    generator's key, so a seeded generator gives the same stream on every backend.
+
+    >>> import braze as bz
+    >>> a = bz.random.default_rng(7).random(3)
+    >>> a.tolist() == bz.random.default_rng(7).random(3).tolist()
+    True
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._key = key(secrets.randbits(63) if seed is None else seed)
+
+    def _next(self) -> Array:
+        pair = split(self._key, 2)
+        self._key = Array(constant(np.asarray(pair[0])))
+        return pair[1]
+
+    def random(self, size: Any = None, dtype: Any = dt.float32) -> Array:
+        return random(size, dtype, key=self._next())
+
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Array:
+        return uniform(low, high, () if size is None else size, key=self._next())
+
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Array:
+        return normal(() if size is None else size, loc=loc, scale=scale, key=self._next())
+
+    def standard_normal(self, size: Any = None, dtype: Any = dt.float32) -> Array:
+        return standard_normal(size, dtype, key=self._next())
+
+    def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = dt.int64,
+                 endpoint: bool = False) -> Array:
+        if high is None:
+            low, high = 0, low
+        if endpoint:
+            high = high + 1
+        return randint(low, high, () if size is None else size, dtype, key=self._next())
+
+    def exponential(self, scale: Any = 1.0, size: Any = None) -> Array:
+        return exponential(scale, size, key=self._next())
+
+    def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Array:
+        return choice(a, size, replace, p, key=self._next())
+
+    def permutation(self, x: Any) -> Array:
+        return permutation(x, key=self._next())
+
+    def shuffle(self, x: Array) -> None:
+        shuffle(x, key=self._next())
+
+
+def default_rng(seed: int | None = None) -> Generator:
+    """A :class:`Generator` seeded with ``seed`` (fresh entropy without one).
+
+    >>> import braze as bz
+    >>> bz.random.default_rng(0).integers(0, 10, size=4).shape
+    (4,)
+    """
+    return Generator(seed)
+
+
 __all__ = ["seed", "key", "split", "bits", "uniform", "normal", "randint", "bernoulli",
-           "gumbel", "categorical"]
+           "gumbel", "categorical", "random", "random_sample", "rand", "randn", "standard_normal",
+           "exponential", "permutation", "shuffle", "choice", "Generator", "default_rng"]
