@@ -24,7 +24,15 @@ from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.evaluate import cut_targets
 from ..graph.node import Node, constant
-from ..graph.ops import CAST, OPS, OpDef, broadcast_shapes, elementwise_dtypes, reference_eval
+from ..graph.ops import (
+    CAST,
+    CONSTANT,
+    OPS,
+    OpDef,
+    broadcast_shapes,
+    elementwise_dtypes,
+    reference_eval,
+)
 
 # True while bz.compile traces a function: what the function computes must stay in the
 # graph (a captured array may be rebound between calls), no eager shortcut may bake a value
@@ -751,15 +759,21 @@ def _eager(node: Node) -> None:
             return
     if TRACING.get():
         return
+    folded = True  # constants only (no value read from an array): the result is one too
     with np.errstate(all="ignore"):  # IEEE semantics, as evaluation has
         for x in node.inputs:
             if x.data is None:  # a cast of a known value
+                folded = folded and x.inputs[0].op is CONSTANT
                 x.data = reference_eval(CAST, x.attrs, x.dtype, x.inputs[0].data)
                 x.inputs = ()
+            elif x.op is not CONSTANT:
+                folded = False
         node.data = reference_eval(node.op, node.attrs, node.dtype,
                                    *[x.data for x in node.inputs])
     node.inputs = ()
     node.depth = 0
+    if folded:
+        node.op, node.attrs = CONSTANT, {}
 
 
 def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Array:
