@@ -105,12 +105,12 @@ def save(path: str | os.PathLike[str], arrays: Any, /, *,
         else:
             if metadata:
                 raise ValueError("save: .npy files cannot hold metadata; use .safetensors")
-            v = np.ascontiguousarray(np.asarray(arrays))
+            v = np.asarray(np.asarray(arrays), order="C")
             if v.dtype == dt.bfloat16:
                 raise TypeError("save: .npy has no bfloat16; use .safetensors or .npz")
             np.save(path if path.endswith(".npy") else path + ".npy", v, allow_pickle=False)
             return
-    data = {k: np.ascontiguousarray(np.asarray(v)) for k, v in arrays.items()}
+    data = {k: np.asarray(np.asarray(v), order="C") for k, v in arrays.items()}
     if path.endswith(".safetensors"):
         save_file = _require("safetensors.numpy", "save").save_file
         save_file(data, path, metadata=dict(metadata) if metadata else None)
@@ -155,7 +155,7 @@ def _savez(file: Any, args: tuple[Any, ...], kwds: dict[str, Any], name: str) ->
         named[k] = v
     data = {k + BF16_SUFFIX if np.asarray(v).dtype == dt.bfloat16 else k:
             np.asarray(v).view(np.uint16) if np.asarray(v).dtype == dt.bfloat16 else
-            np.ascontiguousarray(np.asarray(v)) for k, v in named.items()}
+            np.asarray(np.asarray(v), order="C") for k, v in named.items()}
     path = os.fspath(file)
     getattr(np, name)(path, **data)
 

@@ -143,8 +143,8 @@ def _interpolate(s: Array, vi: Any, n: int, method: str, cnt: Array | None) -> A
     t = vi - lo
     if lazy:
         assert cnt is not None
-        lo_i = astype(lo, dt.int64)
-        hi_i = _EW["minimum"](lo_i + 1, _EW["maximum"](cnt - 1, 0))
+        lo_i: Any = astype(lo, dt.int64)
+        hi_i: Any = _EW["minimum"](lo_i + 1, _EW["maximum"](cnt - 1, 0))
     else:
         lo_i = lo.astype(np.int64)
         hi_i = np.minimum(lo_i + 1, n - 1)
@@ -540,7 +540,10 @@ def convolve(a: Any, v: Any, mode: str = "full") -> Array:
     return _conv("convolve", x, w, mode)
 
 
-def _conv(name: str, x: Array, w: Array, mode: str) -> Array:
+def _conv(name: str, x: Array, w: Array, mode: str, late_same: bool = False) -> Array:
+    """Full convolution of 1-d ``x`` and ``w`` cut to ``mode``; ``late_same``: the
+    ``same`` window starts ``m // 2`` in (numpy's correlate of a shorter ``a``), not
+    ``(m - 1) // 2``."""
     if x.ndim != 1 or w.ndim != 1:
         raise ValueError(f"{name}: needs 1-d arrays, got shapes {x.shape} and {w.shape}")
     if x.shape[0] == 0 or w.shape[0] == 0:
@@ -561,11 +564,13 @@ def _conv(name: str, x: Array, w: Array, mode: str) -> Array:
     from .linalg import matmul
 
     windows = reshape(take(xp, _c(idx, np.int64), axis=0), (length, m))
-    full_ = matmul(windows, flip(w))
+    # w reversed by a gather, not flip: the mlx backend's matmul refuses the negative
+    # strides a flip view has on its numpy path (a backend issue, reported)
+    full_ = matmul(windows, take(w, _c(np.arange(m - 1, -1, -1), np.int64)))
     if mode == "full":
         return full_
     if mode == "same":
-        start = (m - 1) // 2
+        start = m // 2 if late_same else (m - 1) // 2
         return full_[start:start + n]
     return full_[m - 1:n]
 
@@ -579,9 +584,10 @@ def correlate(a: Any, v: Any, mode: str = "valid") -> Array:
     [3.5]
     """
     x, w = asarray(a), asarray(v)
+    late = x.ndim == 1 and w.ndim == 1 and w.shape[0] > x.shape[0]
     if w.ndim == 1 and w.shape[0] > 0:
         w = flip(_EW["conj"](w))
-    return _conv("correlate", x, w, mode)
+    return _conv("correlate", x, w, mode, late)
 
 
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
@@ -775,8 +781,6 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Array:
     return _EW["round"](x * s) / s if decimals > 0 else _EW["round"](x / (1 / s)) * (1 / s)
 
 
-round = around  # noqa: A001 - numpy's round takes decimals; the record's is decimals=0
-
 # NumPy's other names of elementwise records (the record's function itself)
 _GEN = _generated
 degrees, radians = _GEN["rad2deg"], _GEN["deg2rad"]
@@ -880,10 +884,14 @@ def frexp(x: Any) -> tuple[Array, Array]:
     mag = _EW["abs"](w)
     special = _EW["logical_or"](_EW["equal"](mag, 0), _EW["logical_not"](_EW["isfinite"](w)))
     safe = where(special, 1.0, mag)
+    def scale(e: Array) -> Array:  # safe * 2**-e in two steps: 2**1074 overflows
+        h = _EW["floor"](e * 0.5)
+        return safe * _EW["exp2"](-h) * _EW["exp2"](h - e)
+
     e = _EW["floor"](_EW["log2"](safe)) + 1
-    m = safe * _EW["exp2"](-e)
+    m = scale(e)
     e = where(m >= 1.0, e + 1, where(m < 0.5, e - 1, e))
-    m = safe * _EW["exp2"](-e)
+    m = scale(e)
     mant = where(special, w, _EW["copysign"](m, w))
     return astype(mant, xa.dtype), astype(where(special, 0.0, e), dt.int32)
 
@@ -900,16 +908,15 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
     if not dt.is_floating(xa.dtype):
         return xa
     if dt.is_complex(xa.dtype):
-        from .elementwise import add, multiply
-
         re = nan_to_num(_EW["real"](xa), nan=nan, posinf=posinf, neginf=neginf)
         im = nan_to_num(_EW["imag"](xa), nan=nan, posinf=posinf, neginf=neginf)
-        return add(astype(re, xa.dtype), multiply(astype(im, xa.dtype), 1j))  # type: ignore[attr-defined]
+        return astype(re, xa.dtype) + astype(im, xa.dtype) * 1j
     info = np.finfo(xa.dtype)
     hi = float(info.max) if posinf is None else posinf
     lo = float(info.min) if neginf is None else neginf
     y = where(_EW["isnan"](xa), nan, xa)
-    return where(_EW["isinf"](xa), where(xa > 0, hi, lo), y)
+    big = where(xa > 0, asarray(hi, dtype=xa.dtype), asarray(lo, dtype=xa.dtype))
+    return where(_EW["isinf"](xa), big, y)
 
 
 def angle(z: Any, deg: bool = False) -> Array:
@@ -1382,7 +1389,7 @@ __all__ = ["quantile", "percentile", "nanquantile", "nanpercentile", "median", "
            "polyval",
            "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "polyfit", "poly",
            "convolve", "correlate", "interp", "gradient", "trapezoid", "unwrap", "ediff1d",
-           "around", "round", "degrees", "radians", "bitwise_not", "left_shift", "right_shift",
+           "around", "degrees", "radians", "bitwise_not", "left_shift", "right_shift",
            "fix", "rint", "fabs", "float_power", "divmod", "modf", "ldexp",
            "frexp", "nan_to_num", "angle", "isposinf", "isneginf", "iscomplex", "isreal",
            "iscomplexobj", "isrealobj", "isscalar", "issubdtype", "promote_types",

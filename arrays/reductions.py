@@ -481,9 +481,7 @@ def nanvar(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddo
     n = _valid_count(x, axes, True)
     m = _reduce("sum", _nan_to(x, 0.0), axes, True) / n
     d = _nan_to(x - m, 0.0)
-    from .elementwise import maximum
-
-    dof = maximum(n - float(ddof), 0.0)
+    dof = elementwise(OPS["maximum"], n - float(ddof), 0.0)
     out_ = _reduce("sum", d * d, axes, True) / dof
     return out_ if keepdims else out_.reshape(tuple(
         v for i, v in enumerate(out_.shape) if i not in axes))

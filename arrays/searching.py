@@ -404,8 +404,9 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
 
     data = data_dependent(asarray(ar), "unique")
     up = data.astype(np.float32) if dt.is_low_precision(data.dtype) else data
-    r = np.unique(up, return_index=return_index, return_inverse=return_inverse,
-                  return_counts=return_counts, axis=axis, equal_nan=equal_nan)
+    kw: dict[str, Any] = {"return_index": return_index, "return_inverse": return_inverse,
+                          "return_counts": return_counts, "axis": axis, "equal_nan": equal_nan}
+    r = np.unique(up, **kw)
     if not isinstance(r, tuple):
         return _wrap1(r.astype(data.dtype))
     return (_wrap1(r[0].astype(data.dtype)),) + tuple(_wrap1(v.astype(np.int64)) for v in r[1:])
@@ -489,7 +490,7 @@ def digitize(x: Any, bins: Any, right: bool = False) -> Array:
     if inc:
         r = searchsorted(b, flat, side="left" if right else "right")
     else:
-        r = b.shape[0] - searchsorted(flip(b), flat, side="right" if right else "left")
+        r = b.shape[0] - searchsorted(flip(b), flat, side="left" if right else "right")
     return r.reshape(xa.shape)
 
 
