@@ -593,8 +593,9 @@ def _einsum_parse(subscripts: str, shapes: list[tuple[int, ...]]
 def einsum(subscripts: str, /, *operands: Array, optimize: Any = False, dtype: Any = None
            ) -> Array:
     """Einstein summation. Each pair of operands is contracted as one batched matmul
-    (permute and reshape to ``(batch, m, k) @ (batch, k, n)``); repeated labels in an
-    operand take its diagonal; labels summed away are reduced first. ``...`` works.
+    (permute and reshape to ``(batch, m, k) @ (batch, k, n)``), or multiplied with
+    broadcasting when no label is summed between them; repeated labels in an operand
+    take its diagonal; labels no other operand needs are summed first. ``...`` works.
 
     >>> import braze as bz
     >>> a, b = bz.ones((2, 3)), bz.ones((3, 4))
@@ -666,11 +667,18 @@ def einsum(subscripts: str, /, *operands: Array, optimize: Any = False, dtype: A
             for c in cs:
                 n *= size[c]
             return n
-        a3 = reshape(permute_dims(a, tuple(la.index(c) for c in batch + a_only + contract)),
-                     (prod(batch), prod(a_only), prod(contract)))
-        b3 = reshape(permute_dims(b, tuple(lb.index(c) for c in batch + contract + b_only)),
-                     (prod(batch), prod(contract), prod(b_only)))
-        r = reshape(matmul(a3, b3), tuple(size[c] for c in batch + a_only + b_only))
+        pa = permute_dims(a, tuple(la.index(c) for c in batch + a_only + contract))
+        pb = permute_dims(b, tuple(lb.index(c) for c in batch + contract + b_only))
+        out_shape = tuple(size[c] for c in batch + a_only + b_only)
+        if not contract:  # nothing summed: a broadcast product (fuses with its neighbours)
+            ones_b, ones_a = (1,) * len(b_only), (1,) * len(a_only)
+            r = elementwise(OPS["multiply"], reshape(pa, pa.shape + ones_b),
+                            reshape(pb, pb.shape[:len(batch)] + ones_a
+                                    + pb.shape[len(batch):]))
+        else:  # one batched matmul: (batch, m, k) @ (batch, k, n)
+            a3 = reshape(pa, (prod(batch), prod(a_only), prod(contract)))
+            b3 = reshape(pb, (prod(batch), prod(contract), prod(b_only)))
+            r = reshape(matmul(a3, b3), out_shape)
         terms = [("".join(batch + a_only + b_only), r)] + terms[2:]
     lab, r = terms[0]
     gone = [i for i, c in enumerate(lab) if c not in out]

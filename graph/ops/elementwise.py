@@ -398,15 +398,17 @@ _ew("heaviside", 2, np.heaviside, "real_floating", cast="float",
     mlx=lambda mx, x, y: mx.where(x < 0, mx.zeros_like(x), mx.where(
         x > 0, mx.ones_like(x), mx.where(x == 0, y, x))))
 
-# degrees <-> radians: numpy's x * (pi / 180) and x * (180 / pi), one rounding each
+# degrees <-> radians: numpy's x * (pi / 180) and x * (180 / pi), the constant's quotient
+# taken in the compute type (180.0f / pi_f for float32: a float64 constant rounded to
+# float32 is 1 ulp off numpy)
 _ew("deg2rad", 1, np.deg2rad, "real_floating", cast="float", summary="degrees to radians",
-    c={"f": "({0} * ({T})0.017453292519943295)"},
+    c={"f": "({0} * (({T})3.141592653589793 / ({T})180))"},
     example=("bz.deg2rad(bz.asarray([180.0, -90.0]))", "[3.1415927410125732, -1.5707963705062866]"),
-    mlx=lambda mx, x: x * 0.017453292519943295)
+    mlx=lambda mx, x: x * (mx.array(3.141592653589793, x.dtype) / mx.array(180.0, x.dtype)))
 _ew("rad2deg", 1, np.rad2deg, "real_floating", cast="float", summary="radians to degrees",
-    c={"f": "({0} * ({T})57.29577951308232)"},
+    c={"f": "({0} * (({T})180 / ({T})3.141592653589793))"},
     example=("bz.rad2deg(bz.asarray([0.5, -1.0]))", "[28.64788818359375, -57.2957763671875]"),
-    mlx=lambda mx, x: x * 57.29577951308232)
+    mlx=lambda mx, x: x * (mx.array(180.0, x.dtype) / mx.array(3.141592653589793, x.dtype)))
 _ew("cbrt", 1, np.cbrt, "real_numeric", cast="float", summary="cube root (real, also of x < 0)",
     c={"f": "cbrt{f}({0})"}, libm=_lm("cbrt"), cost=TRANSCENDENTAL,
     example=("bz.cbrt(bz.asarray([8.0, -1000.0]))", "[2.0, -10.0]"), mlx_bridge="always")
