@@ -2,6 +2,11 @@
 
 Keys are uint32 arrays of shape (2,); bits come from Threefry-2x32 over a counter,
 so the same key gives the same numbers on every backend, lazily, in any order.
+The bits of an n-element draw: counter ``c`` (``c < ceil(n / 2)``) gives words ``x0``
+(element ``c``) and ``x1`` (element ``c + ceil(n / 2)``). They are computed by the
+elementwise ``threefry2x32_x0`` / ``_x1`` records over the elements' flat indices (read
+from a counter table, broadcast), so a draw and its float transform (and the ops after
+it) are one fused kernel.
 Signatures follow ``mlx.core.random`` (shape first, ``key=`` keyword). Without a
 key, a global state (``seed``) is split at each call.
 
@@ -33,6 +38,8 @@ from .elementwise import (  # type: ignore[attr-defined]  # generated from the o
     maximum,
     minimum,
     sqrt,
+    threefry2x32_x0,
+    threefry2x32_x1,
     where,
 )
 from .reductions import argmax
@@ -111,13 +118,124 @@ def bits(shape: Sequence[int] = (), width: int = 4, *, key: Array | None = None)
     """
     shape = normalize_shape(shape, "bits")
     k = _next_key() if key is None else _check_key(key, "bits")
+    if width not in (4, 8):
+        raise ValueError(f"bits: width must be 4 or 8 bytes, got {width}")
+    n = math.prod(shape) * (width // 4)
+    if n == 0 or n > _FUSED_LIMIT:  # empty, or flat indices past uint32: the whole-array op
+        return _bits_op(shape, width, k)
+    k64 = _packed_key(k)
+    if width == 4:
+        return _word(k64, _flat_index(shape, 1), n)
+    f = _flat_index(shape, 2)  # element j: the words of flat indices 2j and 2j + 1
+    return _join(_word(k64, f, n), _word(k64, f + 1, n))
+
+
+def _join(hi: Array, lo: Array) -> Array:
+    """uint64 ``hi << 32 | lo`` of uint32 words (a multiply: a shift by a runtime amount
+    keeps gcc from vectorizing kernels that also call libm)."""
+    return astype(hi, dt.uint64) * (1 << 32) | astype(lo, dt.uint64)
+
+
+def _bits_op(shape: tuple[int, ...], width: int, k: Array) -> Array:
+    """:func:`bits` through the whole-array ``random_bits`` op (numpy reference)."""
     if width == 4:
         return Array(Node(RANDOM_BITS, (k._node,), {"shape": shape}, shape, dt.uint32))
-    if width != 8:
-        raise ValueError(f"bits: width must be 4 or 8 bytes, got {width}")
     pair = shape + (2,)
     raw = Array(Node(RANDOM_BITS, (k._node,), {"shape": pair}, pair, dt.uint32))
     return astype(raw[..., 0], dt.uint64) << 32 | astype(raw[..., 1], dt.uint64)
+
+
+# draws of more elements than this take the whole-array op (flat indices are uint32)
+_FUSED_LIMIT = 2**32
+
+
+def _packed_key(k: Array) -> Array:
+    """The key as one uint64 word ``k0 << 32 | k1`` (0-d): packed now when ``k`` holds data
+    (a (1,)-array leaf, so the key stays runtime data, not part of the cached structure)."""
+    from .manipulation import reshape
+
+    data = k._node.data
+    if data is not None:
+        d = np.asarray(data).astype(np.uint64)
+        return reshape(Array(constant(np.array([d[0] << np.uint64(32) | d[1]]))), ())
+    return astype(k[0], dt.uint64) << 32 | astype(k[1], dt.uint64)
+
+
+# The counters of a draw come from one uint32 table 0, 1, 2...: its kernel reads the flat
+# index of each element from it (there is no index instruction in the kernel IR). The table
+# grows to the largest draw and is kept between draws up to _TABLE_KEEP entries (128 MiB);
+# a larger draw builds its own.
+_TABLE_KEEP = 1 << 25
+_table = np.arange(0, dtype=np.uint32)
+
+
+def _counters(m: int) -> np.ndarray:
+    """The read-only uint32 table [0, m) (a view of the kept table where it fits)."""
+    global _table
+    if m > _table.size:
+        if m > _TABLE_KEEP:
+            out = np.arange(m, dtype=np.uint32)
+            out.flags.writeable = False
+            return out
+        _table = np.arange(builtins.min(builtins.max(m, 2 * _table.size, 1 << 16),
+                                        _TABLE_KEEP), dtype=np.uint32)
+        _table.flags.writeable = False
+    return _table[:m]
+
+
+# the innermost run of dims a draw's kernel loops over in one (vectorized) loop: at least this
+_INNER = 256
+
+
+def _flat_index(shape: tuple[int, ...], scale: int) -> Array:
+    """``scale`` times each element's C-order flat index, uint32 of ``shape``: the counter
+    table over the trailing dims (at least ``_INNER`` elements: one vectorized loop) plus
+    the table, scaled, over the leading dims, broadcast (read by the kernel, never
+    materialized)."""
+    from .manipulation import broadcast_to, reshape
+
+    split, inner = len(shape), 1
+    while split > 0 and inner < _INNER:
+        split -= 1
+        inner *= shape[split]
+    outer = math.prod(shape[:split])
+    f = reshape(Array(constant(_counters(inner))), (1,) * split + shape[split:])
+    if scale != 1:
+        f = f * scale
+    if outer > 1:
+        lead = reshape(Array(constant(_counters(outer))),
+                       shape[:split] + (1,) * (len(shape) - split))
+        f = lead * (inner * scale) + f
+    return broadcast_to(f, shape) if f.shape != shape else f
+
+
+def _word(k64: Array, f: Array, n: int) -> Array:
+    """The uint32 bits at flat indices ``f`` of an ``n``-element draw under key ``k64``."""
+    half = (n + 1) // 2
+    hi = f < half
+    c = astype(where(hi, f, f - half), dt.uint64)
+    return where(hi, astype(threefry2x32_x0(k64, c), dt.uint32),
+                 astype(threefry2x32_x1(k64, c), dt.uint32))
+
+
+def _pair(shape: tuple[int, ...], width: int, k: Array | None) -> tuple[Array, Array]:
+    """``bits((2,) + shape, width)[0]`` and ``[1]``: the two words of the same counters."""
+    k = _next_key() if k is None else _check_key(k, "bits")
+    if not 0 < 2 * math.prod(shape) * (width // 4) <= _FUSED_LIMIT:
+        b = _bits_op((2,) + shape, width, k)
+        return b[0], b[1]
+    k64 = _packed_key(k)
+
+    def words(f: Array) -> tuple[Array, Array]:
+        c = astype(f, dt.uint64)
+        return (astype(threefry2x32_x0(k64, c), dt.uint32),
+                astype(threefry2x32_x1(k64, c), dt.uint32))
+
+    if width == 4:
+        return words(_flat_index(shape, 1))
+    f = _flat_index(shape, 2)
+    (a0, a1), (b0, b1) = words(f), words(f + 1)
+    return _join(a0, b0), _join(a1, b1)
 
 
 def _bitcast(x: Array, dtype: np.dtype) -> Array:
@@ -126,10 +244,13 @@ def _bitcast(x: Array, dtype: np.dtype) -> Array:
 
 def _unit(shape: tuple[int, ...], dtype: np.dtype, k: Array | None) -> Array:
     """Uniform [0, 1) of ``dtype``'s precision (float64: 52 bits; others: 23 bits)."""
-    if dtype == dt.float64:
-        b = bits(shape, 8, key=k)
+    return _to_unit(bits(shape, 8 if dtype == dt.float64 else 4, key=k))
+
+
+def _to_unit(b: Array) -> Array:
+    """Bits -> [0, 1): the mantissa bits under the exponent of 1.0, minus 1."""
+    if b.dtype == dt.uint64:
         return _bitcast(b >> 12 | 0x3FF0000000000000, dt.float64) - 1.0
-    b = bits(shape, 4, key=k)
     return _bitcast(b >> 9 | 0x3F800000, dt.float32) - 1.0
 
 
@@ -201,9 +322,9 @@ def normal(shape: Sequence[int] = (), dtype: Any = dt.float32, loc: Any = 0.0,
     d = _float_dtype(dtype, "normal")
     shape = _out_shape(_size(shape, size, "normal"), "normal", loc, scale)
     work = dt.float64 if d == dt.float64 else dt.float32
-    u = _unit((2,) + shape, work, key)
-    radius = sqrt(log(1.0 - u[0]) * -2.0)  # 1 - u is in (0, 1]: log is finite
-    z = radius * cos(u[1] * (2 * math.pi))
+    u0, u1 = (_to_unit(b) for b in _pair(shape, 8 if work == dt.float64 else 4, key))
+    radius = sqrt(log(1.0 - u0) * -2.0)  # 1 - u is in (0, 1]: log is finite
+    z = radius * cos(u1 * (2 * math.pi))
     if isinstance(scale, Array) or scale != 1.0:
         z = z * (astype(scale, work) if isinstance(scale, Array) else scale)
     if isinstance(loc, Array) or loc != 0.0:

@@ -104,6 +104,7 @@ UNSUPPORTED: dict[str, str] = {}
 # (kernels/{cpu,cuda,metal}_prelude.h: BZ_FN, bz_fbits/bz_ffrom, BZ_BITCAST, bz_exp...). A
 # kernel gets the headers of the helper groups it uses (Needs.headers), each once.
 INT_HELPERS = frozenset({"idiv", "irem", "ipow", "shl", "shr"})  # kernels/int_ops.h
+RANDOM_HELPERS = frozenset({"threefry2x32_x0", "threefry2x32_x1"})  # kernels/random.h
 
 
 def prelude(dialect: str) -> str:
@@ -120,7 +121,8 @@ def helper_text(headers: list[str]) -> str:
 
 
 # the float helpers the records name (bz_sigmoid -> "sigmoid"); integer ones are INT_HELPERS's
-_FLOAT_HELPER_OF = {h: h[3:] for op in OPS.values() for h in op.helpers if h[3:] not in INT_HELPERS}
+_FLOAT_HELPER_OF = {h: h[3:] for op in OPS.values() for h in op.helpers
+                    if h[3:] not in INT_HELPERS | RANDOM_HELPERS}
 _FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p")}
 
 
@@ -128,7 +130,7 @@ class Needs:
     """What the kernel body uses: helper groups (headers) and libm declarations."""
 
     def __init__(self) -> None:
-        self.half = self.bf16 = self.bitcast = False
+        self.half = self.bf16 = self.bitcast = self.random = False
         self.ints: set[str] = set()
         self.floats: set[tuple[str, str]] = set()  # (helper, ctype)
         self.libm: set[tuple[str, str]] = set()  # (function, ctype)
@@ -143,6 +145,8 @@ class Needs:
         for name in INT_HELPERS:
             if f"bz_{name}<" in expr:
                 self.ints.add(name)
+        if "bz_threefry2x32_x" in expr:
+            self.random = True
         for fn in LIBM1 | LIBM2:
             suffix = "f" if ct == "float" else ""
             if f"{fn}{suffix}(" in expr and f"_{fn}{suffix}(" not in expr:
@@ -151,7 +155,8 @@ class Needs:
     def headers(self) -> list[str]:
         """The shared helper headers (``backends/kernels/``) of what was recorded, in order."""
         groups = [("half.h", self.half), ("bfloat16.h", self.bf16), ("bitcast.h", self.bitcast),
-                  ("int_ops.h", bool(self.ints)), ("float_ops.h", bool(self.floats))]
+                  ("int_ops.h", bool(self.ints)), ("float_ops.h", bool(self.floats)),
+                  ("random.h", self.random)]
         return [h for h, used in groups if used]
 
 

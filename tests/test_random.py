@@ -142,3 +142,114 @@ def test_categorical_follows_the_probabilities() -> None:
 def test_bad_arguments_raise_at_the_call(call, match) -> None:
     with pytest.raises((TypeError, ValueError, OverflowError), match=match):
         call()
+
+
+# ---------------------------------------------------------------- fused draws (issue 14)
+BACKENDS = bz.backends.available()
+
+
+def _packed(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    return hi.astype(np.uint64) << np.uint64(32) | lo.astype(np.uint64)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_threefry_records_match_the_reference_on_every_backend(backend) -> None:
+    """The elementwise records (the generated kernel's bz_threefry2x32, MLX's lowering)
+    give the numpy reference's words on random keys and counters, hi words included."""
+    rng = np.random.default_rng(14)
+    n = 4099
+    keys = rng.integers(0, 2**32, (n, 2), dtype=np.uint32)
+    c_hi = rng.integers(0, 2**32, n, dtype=np.uint32)
+    c_hi[:8] = 0  # the counters a draw uses, and some past 2**32
+    c_lo = rng.integers(0, 2**32, n, dtype=np.uint32)
+    want = np.empty((2, n), np.uint32)
+    for i in range(n):  # the reference takes one key
+        a, b = threefry2x32(keys[i], c_hi[i:i + 1], c_lo[i:i + 1])
+        want[:, i] = a[0], b[0]
+    k = bz.asarray(_packed(keys[:, 0], keys[:, 1]))
+    c = bz.asarray(_packed(c_hi, c_lo))
+    with bz.backend(backend):
+        x0 = np.asarray(bz.threefry2x32_x0(k, c))
+        x1 = np.asarray(bz.threefry2x32_x1(k, c))
+        # one key broadcast against many counters, as a draw's kernel has it
+        one = np.asarray(bz.threefry2x32_x1(k[:1], c))
+    np.testing.assert_array_equal(x0, want[0])
+    np.testing.assert_array_equal(x1, want[1])
+    a, b = threefry2x32(keys[0], c_hi, c_lo)
+    np.testing.assert_array_equal(one, b)
+
+
+SHAPES = [(), (1,), (5,), (7, 3), (2, 1, 5), (0,), (4, 0, 2), (3, 4, 5), (3, 300),
+          (2, 3, 256), (5, 1, 300), (4, 257, 1)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_bits_equal_the_whole_array_reference(backend) -> None:
+    """A fused draw's bits (flat-index counters, word per half) are random_bits_ref's."""
+    from braze.arrays import random as R
+    from braze.graph.ops import random_bits_ref
+
+    rng = np.random.default_rng(0)
+    with bz.backend(backend):
+        for shape in SHAPES:
+            kd = rng.integers(0, 2**32, 2, dtype=np.uint32)
+            for k in (bz.asarray(kd), bz.asarray(kd) + 0):  # a key with data, a lazy one
+                np.testing.assert_array_equal(np.asarray(R.bits(shape, key=k)),
+                                              random_bits_ref(kd, shape=shape))
+                raw = random_bits_ref(kd, shape=shape + (2,))
+                wide = raw[..., 0].astype(np.uint64) << np.uint64(32) | raw[..., 1]
+                np.testing.assert_array_equal(np.asarray(R.bits(shape, 8, key=k)), wide)
+                for width in (4, 8):
+                    whole = np.asarray(R._bits_op((2,) + shape, width, k))
+                    a, b = R._pair(shape, width, k)
+                    np.testing.assert_array_equal(np.asarray(a), whole[0])
+                    np.testing.assert_array_equal(np.asarray(b), whole[1])
+
+
+def _draws(key):
+    return [bz.random.uniform(-2, 3, (37, 5), key=key),
+            bz.random.uniform(shape=(301,), dtype=bz.float64, key=key),
+            bz.random.normal((3, 100), key=key), bz.random.normal((33,), bz.float64, key=key),
+            bz.random.normal((64,), loc=1.0, scale=2.0, key=key),
+            bz.random.randint(-5, 7, (50,), key=key), bz.random.bernoulli(0.3, (40,), key=key),
+            bz.random.gumbel((9, 9), key=key), bz.random.exponential(2.0, (70,), key=key),
+            bz.random.split(key, 3), bz.random.permutation(20, key=key)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_draws_give_the_values_of_the_whole_array_op(backend, monkeypatch) -> None:
+    """Every distribution draws the same values as through the whole-array op."""
+    from braze.arrays import random as R
+
+    key = bz.random.key(2024)
+    with bz.backend(backend):
+        fused = [np.asarray(x) for x in _draws(key)]
+        monkeypatch.setattr(R, "_FUSED_LIMIT", 0)
+        whole = [np.asarray(x) for x in _draws(key)]
+    for a, b in zip(fused, whole):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_draw_its_transform_and_the_ops_after_it_are_one_kernel() -> None:
+    key = bz.random.key(0)
+    for fn in (lambda: bz.random.uniform(shape=(1000, 2), key=key) * 2.0 + 1.0,
+               lambda: bz.exp(bz.random.normal((4096,), key=key))):
+        report = bz.explain(fn)
+        assert report.num_kernels == 1, str(report)
+        ops = report.kernels[0].ops
+        assert "threefry2x32_x0" in ops and "random_bits" not in ops
+
+
+def test_the_random_helpers_are_in_every_dialect() -> None:
+    from braze.backends.cpu import codegen as cpu_codegen
+    from braze.backends.cuda import codegen as cuda_codegen
+    from braze.backends.metal import codegen as metal_codegen
+    from braze.graph.compiler import compile_graph
+
+    s, _ = compile_graph([bz.random.normal((300,), key=bz.random.key(1))._node])
+    (k,) = s.kernels
+    for gen in (cpu_codegen, cuda_codegen, metal_codegen):
+        src = gen.generate(k).source
+        assert "bz_threefry2x32(uint64_t key, uint64_t counter)" in src
+        assert "bz_threefry2x32_x0((uint64_t)" in src and "bz_threefry2x32_x1((uint64_t)" in src

@@ -1,11 +1,26 @@
-"""Counter-based random bits (threefry-2x32)."""
+"""Counter-based random bits (threefry-2x32): the numpy reference and the records.
+
+``threefry2x32_x0`` / ``threefry2x32_x1`` are *elementwise* records over packed 64-bit words
+(key ``k0 << 32 | k1``, counter ``c_hi << 32 | c_lo``): word x0 / x1 of the Threefry-2x32
+block. Their C expressions call ``bz_threefry2x32_x0`` / ``_x1`` (``backends/kernels/
+random.h``; both words of one counter in one kernel are one computation), so random
+numbers are computed inside the fused kernel that transforms and consumes them
+(``braze.arrays.random`` builds the counters and the float transforms around them).
+``random_bits`` is the older whole-array op (numpy reference), kept for draws past 2**32
+elements.
+
+>>> OPS["threefry2x32_x0"].reference(np.uint64(0), np.uint64(0)).tolist()
+1797259609
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from .. import dtypes as dt
-from .record import OpDef, declare
+from .record import OPS, OpDef, declare  # noqa: F401  (OPS: doctest)
 
 
 def threefry2x32(key: np.ndarray, counter_hi: np.ndarray, counter_lo: np.ndarray
@@ -29,6 +44,65 @@ def threefry2x32(key: np.ndarray, counter_hi: np.ndarray, counter_lo: np.ndarray
         x0 = x0 + ks[(i + 1) % 3]
         x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
     return x0, x1
+
+
+def threefry2x32_words(key: np.ndarray, counter: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`threefry2x32` over packed 64-bit words (any integer dtype, taken modulo
+    2**64, as the C expression's casts do): the words (x0, x1), uint32."""
+    k = np.asarray(key).astype(np.uint64)
+    c = np.asarray(counter).astype(np.uint64)
+    k, c = np.broadcast_arrays(k, c)
+    lo32 = np.uint64(0xFFFFFFFF)
+    with np.errstate(over="ignore"):
+        return _rounds((k >> np.uint64(32)).astype(np.uint32), (k & lo32).astype(np.uint32),
+                       (c >> np.uint64(32)).astype(np.uint32), (c & lo32).astype(np.uint32))
+
+
+def _rounds(k0: Any, k1: Any, c0: Any, c1: Any) -> tuple[Any, Any]:
+    """The 20 rounds on uint32 arrays of numpy or MLX (operators only: both wrap)."""
+    k2 = k0 ^ k1 ^ 0x1BD11BDA
+    ks = (k0, k1, k2)
+    x0, x1 = c0 + k0, c1 + k1
+    for i in range(5):
+        for r in ((13, 15, 26, 6), (17, 29, 16, 24))[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + (i + 1)
+    return x0, x1
+
+
+def _word_ref(w: int) -> Any:
+    def ref(key: np.ndarray, counter: np.ndarray) -> np.ndarray:
+        d = np.result_type(key, counter)
+        return threefry2x32_words(key, counter)[w].astype(d)
+
+    return ref
+
+
+def _word_mx(w: int) -> Any:
+    def lower(mx: Any, key: Any, counter: Any) -> Any:
+        k, c = key.astype(mx.uint64), counter.astype(mx.uint64)
+        lo32 = 0xFFFFFFFF
+        words = _rounds((k >> 32).astype(mx.uint32), (k & lo32).astype(mx.uint32),
+                        (c >> 32).astype(mx.uint32), (c & lo32).astype(mx.uint32))
+        return words[w].astype(key.dtype)
+
+    return lower
+
+
+_EXAMPLES = ("[1797259609, 928981903]", "[2579123966, 3453687069]")
+THREEFRY_X0, THREEFRY_X1 = (declare(OpDef(
+    f"threefry2x32_x{w}", "elementwise", 2, _word_ref(w), "integer",
+    summary=f"word x{w} of Threefry-2x32 (20 rounds) of packed 64-bit words: key "
+            "k0 << 32 | k1, counter c_hi << 32 | c_lo (integers taken modulo 2**64)",
+    example=(f"bz.threefry2x32_x{w}(bz.asarray([0], dtype=bz.uint64), "
+             "bz.asarray([0, 1], dtype=bz.uint64))", _EXAMPLES[w]),
+    cost=32,  # 20 rounds of add/rotate/xor on two words, 5 key injections: ~4 libm calls
+    c={"*": f"({{T}})bz_threefry2x32_x{w}((uint64_t){{0}}, (uint64_t){{1}})"},
+    helpers=(f"bz_threefry2x32_x{w}",), mlx=_word_mx(w),
+    doc="Word x0 / x1 of Threefry-2x32 of packed key and counter words (module docstring).",
+)) for w in (0, 1))
 
 
 def random_bits_ref(key, *, shape):
