@@ -342,17 +342,21 @@ def _run(prog: Program, mod: Any, inputs: tuple[Any, ...], seed: int) -> Any:
     return _materialize(mod, prog.fn(mod, *args))
 
 
+def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
 def measure(prog: Program, quick: bool, repeat: int) -> dict[str, Any]:
     rng = numpy.random.default_rng(0)
     inputs = prog.make(rng, quick)
     row: dict[str, Any] = {"name": prog.name}
     ref = _run(prog, numpy, inputs, 0)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        _run(prog, numpy, inputs, 0)
-        times.append(time.perf_counter() - t0)
-    row["numpy_ms"] = 1e3 * statistics.median(times)
+    row["numpy_ms"] = _median_ms(lambda: _run(prog, numpy, inputs, 0), repeat)
     try:
         t0 = time.perf_counter()
         got = _run(prog, braze, inputs, 0)
@@ -363,12 +367,7 @@ def measure(prog: Program, quick: bool, repeat: int) -> dict[str, Any]:
             err = numpy.max(numpy.abs(g - e)) if g.shape == e.shape else f"shape {g.shape}"
             row["error"] = f"wrong answer (max abs diff {err}; rtol {prog.rtol}, atol {prog.atol})"
             return row
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            _run(prog, braze, inputs, 0)
-            times.append(time.perf_counter() - t0)
-        row["braze_ms"] = 1e3 * statistics.median(times)
+        row["braze_ms"] = _median_ms(lambda: _run(prog, braze, inputs, 0), repeat)
         row["speedup"] = row["numpy_ms"] / row["braze_ms"]
     except Exception as exc:  # reported, not hidden: a missing name is a finding
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:110]

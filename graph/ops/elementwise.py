@@ -418,18 +418,17 @@ _ew("fmod", 2, np.fmod, "real_numeric", summary="C remainder of x1 / x2 (sign of
        "u": "({1} == 0 ? ({T})0 : ({T})({0} % {1}))"}, cost=TRANSCENDENTAL,
     example=("bz.fmod(bz.asarray([7, -7]), 3)", "[1, -1]"), mlx_bridge="always")
 # NaN-ignoring max/min (C's fmax/fmin); on equal operands (+-0) the pick numpy's makes
-_ew("fmax", 2, np.fmax, "real", summary="larger of x1, x2, ignoring NaN",
-    c={"f": "({0} != {0} ? {1} : ({1} != {1} ? {0} : ({0} > {1} ? {0} : {1})))",
-       "b": "({0} | {1})", "*": "({0} > {1} ? {0} : {1})"}, exact_on_low=True,
-    example=("bz.fmax(bz.asarray([1.0, float('nan')]), 2.0)", "[2.0, 2.0]"),
-    mlx=lambda mx, x, y: mx.where(mx.isnan(x), y, mx.where(mx.isnan(y), x, mx.maximum(x, y)))
-    if mx.issubdtype(x.dtype, mx.floating) else mx.maximum(x, y))
-_ew("fmin", 2, np.fmin, "real", summary="smaller of x1, x2, ignoring NaN",
-    c={"f": "({0} != {0} ? {1} : ({1} != {1} ? {0} : ({1} < {0} ? {1} : {0})))",
-       "b": "({0} & {1})", "*": "({1} < {0} ? {1} : {0})"}, exact_on_low=True,
-    example=("bz.fmin(bz.asarray([1.0, float('nan')]), 2.0)", "[1.0, 2.0]"),
-    mlx=lambda mx, x, y: mx.where(mx.isnan(x), y, mx.where(mx.isnan(y), x, mx.minimum(x, y)))
-    if mx.issubdtype(x.dtype, mx.floating) else mx.minimum(x, y))
+for _name, _which, _pick, _bool in [("fmax", "larger", "({0} > {1} ? {0} : {1})", "|"),
+                                    ("fmin", "smaller", "({1} < {0} ? {1} : {0})", "&")]:
+    _mx_pick = "maximum" if _name == "fmax" else "minimum"
+    _ew(_name, 2, getattr(np, _name), "real", summary=f"{_which} of x1, x2, ignoring NaN",
+        c={"f": f"({{0}} != {{0}} ? {{1}} : ({{1}} != {{1}} ? {{0}} : {_pick}))",
+           "b": f"({{0}} {_bool} {{1}})", "*": _pick}, exact_on_low=True,
+        example=(f"bz.{_name}(bz.asarray([1.0, float('nan')]), 2.0)",
+                 "[2.0, 2.0]" if _name == "fmax" else "[1.0, 2.0]"),
+        mlx=lambda mx, x, y, pick=_mx_pick: mx.where(
+            mx.isnan(x), y, mx.where(mx.isnan(y), x, getattr(mx, pick)(x, y)))
+        if mx.issubdtype(x.dtype, mx.floating) else getattr(mx, pick)(x, y))
 
 # ternary: where(cond, x, y); cond is bool, x and y share the compute dtype
 WHERE = _ew("where", 3, np.where, "any", summary="x1 where cond is true, else x2",
