@@ -72,7 +72,7 @@ def test_coverage_table_is_current_and_at_least_90_percent() -> None:
 
 
 # ---------------------------------------------------------------- new elementwise records
-@pytest.mark.parametrize("name", ["deg2rad", "rad2deg", "cbrt"])
+@pytest.mark.parametrize("name", ["deg2rad", "rad2deg", "cbrt"])  # cbrt: a composition
 @given(data=st.data())
 @FAST
 def test_unary_records(name: str, data: st.DataObject) -> None:

@@ -409,9 +409,6 @@ _ew("rad2deg", 1, np.rad2deg, "real_floating", cast="float", summary="radians to
     c={"f": "({0} * (({T})180 / ({T})3.141592653589793))"},
     example=("bz.rad2deg(bz.asarray([0.5, -1.0]))", "[28.64788818359375, -57.2957763671875]"),
     mlx=lambda mx, x: x * (mx.array(180.0, x.dtype) / mx.array(3.141592653589793, x.dtype)))
-_ew("cbrt", 1, np.cbrt, "real_numeric", cast="float", summary="cube root (real, also of x < 0)",
-    c={"f": "cbrt{f}({0})"}, libm=_lm("cbrt"), cost=TRANSCENDENTAL,
-    example=("bz.cbrt(bz.asarray([8.0, -1000.0]))", "[2.0, -10.0]"), mlx_bridge="always")
 _ew("fmod", 2, np.fmod, "real_numeric", summary="C remainder of x1 / x2 (sign of x1)",
     c={"f": "__builtin_fmod{f}({0}, {1})",  # a builtin: libmvec has no fmod variant
        "i": "({1} == 0 || {1} == -1 ? ({T})0 : ({T})({0} % {1}))",
