@@ -2,7 +2,8 @@
 
 The pass runs the stages of :mod:`braze.graph.passes.fusion`: decide what to realize
 (:mod:`~.fusion.realize`), group kernel roots into kernels (:mod:`~.fusion.group`) --
-these two repeat until the recompute-cost rule realizes nothing new -- then lower each
+these two repeat until the recompute-cost rule realizes nothing new; the stencil
+rule bounds the work a kernel repeats while the analysis walks it -- then lower each
 group to kernel IR and order the steps (:mod:`~.fusion.lower`, :mod:`~.fusion.order`).
 
 ``fuse(g, decisions=[])`` also fills the list with a
@@ -32,10 +33,16 @@ from .fusion.cost import op_cost
 from .fusion.group import Groups
 from .fusion.log import FusionDecision, collector, emit
 from .fusion.lower import lower
-from .fusion.realize import BROADCAST_REALIZE, MAX_INLINE_ROOTS, RECOMPUTE_LIMIT, Fuser
+from .fusion.realize import (
+    BROADCAST_REALIZE,
+    MAX_INLINE_ROOTS,
+    RECOMPUTE_LIMIT,
+    STENCIL_LIMIT,
+    Fuser,
+)
 
 __all__ = ["fuse", "Fuser", "FusionDecision", "op_cost", "RECOMPUTE_LIMIT",
-           "BROADCAST_REALIZE", "MAX_INLINE_ROOTS"]
+           "BROADCAST_REALIZE", "MAX_INLINE_ROOTS", "STENCIL_LIMIT"]
 
 
 def fuse(g: Graph, decisions: list[FusionDecision] | None = None) -> Schedule:

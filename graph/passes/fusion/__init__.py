@@ -3,7 +3,7 @@
 A simplified :class:`~braze.graph.ir.Graph` goes through
 
 1. :mod:`.realize` -- which values get a buffer (outputs, reductions, library ops and
-   their inputs, the recompute-cost, broadcast and inline-width rules), on top of
+   their inputs, the recompute-cost, stencil, broadcast and inline-width rules), on top of
    :mod:`.analysis` (what each kernel root inlines and reads);
 2. :mod:`.group` -- which kernel roots share a kernel (row and sibling merges, never
    a cycle); stages 1 and 2 repeat until the cost rule realizes nothing new;

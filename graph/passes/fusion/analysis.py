@@ -12,12 +12,14 @@ realized set, and :mod:`.group` reads ``loads`` to merge roots into kernels.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from ...ir import Graph
 from ...view import View
+from .cost import op_cost
 from .log import Decisions
-from .space import VIEW_ATTR, Chain, Layout, apply_chain, kind_of
+from .space import VIEW_ATTR, Chain, Layout, apply_chain, chain_view, kind_of, view_key
 
 
 class _Restart(Exception):
@@ -37,6 +39,7 @@ class Analysis:
         self.copies: set[int] = set()  # view nodes materialized by a (copy) kernel
         self.loads: dict[int, list[tuple[int, View]]] = {}
         self.members: dict[int, set[int]] = {}
+        self.excess_limit: int | None = None  # see walk: None, no bound
 
     def is_buffer(self, i: int) -> bool:
         """Is node i read from its own contiguous buffer (rather than inlined) by consumers?
@@ -86,7 +89,14 @@ class Analysis:
         return out
 
     def walk(self, root: int, visit_load: Any, visit_inline: Any) -> None:
-        """Traverse what ``root`` computes: inlined nodes and buffer reads (with chains)."""
+        """Traverse what ``root`` computes: inlined nodes and buffer reads (with chains).
+
+        A node is visited once per *index map* it is read through (:func:`.space.view_key`),
+        not once per path: a stencil over a stencil reaches the input through 9 x 9 paths
+        but at 25 offsets. Breadth first, so that the nodes nearest the root are met first.
+        With ``excess_limit`` set, the walk also adds up the work an inlined elementwise
+        node repeats at each view after its first (``op_cost`` per extra view) and raises
+        :class:`_Stencil` as soon as the sum passes the limit."""
         n = self.g.nodes[root]
         _, _, perm = self.space(root)
         if self.kinds[root] == "reduce":
@@ -95,43 +105,70 @@ class Analysis:
                 else ()
         else:
             start, chain = root, ()
-        seen: set[tuple[int, Chain]] = set()
-        stack = [(start, chain)]
-        while stack:
-            i, c = stack.pop()
-            if (i, c) in seen:
-                continue
-            seen.add((i, c))
-            node = self.g.nodes[i]
+        limit = self.excess_limit
+        views: dict[int, int] = {}
+        excess = 0
+        seen: set[tuple[int, Any]] = set()
+        queue = deque([(start, chain)])
+        while queue:
+            i, c = queue.popleft()
             k = self.kinds[i]
             if k == "const":
                 continue
+            node = self.g.nodes[i]
+            key = (i, view_key(node.shape, c))
+            if key in seen:
+                continue
+            seen.add(key)
             if i != root and self.is_buffer(i):
                 visit_load(i, c)
                 continue
             if i != root:
                 visit_inline(i)
             if k == "view":
-                stack.append((node.inputs[0],
+                queue.append((node.inputs[0],
                               ((node.op, node.attrs[VIEW_ATTR[node.op]], i),) + c))
             elif k == "elementwise":
+                if limit is not None:
+                    seen_views = views[i] = views.get(i, 0) + 1
+                    if seen_views > 1:
+                        excess += op_cost(node.op)
+                        if excess > limit:
+                            raise _Stencil(root, views, excess)
                 for j in node.inputs:
                     cj = c if self.g.nodes[j].shape == node.shape else \
                         (("broadcast_to", node.shape, i),) + c
-                    stack.append((j, cj))
+                    queue.append((j, cj))
 
     def analyze(self) -> dict[int, list[tuple[int, View]]]:
-        """Fix the realized set; return each root's buffer reads (over its own space)."""
+        """Fix the realized set; return each root's buffer reads (over its own space).
+
+        Roots are walked from a work list: when a walk finds more repeated work than
+        ``excess_limit`` (:class:`_Stencil`), the repeated node nearest the root is
+        realized, and the walks it invalidates (that root's, and those of the roots that
+        inlined the node) are redone, with the node's own walk: a chain of N stencils
+        costs N short walks, not N passes over the graph."""
         while True:
             roots = self.roots()
             members: dict[int, set[int]] = {}
             loads: dict[int, list[tuple[int, View]]] = {}
+            inlined: dict[int, list[int]] = {}
             breaks: set[int] = set()
-            for r in roots:  # collect every break of this pass, then redo the pass once
+            todo = list(reversed(roots))
+            while todo:  # collect every break of this pass, then redo the pass once
+                r = todo.pop()
+                _forget(r, loads, members, inlined)
                 try:
-                    self.walk(r, *_recorders(self.g, r, loads, members))
+                    self.walk(r, *_recorders(self.g, r, loads, members, inlined))
                 except _Restart as e:
                     breaks.add(e.node)
+                except _Stencil as e:
+                    p = self._realize_repeated(e)
+                    redo = {r} | members.get(p, set())
+                    for q in redo:
+                        _forget(q, loads, members, inlined)
+                    todo.extend(sorted(redo, reverse=True))
+                    todo.append(p)
             if breaks:
                 for b in sorted(breaks):
                     if self.log.on:
@@ -144,36 +181,77 @@ class Analysis:
             self.loads, self.members = loads, members
             return loads
 
+    def _realize_repeated(self, e: _Stencil) -> int:
+        """Realize the node whose repetition the walk paid most for: the repeated
+        elementwise node with the largest (extra views x its cost down to buffers), the
+        nearest the root (highest id) among equals -- a whole blur, not a partial sum of
+        its taps; in a long chain of cheap shifts, the deepest level met."""
+        cap = 4 * (self.excess_limit or 0) + 1
+        cost = {i: self.subtree_cost(i, cap) for i, k in e.views.items() if k > 1}
+        p = max(cost, key=lambda i: ((e.views[i] - 1) * cost[i], i))
+        self.realized.add(p)
+        if self.log.on:
+            n, c = e.views[p], cost[p]
+            self.log.realize(p, "recompute (stencil)", f"the kernel of #{e.root} reads it at "
+                             f"{n} views x cost {c}{'+' if c >= cap else ''}: its inlined "
+                             f"work repeats {e.excess} per element > limit {self.excess_limit}")
+        return p
+
+    def subtree_cost(self, i: int, cap: int) -> int:
+        """Per-element cost of what node i inlines (each shared node once), counted only
+        up to ``cap``: deep inlined chains (1,000-node graphs) made the full count
+        quadratic."""
+        total, stack, seen = 0, [i], set()
+        while stack and total < cap:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j != i and self.is_buffer(j):
+                continue
+            n = self.g.nodes[j]
+            if self.kinds[j] == "elementwise":
+                total += op_cost(n.op)
+            if self.kinds[j] in ("elementwise", "view"):
+                stack.extend(n.inputs)
+        return total
+
+
+class _Stencil(Exception):
+    """A walk of ``root`` repeated more work than the limit (``views``: node -> views)."""
+
+    def __init__(self, root: int, views: dict[int, int], excess: int) -> None:
+        self.root, self.views, self.excess = root, views, excess
+
+
+def _forget(r: int, loads: dict[int, list[tuple[int, View]]], members: dict[int, set[int]],
+            inlined: dict[int, list[int]]) -> None:
+    """Drop what root r's walk recorded (it is walked again)."""
+    loads.pop(r, None)
+    for i in inlined.pop(r, ()):
+        m = members.get(i)
+        if m is not None:
+            m.discard(r)
+            if not m:
+                del members[i]
+
 
 def _recorders(g: Graph, r: int, loads: dict[int, list[tuple[int, View]]],
-               members: dict[int, set[int]]) -> tuple[Any, Any]:
+               members: dict[int, set[int]], inlined: dict[int, list[int]]
+               ) -> tuple[Any, Any]:
     """Callbacks for Analysis.walk that record root r's buffer reads and inlined nodes."""
     def on_load(i: int, c: Chain) -> None:
         shape = g.nodes[i].shape
-        try:  # identical chains recur (every layer of a model): fold each shape once
-            key: Any = (shape, tuple((op, arg) for op, arg, _ in c))
-            v = _CHAIN_VIEWS.get(key, _MISSING)
-        except TypeError:  # unhashable args (slices before Python 3.12)
-            key, v = None, _MISSING
-        if v is _MISSING:
-            v = apply_chain(View.contiguous(shape), c)
-            v = v.canonical() if v is not None else None
-            if key is not None:
-                if len(_CHAIN_VIEWS) > 65536:
-                    _CHAIN_VIEWS.clear()
-                _CHAIN_VIEWS[key] = v
+        v = chain_view(shape, c)
         if v is None:
             raise _Restart(_break_point(shape, i, c))
         loads.setdefault(r, []).append((i, v))
 
     def on_inline(i: int) -> None:
         members.setdefault(i, set()).add(r)
+        inlined.setdefault(r, []).append(i)
 
     return on_load, on_inline
-
-
-_CHAIN_VIEWS: dict[Any, Any] = {}
-_MISSING = object()
 
 
 def _break_point(shape: tuple[int, ...], buf: int, chain: Chain) -> int:

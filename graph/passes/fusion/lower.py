@@ -27,6 +27,7 @@ from .space import (
     member_chain,
     natural,
     stored_read,
+    view_key,
 )
 
 
@@ -122,7 +123,7 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
         row = n_red > 0 and all(s == 0 for s in v.strides[n_outer:])
         return add("load", (), (("load", li),), node.dtype, row)
 
-    done: dict[tuple[int, Chain, bool], int] = {}
+    done: dict[tuple[int, Any, bool], int] = {}
 
     def children(i: int, c: Chain, is_root: bool) -> list[tuple[int, Chain, bool]] | int:
         """The sub-values node i needs under chain c, or its instruction if it needs none."""
@@ -161,30 +162,38 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
         row = all(instrs[a].row for a in args)
         return add(node.op, tuple(args), tuple(sorted(node.attrs.items())), node.dtype, row)
 
+    def key_of(kid: tuple[int, Chain, bool]) -> tuple[int, Any, bool]:
+        """A sub-value by its index map, not its path of views (see .space.view_key)."""
+        i, c, is_root = kid
+        return i, view_key(g.nodes[i].shape, c), is_root
+
     def translate(i0: int, c0: Chain, root: int) -> int:
-        """The instruction computing node i0 seen through chain c0 (iterative, memoized)."""
+        """The instruction computing node i0 seen through chain c0 (iterative, memoized
+        by index map: a node reached through several paths of views at the same elements
+        is translated once)."""
         top = (i0, c0, i0 == root)
-        stack: list[tuple[tuple[int, Chain, bool], Any]] = [(top, None)]
+        stack: list[tuple[tuple[int, Chain, bool], Any, Any]] = [(top, key_of(top), None)]
         while stack:
-            key, kids = stack[-1]
+            kid, key, kids = stack[-1]
             if key in done:
                 stack.pop()
                 continue
             if kids is None:
-                kids = children(*key)
-                if isinstance(kids, int):
-                    done[key] = kids
+                sub = children(*kid)
+                if isinstance(sub, int):
+                    done[key] = sub
                     stack.pop()
                     continue
-                stack[-1] = (key, kids)
-                stack.extend((kid, None) for kid in kids if kid not in done)
+                kids = [(k, key_of(k)) for k in sub]
+                stack[-1] = (kid, key, kids)
+                stack.extend((k, kk, None) for k, kk in kids if kk not in done)
                 continue
-            if all(kid in done for kid in kids):
-                done[key] = finish(key[0], [done[kid] for kid in kids])
+            if all(kk in done for _, kk in kids):
+                done[key] = finish(kid[0], [done[kk] for _, kk in kids])
                 stack.pop()
             else:
-                stack.extend((kid, None) for kid in kids if kid not in done)
-        return done[top]
+                stack.extend((k, kk, None) for k, kk in kids if kk not in done)
+        return done[key_of(top)]
 
     # members that other members of this kernel read (in registers, never from the buffer)
     read_here = {b for m in group for b, _ in f.loads.get(m, ()) if b in group_set}

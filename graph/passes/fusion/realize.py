@@ -13,6 +13,14 @@ then grows the realized set:
   to buffers, costs at most ``RECOMPUTE_LIMIT`` (:func:`.cost.op_cost` per op): a few
   flops per element are cheaper than writing and re-reading a buffer. Sharing inside
   one kernel costs nothing extra (a row kernel's stages re-read their row);
+* **recompute (stencil)** (during analysis, :meth:`.analysis.Analysis.walk`): a value
+  read through several views at once (``b[:-2, :-2] + b[1:-1, 1:-1] + ...``) is
+  computed once per view; a stencil over a stencil multiplies the views (9 -> 25 -> 49
+  offsets). The walk of each kernel root adds up the work its inlined nodes repeat after
+  their first view; past ``STENCIL_LIMIT`` per element the repeated node with the most
+  repeated work (extra views x cost) is realized and the walk redone, so no kernel
+  repeats more than ``STENCIL_LIMIT`` per element (a 3x3 blur of a blur: 8 extra views
+  x cost 12 = 96 > 32, so five chained blurs are five kernels);
 * **broadcast costly**: a transcendental expression read broadcast over at least
   ``BROADCAST_REALIZE`` times its own elements (rope's cos/sin tables) is realized,
   unless it derives from a reduction (row kernels stay whole);
@@ -39,6 +47,7 @@ from .log import Decisions
 from .space import size
 
 RECOMPUTE_LIMIT = 16
+STENCIL_LIMIT = 2 * RECOMPUTE_LIMIT  # see the module docstring: recompute (stencil)
 BROADCAST_REALIZE = 4  # see Fuser.broadcast_costly
 MAX_INLINE_ROOTS = 8  # see Fuser.realize_widely_inlined
 
@@ -48,6 +57,7 @@ class Fuser(Analysis):
 
     def __init__(self, g: Graph, log: Decisions | None = None) -> None:
         super().__init__(g, log)
+        self.excess_limit = STENCIL_LIMIT
         log, kinds = self.log, self.kinds
         why: dict[int, list[str]] = {}
         for i in g.outputs:
@@ -155,23 +165,9 @@ class Fuser(Analysis):
         return True
 
     def subtree_cost(self, i: int, cap: int = RECOMPUTE_LIMIT + 1) -> int:
-        """Per-element cost of what node i inlines (each shared node once), counted only
-        up to ``cap``: the rules ask "more than RECOMPUTE_LIMIT?", and deep inlined chains
-        (1,000-node graphs) made the full count quadratic."""
-        total, stack, seen = 0, [i], set()
-        while stack and total < cap:
-            j = stack.pop()
-            if j in seen:
-                continue
-            seen.add(j)
-            if j != i and self.is_buffer(j):
-                continue
-            n = self.g.nodes[j]
-            if self.kinds[j] == "elementwise":
-                total += op_cost(n.op)
-            if self.kinds[j] in ("elementwise", "view"):
-                stack.extend(n.inputs)
-        return total
+        """Per-element cost of what node i inlines, up to ``cap`` (the rules ask "more
+        than RECOMPUTE_LIMIT?")."""
+        return super().subtree_cost(i, cap)
 
 
 _RULE = {"input": "input", "library": "library op", "reduce": "reduction"}

@@ -67,6 +67,36 @@ def apply_chain(view: View, chain: Chain) -> View | None:
     return view
 
 
+_CHAIN_VIEWS: dict[Any, Any] = {}
+_MISSING = object()
+
+
+def chain_view(shape: tuple[int, ...], chain: Chain) -> View | None:
+    """The canonical view of a contiguous ``shape`` seen through ``chain`` (None if a
+    reshape is not expressible), cached: identical chains recur (every layer of a model)."""
+    try:
+        key: Any = (shape, tuple((op, arg) for op, arg, _ in chain))
+        v = _CHAIN_VIEWS.get(key, _MISSING)
+    except TypeError:  # unhashable args (slices before Python 3.12)
+        key, v = None, _MISSING
+    if v is _MISSING:
+        v = apply_chain(View.contiguous(shape), chain)
+        v = v.canonical() if v is not None else None
+        if key is not None:
+            if len(_CHAIN_VIEWS) > 65536:
+                _CHAIN_VIEWS.clear()
+            _CHAIN_VIEWS[key] = v
+    return v
+
+
+def view_key(shape: tuple[int, ...], chain: Chain) -> Any:
+    """What identifies a node's value seen through ``chain``: the index map (its canonical
+    view), so that two paths of views reaching a node at the same elements (``x[1:][:-1]``
+    and ``x[:-1][1:]``) are one; the chain itself where no view expresses it."""
+    v = chain_view(shape, chain)
+    return chain if v is None else v
+
+
 _ROW_VIEWS: dict[tuple[tuple[int, ...], int], View] = {}
 
 
