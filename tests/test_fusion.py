@@ -13,6 +13,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -20,7 +21,13 @@ import pytest
 import braze as bz
 from braze.graph.ir import Graph
 from braze.graph.passes import fusion
-from braze.graph.passes.fuse import MAX_INLINE_ROOTS, RECOMPUTE_LIMIT, FusionDecision, fuse
+from braze.graph.passes.fuse import (
+    MAX_INLINE_ROOTS,
+    RECOMPUTE_LIMIT,
+    STENCIL_LIMIT,
+    FusionDecision,
+    fuse,
+)
 from braze.graph.passes.simplify import simplify
 
 
@@ -183,3 +190,128 @@ def test_a_value_only_its_own_kernel_reads_gets_no_buffer(x) -> None:
     s = bz.explain(lambda x: (t + 1.0, bz.sum(t, axis=-1)), x)
     assert s.num_kernels == 1
     assert [shape for shape, _ in s.kernels[0].outputs] == [(16, 32), (16,)]
+
+
+# ---------------------------------------------------------------- recomputation bound (stencils)
+def blurs(img: bz.Array, passes: int) -> bz.Array:
+    """Chained 3x3 box blurs written with slices (NumPy's way): each pass reads the
+    previous one at 9 offsets."""
+    for _ in range(passes):
+        img = (img[:-2, :-2] + img[:-2, 1:-1] + img[:-2, 2:] + img[1:-1, :-2] + img[1:-1, 1:-1]
+               + img[1:-1, 2:] + img[2:, :-2] + img[2:, 1:-1] + img[2:, 2:]) / 9.0
+    return img
+
+
+def np_blurs(img: np.ndarray, passes: int) -> np.ndarray:
+    for _ in range(passes):
+        img = sum(img[i:img.shape[0] - 2 + i, j:img.shape[1] - 2 + j]
+                  for i in range(3) for j in range(3)) / 9.0
+    return img
+
+
+@pytest.fixture
+def uncut(monkeypatch) -> None:
+    """One pending graph however deep (recording would cut a deep graph into segments)."""
+    monkeypatch.setattr(sys.modules["braze.arrays.array"], "CUT_DEPTH", 10**9)
+
+
+@pytest.fixture
+def img() -> bz.Array:
+    return bz.asarray(np.random.default_rng(2).random((48, 40)).astype(np.float32))
+
+
+def test_chained_blurs_are_one_kernel_per_blur(img, uncut) -> None:
+    """A blur of a blur inlined would compute the inner blur at 9 offsets (8 extra x cost
+    12 per element > STENCIL_LIMIT): each blur is realized, one kernel of 9 ops each."""
+    assert STENCIL_LIMIT < 8 * 12
+    n, ds = decisions(blurs(img, 5))
+    assert n == 5
+    stencil = [d for d in ds if d.reason == "recompute (stencil)"]
+    assert len(stencil) == 4 and all(d.action == "realize" for d in stencil)
+    assert "divide" in stencil[0].subject and "views x cost" in stencil[0].detail
+    assert f"> limit {STENCIL_LIMIT}" in stencil[0].detail
+    s = bz.explain(lambda x: blurs(x, 5), img)
+    assert [len(k.ops) for k in s.kernels] == [9] * 5
+    np.testing.assert_allclose(np.asarray(blurs(img, 5)), np_blurs(np.asarray(img), 5),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_chained_blurs_too(img, uncut) -> None:
+    """A traced function is one graph (never cut): the bound splits it the same way."""
+    f = bz.compile(lambda x: blurs(x, 4))
+    assert bz.explain(f, img).num_kernels == 4  # explain runs it eagerly: uncut here
+    np.testing.assert_allclose(np.asarray(f(img)), np_blurs(np.asarray(img), 4),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_kernel_size_grows_linearly_with_the_number_of_blurs(uncut) -> None:
+    """The structural bound: instructions and loads per blur stay constant (the fused
+    kernel used to grow 9 -> 90 -> 315 -> 756 -> 1485 ops), and so does the time to plan."""
+    img = bz.asarray(np.random.default_rng(2).random((64, 64)).astype(np.float32))
+    sizes = {}
+    for passes in (5, 10, 20):
+        s = bz.explain(lambda x, p=passes: blurs(x, p), img)
+        sizes[passes] = (s.num_kernels, sum(len(k.ops) for k in s.kernels))
+    assert sizes == {p: (p, 9 * p) for p in (5, 10, 20)}
+    start = time.perf_counter()
+    bz.explain(lambda x: blurs(x, 10), img)
+    assert time.perf_counter() - start < 2.0  # was ~8 s for 5 blurs
+
+
+def test_cheap_stencils_stay_fused(x) -> None:
+    """Repeating a few flops per element is cheaper than a buffer: a difference of an exp,
+    a blur of ``x * 2 + 1`` (8 extra views x cost 2 = 16 <= STENCIL_LIMIT) are one kernel."""
+    xn = np.asarray(x)
+    e = bz.exp(x)
+    d = e[:, 1:] - e[:, :-1]
+    assert decisions(d)[0] == 1
+    close(d, np.exp(xn)[:, 1:] - np.exp(xn)[:, :-1])
+    b = blurs(x * 2.0 + 1.0, 1)
+    assert decisions(b)[0] == 1
+    close(b, np_blurs(xn * 2 + 1, 1))
+
+
+def test_blur_then_sobel_is_two_kernels(img) -> None:
+    """The Sobel gradient reads the blur at 8 offsets (7 extra x cost 12 > limit)."""
+    b = blurs(img, 1)
+    gx = (b[:-2, 2:] + 2 * b[1:-1, 2:] + b[2:, 2:]) - (b[:-2, :-2] + 2 * b[1:-1, :-2] + b[2:, :-2])
+    gy = (b[2:, :-2] + 2 * b[2:, 1:-1] + b[2:, 2:]) - (b[:-2, :-2] + 2 * b[:-2, 1:-1] + b[:-2, 2:])
+    out = bz.sqrt(gx * gx + gy * gy)
+    assert decisions(out)[0] == 2
+    bn = np_blurs(np.asarray(img).astype(np.float64), 1)
+    gxn = (bn[:-2, 2:] + 2 * bn[1:-1, 2:] + bn[2:, 2:]) - (bn[:-2, :-2] + 2 * bn[1:-1, :-2]
+                                                            + bn[2:, :-2])
+    gyn = (bn[2:, :-2] + 2 * bn[2:, 1:-1] + bn[2:, 2:]) - (bn[:-2, :-2] + 2 * bn[:-2, 1:-1]
+                                                            + bn[:-2, 2:])
+    np.testing.assert_allclose(np.asarray(out), np.sqrt(gxn**2 + gyn**2), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("levels", [12, 48])
+def test_a_value_read_by_many_views_of_itself(levels, uncut) -> None:
+    """``y = y[1:] + y[:-1]`` (Pascal's triangle): level k below the top is read at k + 1
+    offsets, so the repeated work grows as levels^2 and paths of views as 2^levels. The
+    bound cuts the chain every few levels (each kernel repeats <= STENCIL_LIMIT per
+    element) and planning stays linear."""
+    xn = np.random.default_rng(3).random(256).astype(np.float32)
+    y, yn = bz.asarray(xn), xn.astype(np.float64)
+    for _ in range(levels):
+        y, yn = y[1:] + y[:-1], yn[1:] + yn[:-1]
+    start = time.perf_counter()
+    s = bz.explain(lambda: y)
+    assert time.perf_counter() - start < 2.0
+    assert levels // 12 <= s.num_kernels <= levels // 4 + 1
+    assert sum(len(k.ops) for k in s.kernels) <= 8 * levels  # not levels^2
+    np.testing.assert_allclose(np.asarray(y), yn, rtol=1e-5)
+
+
+def test_paths_of_views_to_the_same_elements_are_one_value(uncut) -> None:
+    """``y[::-1][::-1]`` is ``y``: 40 levels of ``y * 0.5 + y[::-1][::-1]`` reach the input
+    through 2^40 paths but at one index map -- one kernel of 2 ops per level."""
+    xn = np.random.default_rng(4).random(64).astype(np.float32)
+    y = bz.asarray(xn)
+    yn = xn.astype(np.float64)
+    for _ in range(40):
+        y, yn = y * 0.5 + y[::-1][::-1], yn * 0.5 + yn
+    s = bz.explain(lambda: y)
+    assert s.num_kernels == 1 and len(s.kernels[0].ops) == 2 * 40
+    np.testing.assert_allclose(np.asarray(y), yn, rtol=1e-5)
