@@ -90,8 +90,8 @@ from ..csource import (
     helper_text,
     kernel_args,
     kernel_slots,
-    prelude,
 )
+from ..kernel_sources import source
 
 # kernel_args / kernel_slots / Unsupported: the argument layout the cpu backend launches with
 __all__ = ["GeneratedKernel", "Unsupported", "generate", "kernel_args", "kernel_slots"]
@@ -144,7 +144,8 @@ def libmvec_functions() -> frozenset[str]:
 
 
 # ---------------------------------------------------------------- helpers
-PRELUDE = prelude("cpu")  # the C++ helper vocabulary (backends/kernels/cpu_prelude.h)
+# the C++ helper vocabulary (backends/kernels/cpu_prelude.h, the headers it includes inlined)
+PRELUDE = source("braze.backends", "kernels/cpu_prelude.h", lines=False)
 
 
 class _Needs(Needs):

@@ -9,15 +9,4 @@ BZ_FN uint16_t bz_f2b(float f) {
     return (uint16_t)(u >> 16);
 }
 BZ_FN float bz_rb(float x) { return bz_b2f(bz_f2b(x)); }
-BZ_FN float bz_nextafter_b(float x, float y) {  // ml_dtypes' nextafter
-    if (x != x || y != y) return x + y;
-    if (x == y) return y;
-    uint16_t h = bz_f2b(x);
-    if ((h & 0x7fffu) == 0)
-        h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-    else if ((x < y) == (x > 0))
-        h++;
-    else
-        h--;
-    return bz_b2f(h);
-}
+BZ_NEXTAFTER16(bz_nextafter_b, bz_f2b, bz_b2f, y)  // ml_dtypes' nextafter

@@ -33,15 +33,7 @@ BZ_FN bool bz_isinf(T x) {
 }
 // the math of the helpers, overloaded on float and double (GCC builtins: they vectorize
 // through libmvec where the kernel declares the libm function `omp declare simd`)
-BZ_FN float bz_exp(float x) { return __builtin_expf(x); }
-BZ_FN double bz_exp(double x) { return __builtin_exp(x); }
-BZ_FN float bz_log1p(float x) { return __builtin_log1pf(x); }
-BZ_FN double bz_log1p(double x) { return __builtin_log1p(x); }
-BZ_FN float bz_fabs(float x) { return __builtin_fabsf(x); }
-BZ_FN double bz_fabs(double x) { return __builtin_fabs(x); }
-BZ_FN float bz_floor(float x) { return __builtin_floorf(x); }
-BZ_FN double bz_floor(double x) { return __builtin_floor(x); }
-BZ_FN float bz_fmod(float x, float y) { return __builtin_fmodf(x, y); }
-BZ_FN double bz_fmod(double x, double y) { return __builtin_fmod(x, y); }
-BZ_FN float bz_copysign(float x, float y) { return __builtin_copysignf(x, y); }
-BZ_FN double bz_copysign(double x, double y) { return __builtin_copysign(x, y); }
+#define BZ_LIBM_F(name) __builtin_##name##f
+#define BZ_LIBM_D(name) __builtin_##name
+#include "prelude.h"
+BZ_LIBM_1(log1p)

@@ -54,18 +54,10 @@ BZ_FN D bz_bitcast(S s) {
     return u.d;
 }
 // the math of the helpers, overloaded on float and double
-BZ_FN float bz_exp(float x) { return expf(x); }
-BZ_FN double bz_exp(double x) { return exp(x); }
-BZ_FN float bz_log1p(float x) { return log1pf(x); }
-BZ_FN double bz_log1p(double x) { return log1p(x); }
-BZ_FN float bz_fabs(float x) { return fabsf(x); }
-BZ_FN double bz_fabs(double x) { return fabs(x); }
-BZ_FN float bz_floor(float x) { return floorf(x); }
-BZ_FN double bz_floor(double x) { return floor(x); }
-BZ_FN float bz_fmod(float x, float y) { return fmodf(x, y); }
-BZ_FN double bz_fmod(double x, double y) { return fmod(x, y); }
-BZ_FN float bz_copysign(float x, float y) { return copysignf(x, y); }
-BZ_FN double bz_copysign(double x, double y) { return copysign(x, y); }
+#define BZ_LIBM_F(name) name##f
+#define BZ_LIBM_D(name) name
+#include "prelude.h"
+BZ_LIBM_1(log1p)
 // warp shuffles of every reduction type
 template <class T>
 BZ_FN T bz_shfl(T v, int o) {

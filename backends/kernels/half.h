@@ -52,15 +52,4 @@ BZ_FN uint16_t bz_d2h(double d) {
 #endif
 #endif
 BZ_FN float bz_rh(float x) { return bz_h2f(bz_f2h(x)); }
-BZ_FN float bz_nextafter_h(float x, float y) {  // numpy's npy_half_nextafter
-    if (x != x || y != y) return x + y;
-    if (x == y) return x;
-    uint16_t h = bz_f2h(x);
-    if ((h & 0x7fffu) == 0)
-        h = (uint16_t)((y < 0 ? 0x8000u : 0u) | 1u);
-    else if ((x < y) == (x > 0))
-        h++;
-    else
-        h--;
-    return bz_h2f(h);
-}
+BZ_NEXTAFTER16(bz_nextafter_h, bz_f2h, bz_h2f, x)  // numpy's npy_half_nextafter

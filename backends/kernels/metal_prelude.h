@@ -49,12 +49,9 @@ BZ_FN float bz_nextafter(float x, float y) {
     const uint32_t u = as_type<uint32_t>(x);
     return as_type<float>((x < y) == (x > 0.0f) ? u + 1u : u - 1u);
 }
-// the math of the helpers (float only; bz_log1p is above)
-BZ_FN float bz_exp(float x) { return exp(x); }
-BZ_FN float bz_fabs(float x) { return fabs(x); }
-BZ_FN float bz_floor(float x) { return floor(x); }
-BZ_FN float bz_fmod(float x, float y) { return fmod(x, y); }
-BZ_FN float bz_copysign(float x, float y) { return copysign(x, y); }
+// the math of the helpers (float only, MSL's overloads; bz_log1p is above)
+#define BZ_LIBM_F(name) name
+#include "prelude.h"
 // simdgroup shuffles of every reduction type (32-bit at most: 64-bit ones in two halves)
 template <class T>
 BZ_FN T bz_shfl(T v, int o) {
