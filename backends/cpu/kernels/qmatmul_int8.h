@@ -285,6 +285,24 @@ static BZ_INLINE void bz_i8_prep(const stype* sc, const stype* bi, int64_t n, co
     }
 }
 
+/* One block of QV::E codes at k of R weight rows against MB rows of x (bz_i8_rows' names), in
+   natural order, into acc; LOAD4 / LOAD8 load R's codes for BZ_BITS 4 / 8 (QV::w4t / w8t: the
+   last block, of 32 codes). A macro rather than a function, so that the compiler sees the loops
+   as written here (a function changes its register allocation of bz_i8_rows). */
+#define BZ_I8_BLOCK(LOAD4, LOAD8)                                                                \
+    do {                                                                                         \
+        I w[R];                                                                                  \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {                                    \
+            const uint8_t* wp = wrow + r * rowbytes + k * BZ_BITS / 8;                           \
+            w[r] = BZ_BITS == 4 ? LOAD4(wp) : LOAD8(wp);                                         \
+        }                                                                                        \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MB; ++m) {                                   \
+            const I qv = QV::qload(q0 + m * qx.Kp + k);                                          \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) acc[m][r] =                      \
+                QV::fma(QV::dot(w[r], qv), QV::spat(cs + (m * R + r) * Gp + k / 32), acc[m][r]); \
+        }                                                                                        \
+    } while (0)
+
 /* MB rows of x against R weight rows: out[m * N + r]. Every output is one chain over the
    steps (same arithmetic whatever MB, R and the thread): results do not depend on them. */
 template <int MB, int R>
@@ -318,38 +336,9 @@ static BZ_INLINE void bz_i8_rows(const uint8_t* wrow, int64_t rowbytes, const st
             }
         }
     }
-    for (; k + QV::E <= K; k += QV::E) { /* natural order */
-        I w[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const uint8_t* wp = wrow + r * rowbytes + k * BZ_BITS / 8;
-            w[r] = BZ_BITS == 4 ? QV::w4(wp) : QV::w8(wp);
-        }
-#pragma GCC unroll 8
-        for (int m = 0; m < MB; ++m) {
-            const I qv = QV::qload(q0 + m * qx.Kp + k);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r)
-                acc[m][r] =
-                    QV::fma(QV::dot(w[r], qv), QV::spat(cs + (m * R + r) * Gp + k / 32), acc[m][r]);
-        }
-    }
-    if (QV::E == 64 && k < K) { /* the last block of 32 (cs is zero past it) */
-        I w[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const uint8_t* wp = wrow + r * rowbytes + k * BZ_BITS / 8;
-            w[r] = BZ_BITS == 4 ? QV::w4t(wp) : QV::w8t(wp);
-        }
-#pragma GCC unroll 8
-        for (int m = 0; m < MB; ++m) {
-            const I qv = QV::qload(q0 + m * qx.Kp + k);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r)
-                acc[m][r] =
-                    QV::fma(QV::dot(w[r], qv), QV::spat(cs + (m * R + r) * Gp + k / 32), acc[m][r]);
-        }
-    }
+    for (; k + QV::E <= K; k += QV::E) BZ_I8_BLOCK(QV::w4, QV::w8); /* natural order */
+    if (QV::E == 64 && k < K) /* the last block of 32 (cs is zero past it) */
+        BZ_I8_BLOCK(QV::w4t, QV::w8t);
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
