@@ -7,6 +7,12 @@ Tolerances (relative, absolute) by result dtype: float64 1e-12; float32 / comple
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import hypothesis.extra.numpy as hnp
@@ -114,6 +120,41 @@ def assert_matches(result: bz.Array, expected: np.ndarray | Any, dtype: Any = No
         np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)
+
+
+def assert_same(got: bz.Array, expected: Any, dtype: Any = None) -> None:
+    """Exact equality of shape, dtype and values (NaN equal to NaN)."""
+    g = np.asarray(got)
+    expected = np.asarray(expected)
+    want = expected.dtype if dtype is None else dtype
+    assert got.dtype == want and g.dtype == want, f"dtype {g.dtype} != {want}"
+    assert got.shape == expected.shape and g.shape == expected.shape, \
+        f"shape {g.shape} != {expected.shape}"
+    np.testing.assert_array_equal(upcast(g), upcast(expected.astype(want)))
+
+
+CLANG_FORMAT_MAJOR = 23  # the kernel sources are formatted with this (the `test` extra's pin)
+
+
+def assert_clang_format_clean(files: list[str]) -> None:
+    """``files`` are as ``clang-format`` (the root's ``.clang-format``) writes them; skips
+    where clang-format is missing or another major version (they format differently)."""
+    import pytest
+
+    exe = shutil.which("clang-format", path=os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if exe is None:
+        pytest.skip("clang-format is not installed (pip install clang-format: the `test` extra)")
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"version (\d+)", out)
+    if m is None or int(m.group(1)) != CLANG_FORMAT_MAJOR:
+        pytest.skip(f"{exe} is {out.strip()!r}; the files are formatted with clang-format "
+                    f"{CLANG_FORMAT_MAJOR} (the `test` extra)")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([exe, f"--style=file:{root / '.clang-format'}", "--dry-run", "--Werror",
+                        *files], capture_output=True, text=True)
+    assert r.returncode == 0, ("not clang-format-clean (fix: clang-format -i FILES):\n"
+                               + r.stderr[-4000:])
 
 
 def upcast(x: np.ndarray) -> np.ndarray:

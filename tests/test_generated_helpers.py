@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,6 +30,8 @@ from braze.backends.cuda import nvrtc
 from braze.backends.metal import codegen as metal_codegen
 from braze.graph.ops import OPS
 
+from .helpers import assert_clang_format_clean
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = Path(csource.__file__).resolve().parent / "kernels"
 SHIM = Path(__file__).parent / "mslshim"
@@ -40,7 +41,6 @@ PRELUDE_HEADERS = ("prelude.h",)  # included by every prelude (compiled with eac
 SHARED = ("half.h", "bfloat16.h", "bitcast.h", "int_ops.h", "float_ops.h")
 HEADERS = {"cpu": SHARED + ("stream.h",), "cuda": SHARED + ("reduce.h",),
            "metal": SHARED + ("reduce.h",)}
-CLANG_FORMAT_MAJOR = 23  # as tests/test_kernel_sources.py: the `test` extra's pin
 
 _PASS = "cpu" if "cpu" in bz.backends.available() else "numpy"
 
@@ -159,20 +159,7 @@ def test_every_header_is_compiled_by_this_test() -> None:
 
 
 def test_headers_are_clang_format_clean() -> None:
-    exe = shutil.which("clang-format", path=os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if exe is None:
-        pytest.skip("clang-format is not installed (pip install clang-format: the `test` extra)")
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"version (\d+)", out)
-    if m is None or int(m.group(1)) != CLANG_FORMAT_MAJOR:
-        pytest.skip(f"{exe} is {out.strip()!r}; the headers are formatted with clang-format "
-                    f"{CLANG_FORMAT_MAJOR}")
-    files = sorted(str(p) for p in KERNELS.iterdir() if p.suffix == ".h")
-    r = subprocess.run([exe, f"--style=file:{ROOT / '.clang-format'}", "--dry-run", "--Werror",
-                        *files], capture_output=True, text=True)
-    assert r.returncode == 0, ("not clang-format-clean (fix: clang-format -i FILES):\n"
-                               + r.stderr[-4000:])
+    assert_clang_format_clean(sorted(str(p) for p in KERNELS.iterdir() if p.suffix == ".h"))
 
 
 def test_every_helper_an_op_record_names_is_defined_by_a_header() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import braze as bz
 from braze.graph import dtypes as dt
 
-from .helpers import ALL_DTYPES, INT_DTYPES, shapes, upcast
+from .helpers import ALL_DTYPES, INT_DTYPES, assert_same, shapes, upcast
 from .helpers import finite_complex_arrays as arrays
 
 SMALL_DTYPES = [dt.bool_, dt.int8, dt.uint16, dt.int64, dt.float16, dt.bfloat16, dt.float32,
@@ -24,15 +24,6 @@ SMALL_DTYPES = [dt.bool_, dt.int8, dt.uint16, dt.int64, dt.float16, dt.bfloat16,
 
 
 
-
-def assert_same(got: bz.Array, expected, dtype=None) -> None:
-    g = np.asarray(got)
-    expected = np.asarray(expected)
-    want = expected.dtype if dtype is None else dtype
-    assert got.dtype == want and g.dtype == want, f"dtype {g.dtype} != {want}"
-    assert got.shape == expected.shape and g.shape == expected.shape, \
-        f"shape {g.shape} != {expected.shape}"
-    np.testing.assert_array_equal(upcast(g), upcast(expected.astype(want)))
 
 
 @st.composite

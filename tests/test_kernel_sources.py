@@ -9,12 +9,9 @@ them hand the compiler self-contained text (no quoted include left) naming real 
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,13 +22,14 @@ from braze.backends.cpu import attention, build, concat, matvec, qmatmul, rope
 from braze.backends.cuda import codegen as cuda_codegen
 from braze.backends.cuda import library as cuda_library
 
+from .helpers import assert_clang_format_clean
+
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = Path(kernel_sources.__file__).resolve().parent
 CPU = BACKENDS / "cpu" / "kernels"
 CUDA = BACKENDS / "cuda" / "kernels"
 EMU = BACKENDS / "emulator_kernels"
 SUFFIXES = {".h", ".cc", ".cu"}
-CLANG_FORMAT_MAJOR = 23  # the version the files are formatted with (the `test` extra's pin)
 
 X86 = platform.machine() in ("x86_64", "AMD64", "i686")
 # -m flags of each ISA path the CPU kernels have (elsewhere: the compiler's default target)
@@ -149,21 +147,7 @@ def test_cuda_matmul_kernel_compiles_behind_the_emulator_shim(ctype: str) -> Non
 
 
 def test_kernel_files_are_clang_format_clean() -> None:
-    exe = shutil.which("clang-format", path=os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if exe is None:
-        pytest.skip("clang-format is not installed (pip install clang-format: the `test` extra)")
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"version (\d+)", out)
-    if m is None or int(m.group(1)) != CLANG_FORMAT_MAJOR:
-        pytest.skip(f"{exe} is {out.strip()!r}; the files are formatted with clang-format "
-                    f"{CLANG_FORMAT_MAJOR} (the `test` extra) and other versions format "
-                    f"differently")
-    files = [str(p) for p in _files()]
-    r = subprocess.run([exe, f"--style=file:{ROOT / '.clang-format'}", "--dry-run", "--Werror",
-                        *files], capture_output=True, text=True)
-    assert r.returncode == 0, ("not clang-format-clean (fix: clang-format -i FILES):\n"
-                               + r.stderr[-4000:])
+    assert_clang_format_clean([str(p) for p in _files()])
 
 
 def _built_sources() -> list[tuple[str, str]]:

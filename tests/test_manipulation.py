@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import braze as bz
 from braze.graph import dtypes as dt
 
-from .helpers import ALL_DTYPES, shapes, upcast
+from .helpers import ALL_DTYPES, assert_same, shapes, upcast
 from .helpers import finite_complex_arrays as arrays
 
 # concat/stack dtypes: uint64 is left out here (uint64 with a signed int is an error)
@@ -31,16 +31,6 @@ JOIN_DTYPES = [d for d in ALL_DTYPES if d != dt.uint64]
 
 any_dtype = st.sampled_from(ALL_DTYPES)
 
-
-def assert_same(got: bz.Array, expected: np.ndarray, dtype=None) -> None:
-    """Exact equality of shape, dtype and values (NaN equal to NaN)."""
-    g = np.asarray(got)
-    expected = np.asarray(expected)
-    want = expected.dtype if dtype is None else dtype
-    assert got.dtype == want and g.dtype == want, f"dtype {g.dtype} != {want}"
-    assert got.shape == expected.shape and g.shape == expected.shape, \
-        f"shape {g.shape} != {expected.shape}"
-    np.testing.assert_array_equal(upcast(g), upcast(expected.astype(want)))
 
 
 def _factors(n: int) -> list[int]:
