@@ -74,21 +74,27 @@ def _named(name: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the table
+# values straight from the Array API promotion tables: (a, b, promote(a, b))
+SPOT_VALUES = [
+    (dt.int8, dt.uint8, dt.int16),
+    (dt.int16, dt.uint16, dt.int32),
+    (dt.int32, dt.uint32, dt.int64),
+    (dt.int8, dt.uint32, dt.int64),
+    (dt.int64, dt.uint8, dt.int64),
+    (dt.uint8, dt.uint16, dt.uint16),
+    (dt.bool_, dt.bool_, dt.bool_),
+    (dt.float32, dt.float64, dt.float64),
+    (dt.float32, dt.complex64, dt.complex64),
+    (dt.float32, dt.complex128, dt.complex128),
+    (dt.float64, dt.complex64, dt.complex128),
+    (dt.complex64, dt.complex128, dt.complex128),
+]
+
+
 def test_standard_table_spot_values() -> None:
     """Values straight from the Array API promotion tables."""
-    p = dt.promote
-    assert p(dt.int8, dt.uint8) == dt.int16
-    assert p(dt.int16, dt.uint16) == dt.int32
-    assert p(dt.int32, dt.uint32) == dt.int64
-    assert p(dt.int8, dt.uint32) == dt.int64
-    assert p(dt.int64, dt.uint8) == dt.int64
-    assert p(dt.uint8, dt.uint16) == dt.uint16
-    assert p(dt.bool_, dt.bool_) == dt.bool_
-    assert p(dt.float32, dt.float64) == dt.float64
-    assert p(dt.float32, dt.complex64) == dt.complex64
-    assert p(dt.float32, dt.complex128) == dt.complex128
-    assert p(dt.float64, dt.complex64) == dt.complex128
-    assert p(dt.complex64, dt.complex128) == dt.complex128
+    for a, b, want in SPOT_VALUES:
+        assert dt.promote(a, b) == want, (a, b)
 
 
 def test_promote_matches_the_rules_for_every_pair() -> None:
