@@ -38,7 +38,7 @@ SHIM = Path(__file__).parent / "mslshim"
 EMU = KERNELS.parent / "emulator_kernels"
 PRELUDES = ("cpu_prelude.h", "cuda_prelude.h", "metal_prelude.h")
 PRELUDE_HEADERS = ("prelude.h",)  # included by every prelude (compiled with each of them)
-SHARED = ("half.h", "bfloat16.h", "bitcast.h", "int_ops.h", "float_ops.h")
+SHARED = ("half.h", "bfloat16.h", "bitcast.h", "int_ops.h", "float_ops.h", "random.h")
 HEADERS = {"cpu": SHARED + ("stream.h",), "cuda": SHARED + ("reduce.h",),
            "metal": SHARED + ("reduce.h",)}
 
