@@ -40,9 +40,13 @@ def _make(op: OpDef) -> Callable[..., Array]:
     fn.__module__ = "braze"
     assert op.example is not None
     call, result = op.example
+    imports = ">>> import braze as bz\n"
+    if not op.public:  # not in the braze namespace: import it from here
+        imports += f">>> from braze.arrays.elementwise import {name}\n"
+        call = call.replace(f"bz.{name}(", f"{name}(", 1)
     fn.__doc__ = (f"Elementwise {op.summary}, of {sig}.\n\n"
                   f"Accepts {op.domain.replace('_', ' ')} dtypes; lazy.\n\n"
-                  f">>> import braze as bz\n>>> {call}.tolist()\n{result}\n")
+                  f"{imports}>>> {call}.tolist()\n{result}\n")
     return fn
 
 
@@ -127,4 +131,5 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 
     return out
 
 
-__all__ = [*_FUNCS, *_ALIASES, "where", "clip"]
+# the braze namespace: public records (the threefry words are bz.random's building blocks)
+__all__ = [*(n for n in _FUNCS if OPS[n].public), *_ALIASES, "where", "clip"]

@@ -100,7 +100,7 @@ THREEFRY_X0, THREEFRY_X1 = (declare(OpDef(
              "bz.asarray([0, 1], dtype=bz.uint64))", _EXAMPLES[w]),
     cost=32,  # 20 rounds of add/rotate/xor on two words, 5 key injections: ~4 libm calls
     c={"*": f"({{T}})bz_threefry2x32_x{w}((uint64_t){{0}}, (uint64_t){{1}})"},
-    helpers=(f"bz_threefry2x32_x{w}",), mlx=_word_mx(w),
+    helpers=(f"bz_threefry2x32_x{w}",), mlx=_word_mx(w), public=False,  # bz.random's
     doc="Word x0 / x1 of Threefry-2x32 of packed key and counter words (module docstring).",
 )) for w in (0, 1))
 

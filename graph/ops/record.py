@@ -63,6 +63,7 @@ class OpDef:
     doc: str = field(default="", repr=False)
     # ---- the public function (elementwise ops: generated from the record)
     summary: str = ""  # one line: "e raised to x"
+    public: bool = True  # exported in the braze namespace (False: braze's own building block)
     example: tuple[str, str] | None = None  # (doctest call, its output) for the docstring
     # ---- cost: relative per-element work (add = 1, divide/sqrt 4, transcendental 8);
     # fusion's recompute rule and the generators' threading/row-cache rules read it
