@@ -438,7 +438,7 @@ class Array:
         return _e.clip(self, min, max)
 
     def round(self, decimals: int = 0, out: None = None) -> Array:
-        """Round half to even to ``decimals`` decimals (numpy: scale by 10**decimals,
+        """Round half to even to ``decimals`` decimals (``bz.around``: numpy's scale,
         round, scale back; integers are returned as they are for decimals >= 0).
 
         >>> import braze as bz
@@ -446,18 +446,9 @@ class Array:
         [0.10000000149011612, 2.5, -1.7999999523162842]
         """
         _no_out("round", out)
-        if not dt.is_floating(self.dtype) and not dt.is_complex(self.dtype):
-            if decimals >= 0:
-                return self
-            f = 10 ** -decimals
-            return astype(_ew_op("round", astype(self, dt.float64) / f) * f, self.dtype)
-        if decimals == 0:
-            return _ew_op("round", self)
-        if decimals > 0:
-            f = 10.0 ** decimals
-            return _ew_op("round", self * f) / f
-        f = 10.0 ** -decimals
-        return _ew_op("round", self / f) * f
+        from .numpy_extras import around
+
+        return around(self, decimals)
 
     def squeeze(self, axis: Any = None) -> Array:
         return _m.squeeze(self, axis)

@@ -768,6 +768,9 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Array:
     >>> bz.around(bz.asarray([1.234, 2.5, -0.5]), 1).tolist()
     [1.2000000476837158, 2.5, -0.5]
     """
+    if out is not None:
+        raise TypeError("around: out= is not supported (braze arrays are values; use the "
+                        "result)")
     x = asarray(a)
     decimals = operator.index(decimals)
     if decimals == 0 or x.dtype == dt.bool_:
