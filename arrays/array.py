@@ -15,6 +15,8 @@ from __future__ import annotations
 import builtins
 import contextvars
 import functools
+import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +67,18 @@ class Device:
 
 
 CPU = Device("cpu")
+
+
+def _axis_method(name: str) -> Any:
+    """The method ``name(axis=None, out=None, keepdims=False)`` of a reduction over axes."""
+    def method(self: Array, axis: Any = None, out: None = None,
+               keepdims: builtins.bool = False) -> Array:
+        _no_out(name, out)
+        return getattr(_r, name)(self, axis=axis, keepdims=keepdims)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``bz.{name}`` over ``axis`` (numpy's method signature)."
+    return method
 
 
 class Array:
@@ -369,43 +383,27 @@ class Array:
 
     def var(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
             keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
-        _no_out("var", out)
-        x = self if dtype is None else astype(self, dtype)
-        return _r.var(x, axis=axis, correction=ddof if correction is None else correction,
-                      keepdims=keepdims)
+        return self._spread(_r.var, axis, dtype, out, ddof, keepdims, correction)
 
     def std(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
             keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
-        _no_out("std", out)
+        return self._spread(_r.std, axis, dtype, out, ddof, keepdims, correction)
+
+    def _spread(self, fn: Any, axis: Any, dtype: Any, out: None, ddof: Any,
+                keepdims: builtins.bool, correction: Any) -> Array:
+        """var/std with numpy's ddof= (the standard's correction= wins when given)."""
+        _no_out(fn.__name__, out)
         x = self if dtype is None else astype(self, dtype)
-        return _r.std(x, axis=axis, correction=ddof if correction is None else correction,
-                      keepdims=keepdims)
+        return fn(x, axis=axis, correction=ddof if correction is None else correction,
+                  keepdims=keepdims)
 
-    def max(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
-        _no_out("max", out)
-        return _r.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
-        _no_out("min", out)
-        return _r.min(self, axis=axis, keepdims=keepdims)
-
-    def argmax(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False
-               ) -> Array:
-        _no_out("argmax", out)
-        return _r.argmax(self, axis=axis, keepdims=keepdims)
-
-    def argmin(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False
-               ) -> Array:
-        _no_out("argmin", out)
-        return _r.argmin(self, axis=axis, keepdims=keepdims)
-
-    def any(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
-        _no_out("any", out)
-        return _r.any(self, axis=axis, keepdims=keepdims)
-
-    def all(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
-        _no_out("all", out)
-        return _r.all(self, axis=axis, keepdims=keepdims)
+    # max, min, argmax, argmin, any, all: (axis=None, out=None, keepdims=False)
+    max = _axis_method("max")
+    min = _axis_method("min")
+    argmax = _axis_method("argmax")
+    argmin = _axis_method("argmin")
+    any = _axis_method("any")
+    all = _axis_method("all")
 
     def cumsum(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
         """Running sum along ``axis`` (numpy: the flattened array when None).
@@ -790,7 +788,9 @@ def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any =
 # cache hit, instead of one graph that grows every iteration and never repeats.
 # Not above CUT_ELEMENTS elements: there one fused kernel's memory traffic outweighs
 # what the optimizer and the dispatch cost, and a cut would store a buffer per segment.
-CUT_DEPTH = 32
+# BRAZE_CUT_DEPTH=0 never cuts (one graph per eval, as before; benchmarks/compiler.py
+# measures the optimizer on such graphs).
+CUT_DEPTH = int(os.environ.get("BRAZE_CUT_DEPTH", "32")) or sys.maxsize
 CUT_ELEMENTS = 1 << 22
 
 

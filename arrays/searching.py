@@ -329,10 +329,7 @@ def partition(a: Array, kth: Any, axis: int | None = -1) -> Array:
     >>> bz.partition(bz.asarray([3, 1, 2]), 1).tolist()
     [1, 2, 3]
     """
-    x = as_array(a, "partition")
-    if axis is None:
-        x, axis = x.reshape((-1,)), 0
-    _check_kth(x, kth, axis, "partition")
+    x, axis = _partition_operand(a, kth, axis, "partition")
     return sort(x, axis=axis)
 
 
@@ -343,11 +340,17 @@ def argpartition(a: Array, kth: Any, axis: int | None = -1) -> Array:
     >>> bz.argpartition(bz.asarray([3, 1, 2]), 1).tolist()
     [1, 2, 0]
     """
-    x = as_array(a, "argpartition")
+    x, axis = _partition_operand(a, kth, axis, "argpartition")
+    return argsort(x, axis=axis)
+
+
+def _partition_operand(a: Array, kth: Any, axis: int | None, op: str) -> tuple[Array, int]:
+    """The array (flattened for axis=None) and axis a partition sorts, ``kth`` checked."""
+    x = as_array(a, op)
     if axis is None:
         x, axis = x.reshape((-1,)), 0
-    _check_kth(x, kth, axis, "argpartition")
-    return argsort(x, axis=axis)
+    _check_kth(x, kth, axis, op)
+    return x, axis
 
 
 def _check_kth(x: Array, kth: Any, axis: int, name: str) -> None:

@@ -310,24 +310,19 @@ def check_kernel(k: Kernel) -> None:
 REDUCE_OPS = tuple(n for n, op in OPS.items() if op.kind == "reduce" and op.combine)
 
 
+# storage <-> compute conversions of the dtypes stored differently from how they compute
+_LOAD_CONV = {"bool": "({} != 0)", "float16": "bz_h2f({})", "bfloat16": "bz_b2f({})"}
+_STORE_CONV = {"bool": "(uint8_t)({})", "float16": "bz_f2h({})", "bfloat16": "bz_f2b({})"}
+
+
 def load_conv(n: str, raw: str) -> str:
-    if n == "bool":
-        return f"({raw} != 0)"
-    if n == "float16":
-        return f"bz_h2f({raw})"
-    if n == "bfloat16":
-        return f"bz_b2f({raw})"
-    return raw
+    """The compute value of dtype ``n`` from its stored form ``raw``."""
+    return _LOAD_CONV[n].format(raw) if n in _LOAD_CONV else raw
 
 
 def store_conv(n: str, v: str) -> str:
-    if n == "bool":
-        return f"(uint8_t)({v})"
-    if n == "float16":
-        return f"bz_f2h({v})"
-    if n == "bfloat16":
-        return f"bz_f2b({v})"
-    return v
+    """The stored form of compute value ``v`` of dtype ``n``."""
+    return _STORE_CONV[n].format(v) if n in _STORE_CONV else v
 
 
 def cast_expr(src: str, dst: str, x: str) -> str:

@@ -339,14 +339,7 @@ def test_each_pass_preserves_values(spec) -> None:
 @given(programs())
 def test_optimized_schedules_match_op_by_op_execution(spec) -> None:
     optimized = run_program(spec, NumpyBackend(optimize=True, skip_tiny=False))
-    reference = run_program(spec, REFERENCE)
-    for got, want in zip(optimized, reference):
-        assert got.shape == want.shape and got.dtype == want.dtype
-        if got.dtype.kind == "f":
-            tol = 1e-12 if got.dtype == np.float64 else 1e-5
-            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(got, want)
+    assert_close_lists(optimized, run_program(spec, REFERENCE))
 
 
 @pytest.mark.parametrize("dtype", [bz.float16, bz.bfloat16])

@@ -101,33 +101,30 @@ def test_index_with_numpy_ints_and_0d_arrays() -> None:
 @pytest.mark.parametrize("key", [3, -4, (0, 4), (0, -5), (slice(None), 9), (..., 4),
                                  (None, 3)])
 def test_out_of_bounds_int_raises_index_error(key) -> None:
-    x = bz.zeros((3, 4))
-    with pytest.raises(IndexError):
-        x[key]  # noqa: B018
-    with pytest.raises(IndexError):
-        x[key] = 1.0
+    _read_and_write_raise(key, IndexError)
     with pytest.raises(IndexError):
         bz.zeros((0,))[0]  # noqa: B018
 
 
+def _read_and_write_raise(key, error: type) -> None:
+    """Reading and assigning ``x[key]`` of a (3, 4) array both raise ``error``."""
+    x = bz.zeros((3, 4))
+    with pytest.raises(error):
+        x[key]  # noqa: B018
+    with pytest.raises(error):
+        x[key] = 1.0
+
+
 @pytest.mark.parametrize("key", [(0, 0, 0), (slice(None),) * 3, (0, ..., 0, 0), (None, 0, 0, 0)])
 def test_too_many_indices_raise_index_error(key) -> None:
-    x = bz.zeros((3, 4))
-    with pytest.raises(IndexError):
-        x[key]  # noqa: B018
-    with pytest.raises(IndexError):
-        x[key] = 1.0
+    _read_and_write_raise(key, IndexError)
     with pytest.raises(IndexError):
         bz.asarray(1.0)[0]  # noqa: B018
 
 
 @pytest.mark.parametrize("key", [(..., ...), (0, ..., None, ...)])
 def test_two_ellipses_raise_index_error(key) -> None:
-    x = bz.zeros((3, 4))
-    with pytest.raises(IndexError):
-        x[key]  # noqa: B018
-    with pytest.raises(IndexError):
-        x[key] = 0.0
+    _read_and_write_raise(key, IndexError)
 
 
 @pytest.mark.parametrize("key", [1.0, "a", (0, 1.5)])

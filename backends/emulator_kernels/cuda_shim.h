@@ -17,26 +17,18 @@
 #define blockDim bz_emu_bdim
 #define gridDim bz_emu_gdim
 #define __syncthreads() bz_emu_syncthreads()
-static inline unsigned int __float_as_uint(float f) {
-    unsigned int u;
-    __builtin_memcpy(&u, &f, 4);
-    return u;
+// CUDA's bit casts: one memcpy template under their four names
+template <class To, class From>
+static inline To bz_emu_bit_cast(From x) {
+    static_assert(sizeof(To) == sizeof(From), "a bit cast between types of different sizes");
+    To y;
+    __builtin_memcpy(&y, &x, sizeof y);
+    return y;
 }
-static inline float __uint_as_float(unsigned int u) {
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-}
-static inline long long __double_as_longlong(double d) {
-    long long u;
-    __builtin_memcpy(&u, &d, 8);
-    return u;
-}
-static inline double __longlong_as_double(long long u) {
-    double d;
-    __builtin_memcpy(&d, &u, 8);
-    return d;
-}
+static inline unsigned int __float_as_uint(float f) { return bz_emu_bit_cast<unsigned int>(f); }
+static inline float __uint_as_float(unsigned int u) { return bz_emu_bit_cast<float>(u); }
+static inline long long __double_as_longlong(double d) { return bz_emu_bit_cast<long long>(d); }
+static inline double __longlong_as_double(long long u) { return bz_emu_bit_cast<double>(u); }
 template <class T>
 static inline T __shfl_xor_sync(unsigned int, T v, int o) {
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");

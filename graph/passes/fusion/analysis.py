@@ -108,7 +108,7 @@ class Analysis:
         limit = self.excess_limit
         views: dict[int, int] = {}
         excess = 0
-        seen: set[tuple[int, Any]] = set()
+        seen: set[Any] = set()
         queue = deque([(start, chain)])
         while queue:
             i, c = queue.popleft()
@@ -116,7 +116,8 @@ class Analysis:
             if k == "const":
                 continue
             node = self.g.nodes[i]
-            key = (i, view_key(node.shape, c))
+            vk = view_key(node.shape, c) if c else None
+            key: Any = i if vk is None else (i, vk)  # the identity map: the bare index
             if key in seen:
                 continue
             seen.add(key)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ...ops import OPS
 
+_COSTS = {name: op.cost for name, op in OPS.items()}  # the records' costs, looked up per node
+
 
 def op_cost(name: str) -> int:
     """Relative per-element cost of op ``name`` from its record (1 for a name without
     one; views cost nothing and are never asked about)."""
-    op = OPS.get(name)
-    return op.cost if op is not None else 1
+    return _COSTS.get(name, 1)

@@ -75,8 +75,13 @@ def chain_view(shape: tuple[int, ...], chain: Chain) -> View | None:
     """The canonical view of a contiguous ``shape`` seen through ``chain`` (None if a
     reshape is not expressible), cached: identical chains recur (every layer of a model)."""
     try:
+        v = _CHAIN_VIEWS.get((shape, chain), _MISSING)  # this very chain, seen before
+        if v is not _MISSING:
+            return v
         key: Any = (shape, tuple((op, arg) for op, arg, _ in chain))
         v = _CHAIN_VIEWS.get(key, _MISSING)
+        if v is not _MISSING:
+            _CHAIN_VIEWS[(shape, chain)] = v
     except TypeError:  # unhashable args (slices before Python 3.12)
         key, v = None, _MISSING
     if v is _MISSING:
@@ -85,16 +90,30 @@ def chain_view(shape: tuple[int, ...], chain: Chain) -> View | None:
         if key is not None:
             if len(_CHAIN_VIEWS) > 65536:
                 _CHAIN_VIEWS.clear()
-            _CHAIN_VIEWS[key] = v
+            _CHAIN_VIEWS[key] = _CHAIN_VIEWS[(shape, chain)] = v
     return v
 
 
 def view_key(shape: tuple[int, ...], chain: Chain) -> Any:
     """What identifies a node's value seen through ``chain``: the index map (its canonical
     view), so that two paths of views reaching a node at the same elements (``x[1:][:-1]``
-    and ``x[:-1][1:]``) are one; the chain itself where no view expresses it."""
+    and ``x[:-1][1:]``) are one; the chain itself where no view expresses it. The identity
+    map is None: the common case (no views on the way) costs no view and no hashing of one.
+    """
+    if not chain:
+        return None
     v = chain_view(shape, chain)
-    return chain if v is None else v
+    if v is None:
+        return chain
+    ident = _IDENTITY.get(shape)
+    if ident is None:
+        if len(_IDENTITY) > 4096:
+            _IDENTITY.clear()
+        ident = _IDENTITY[shape] = View.contiguous(shape).canonical()
+    return None if v == ident else v
+
+
+_IDENTITY: dict[tuple[int, ...], View] = {}
 
 
 _ROW_VIEWS: dict[tuple[tuple[int, ...], int], View] = {}
