@@ -287,9 +287,10 @@ def _slice_axis(x: Array, axis: int, start: int, stop: int) -> Array:
     return Array(Node(SLICE, (x._node,), {"slices": slices}, shape, x.dtype))
 
 
-def roll(x: Array, /, shift: int | tuple[int, ...], *,
+def roll(x: Array, /, shift: int | tuple[int, ...],
          axis: int | tuple[int, ...] | None = None) -> Array:
     """Shift elements along ``axis`` cyclically (``axis=None``: over the flattened array).
+    ``axis`` may be passed positionally, as NumPy programs do (``roll(x, 1, 0)``).
 
     Lazy: two slices and a concat per axis.
 

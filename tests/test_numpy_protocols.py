@@ -104,3 +104,10 @@ def test_scalars_and_lists_where_numpy_takes_them() -> None:
         bz.exp(None)
     with pytest.raises(ValueError, match="ragged"):
         bz.ones(2) + [[1, 2], [3]]
+
+
+def test_roll_takes_numpys_positional_axis() -> None:
+    a = np.arange(12).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(bz.roll(bz.asarray(a), 1, 0)), np.roll(a, 1, 0))
+    np.testing.assert_array_equal(np.asarray(bz.roll(bz.asarray(a), -1, axis=1)),
+                                  np.roll(a, -1, axis=1))
