@@ -54,12 +54,19 @@ class Node:
         # input evaluated since counts as it was: an over-estimate, never an under one.
         # The recording layer cuts a graph whose depth crosses a bound (see
         # braze.graph.evaluate.cut_targets), so a loop that grows it stays bounded.
-        depth = 0
-        for x in inputs:
-            d: int = x.depth
-            if x.data is None and d > depth:
-                depth = d
-        self.depth: int = depth + 1 if inputs else 0
+        n = len(inputs)
+        if n == 0:
+            self.depth: int = 0
+        elif n == 1:  # the common cases spelled out: recording is a hot path
+            a = inputs[0]
+            self.depth = (a.depth if a.data is None else 0) + 1
+        elif n == 2:
+            a, b = inputs
+            da = a.depth if a.data is None else 0
+            db = b.depth if b.data is None else 0
+            self.depth = (da if da > db else db) + 1
+        else:
+            self.depth = max([x.depth for x in inputs if x.data is None], default=0) + 1
 
     @property
     def is_evaluated(self) -> bool:
