@@ -406,20 +406,16 @@ class Array:
     all = _axis_method("all")
 
     def cumsum(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
-        """Running sum along ``axis`` (numpy: the flattened array when None).
+        """``bz.cumsum``: the running sum along ``axis`` (the flattened array when None).
 
         >>> import braze as bz
         >>> bz.asarray([[1, 2], [3, 4]]).cumsum().tolist()
         [1, 3, 6, 10]
         """
-        _no_out("cumsum", out)
-        x = self.reshape(-1) if axis is None else self
-        return _r.cumulative_sum(x, axis=0 if axis is None else axis, dtype=dtype)
+        return _r.cumsum(self, axis, dtype, out)
 
     def cumprod(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
-        _no_out("cumprod", out)
-        x = self.reshape(-1) if axis is None else self
-        return _r.cumulative_prod(x, axis=0 if axis is None else axis, dtype=dtype)
+        return _r.cumprod(self, axis, dtype, out)
 
     def copy(self) -> Array:
         """An independent array with the same values (numpy's ``copy``).
@@ -429,7 +425,7 @@ class Array:
         >>> a.tolist(), b.tolist()
         ([0, 1, 2], [9, 1, 2])
         """
-        return _c.asarray(self, copy=True)
+        return _c.copy(self)
 
     def clip(self, min: Any = None, max: Any = None, out: None = None) -> Array:  # noqa: A002
         _no_out("clip", out)

@@ -22,7 +22,7 @@ from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE
 from ..graph.ops import broadcast_shapes as _broadcast_shapes
-from .array import Array, as_array, cast_node
+from .array import Array, _no_out, as_array, cast_node
 from .creation import normalize_shape
 from .reductions import normalize_axes
 
@@ -450,8 +450,7 @@ def concatenate(arrays: Sequence[Array], /, axis: int | None = 0, out: None = No
     >>> bz.concatenate([bz.zeros((1, 2)), bz.ones((1, 2))], axis=None).tolist()
     [0.0, 0.0, 1.0, 1.0]
     """
-    if out is not None:
-        raise TypeError("concatenate: out= is not supported (braze arrays are immutable values)")
+    _no_out("concatenate", out)
     r = concat(arrays, axis=axis)
     return r if dtype is None else r.astype(dt.to_dtype(dtype, "concatenate"))
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import constant
 from ..graph.ops import OPS
-from .array import Array, astype, elementwise
+from .array import Array, _no_out, astype, elementwise
 from .creation import asarray, full, zeros, zeros_like
 from .elementwise import _FUNCS as _generated
 from .elementwise import where
@@ -768,9 +768,7 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Array:
     >>> bz.around(bz.asarray([1.234, 2.5, -0.5]), 1).tolist()
     [1.2000000476837158, 2.5, -0.5]
     """
-    if out is not None:
-        raise TypeError("around: out= is not supported (braze arrays are values; use the "
-                        "result)")
+    _no_out("around", out)
     x = asarray(a)
     decimals = operator.index(decimals)
     if decimals == 0 or x.dtype == dt.bool_:

@@ -22,7 +22,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
-from .array import Array, as_array, astype, elementwise
+from .array import Array, _no_out, as_array, astype, elementwise
 
 Axis = int | tuple[int, ...] | None
 
@@ -308,11 +308,6 @@ def _scan(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool) -> Ar
 
 
 # ---------------------------------------------------------------- NumPy's names
-def _no_out(out: Any, name: str) -> None:
-    if out is not None:
-        raise TypeError(f"{name}: out= is not supported (braze arrays are immutable values)")
-
-
 def cumsum(a: Array, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
     """NumPy's running sum (``axis=None``: over the flattened array).
 
@@ -320,7 +315,7 @@ def cumsum(a: Array, axis: int | None = None, dtype: Any = None, out: None = Non
     >>> bz.cumsum(bz.asarray([[1, 2], [3, 4]])).tolist()
     [1, 3, 6, 10]
     """
-    _no_out(out, "cumsum")
+    _no_out("cumsum", out)
     a = as_array(a, "cumsum")
     if axis is None:
         a, axis = a.reshape((-1,)), 0
@@ -334,7 +329,7 @@ def cumprod(a: Array, axis: int | None = None, dtype: Any = None, out: None = No
     >>> bz.cumprod(bz.asarray([1, 2, 3])).tolist()
     [1, 2, 6]
     """
-    _no_out(out, "cumprod")
+    _no_out("cumprod", out)
     a = as_array(a, "cumprod")
     if axis is None:
         a, axis = a.reshape((-1,)), 0
@@ -348,7 +343,7 @@ def amax(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) 
     >>> bz.amax(bz.asarray([[1, 5], [7, 2]]), 0).tolist()
     [7, 5]
     """
-    _no_out(out, "amax")
+    _no_out("amax", out)
     return _reduce("max", a, axis, keepdims)
 
 
@@ -359,7 +354,7 @@ def amin(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) 
     >>> bz.amin(bz.asarray([[1, 5], [7, 2]]), 1).tolist()
     [1, 2]
     """
-    _no_out(out, "amin")
+    _no_out("amin", out)
     return _reduce("min", a, axis, keepdims)
 
 
@@ -370,7 +365,7 @@ def ptp(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -
     >>> bz.ptp(bz.asarray([4, 9, 2])).item()
     7
     """
-    _no_out(out, "ptp")
+    _no_out("ptp", out)
     return _reduce("max", a, axis, keepdims) - _reduce("min", a, axis, keepdims)
 
 
@@ -426,7 +421,7 @@ def nansum(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
     >>> bz.nansum(bz.asarray([1.0, float("nan"), 2.0])).item()
     3.0
     """
-    _no_out(out, "nansum")
+    _no_out("nansum", out)
     return sum(_nan_to(as_array(a, "nansum"), 0.0), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -438,7 +433,7 @@ def nanprod(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
     >>> bz.nanprod(bz.asarray([2.0, float("nan"), 3.0])).item()
     6.0
     """
-    _no_out(out, "nanprod")
+    _no_out("nanprod", out)
     return prod(_nan_to(as_array(a, "nanprod"), 1.0), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -455,7 +450,7 @@ def nanmean(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
     >>> bz.nanmean(bz.asarray([1.0, float("nan"), 2.0])).item()
     1.5
     """
-    _no_out(out, "nanmean")
+    _no_out("nanmean", out)
     x = _float_input(a, "nanmean")
     if dtype is not None:
         x = astype(x, dt.to_dtype(dtype, "nanmean"))
@@ -471,7 +466,7 @@ def nanvar(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddo
     >>> bz.nanvar(bz.asarray([1.0, float("nan"), 3.0])).item()
     1.0
     """
-    _no_out(out, "nanvar")
+    _no_out("nanvar", out)
     x = _float_input(a, "nanvar")
     if dtype is not None:
         x = astype(x, dt.to_dtype(dtype, "nanvar"))
@@ -516,7 +511,7 @@ def nanmax(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False
     >>> bz.nanmax(bz.asarray([1.0, float("nan"), 2.0])).item()
     2.0
     """
-    _no_out(out, "nanmax")
+    _no_out("nanmax", out)
     return _nan_extreme("max", a, axis, keepdims)
 
 
@@ -527,7 +522,7 @@ def nanmin(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False
     >>> bz.nanmin(bz.asarray([1.0, float("nan"), 2.0])).item()
     1.0
     """
-    _no_out(out, "nanmin")
+    _no_out("nanmin", out)
     return _nan_extreme("min", a, axis, keepdims)
 
 
@@ -540,7 +535,7 @@ def nanargmax(a: Array, axis: int | None = None, out: None = None, *,
     >>> bz.nanargmax(bz.asarray([1.0, float("nan"), 2.0])).item()
     2
     """
-    _no_out(out, "nanargmax")
+    _no_out("nanargmax", out)
     return _arg("argmax", _nan_to(as_array(a, "nanargmax"), float("-inf")), axis, keepdims)
 
 
@@ -552,7 +547,7 @@ def nanargmin(a: Array, axis: int | None = None, out: None = None, *,
     >>> bz.nanargmin(bz.asarray([1.0, float("nan"), 0.5])).item()
     2
     """
-    _no_out(out, "nanargmin")
+    _no_out("nanargmin", out)
     return _arg("argmin", _nan_to(as_array(a, "nanargmin"), float("inf")), axis, keepdims)
 
 
@@ -586,7 +581,7 @@ def trace(a: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any 
     >>> bz.trace(bz.asarray([[1, 2], [3, 4]])).item()
     5
     """
-    _no_out(out, "trace")
+    _no_out("trace", out)
     from .manipulation import diagonal
 
     return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
