@@ -30,32 +30,26 @@ def threefry2x32(key: np.ndarray, counter_hi: np.ndarray, counter_lo: np.ndarray
     Every backend implements this exact function, so random streams are
     bit-identical across backends.
     """
-    rot = ((13, 15, 26, 6), (17, 29, 16, 24))
-    k0, k1 = np.uint32(key[0]), np.uint32(key[1])
-    k2 = np.uint32(k0 ^ k1 ^ np.uint32(0x1BD11BDA))
-    ks = (k0, k1, k2)
-    x0 = counter_hi.astype(np.uint32) + k0
-    x1 = counter_lo.astype(np.uint32) + k1
-    for i in range(5):
-        for r in rot[i % 2]:
-            x0 = x0 + x1
-            x1 = (x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))
-            x1 = x1 ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0, x1
+    with np.errstate(over="ignore"):  # (0-d counters compute as scalars, which warn)
+        return _rounds(np.uint32(key[0]), np.uint32(key[1]), counter_hi.astype(np.uint32),
+                       counter_lo.astype(np.uint32))
 
 
 def threefry2x32_words(key: np.ndarray, counter: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`threefry2x32` over packed 64-bit words (any integer dtype, taken modulo
     2**64, as the C expression's casts do): the words (x0, x1), uint32."""
-    k = np.asarray(key).astype(np.uint64)
-    c = np.asarray(counter).astype(np.uint64)
-    k, c = np.broadcast_arrays(k, c)
-    lo32 = np.uint64(0xFFFFFFFF)
+    k, c = np.broadcast_arrays(np.asarray(key).astype(np.uint64),
+                               np.asarray(counter).astype(np.uint64))
     with np.errstate(over="ignore"):
-        return _rounds((k >> np.uint64(32)).astype(np.uint32), (k & lo32).astype(np.uint32),
-                       (c >> np.uint64(32)).astype(np.uint32), (c & lo32).astype(np.uint32))
+        return _packed_rounds(k, c, np.uint32)
+
+
+def _packed_rounds(key: Any, counter: Any, u32: Any) -> tuple[Any, Any]:
+    """:func:`_rounds` of uint64 key and counter words (numpy's or MLX's; ``u32`` their
+    uint32 dtype): each split into its high and low 32 bits."""
+    lo32 = 0xFFFFFFFF
+    return _rounds((key >> 32).astype(u32), (key & lo32).astype(u32),
+                   (counter >> 32).astype(u32), (counter & lo32).astype(u32))
 
 
 def _rounds(k0: Any, k1: Any, c0: Any, c1: Any) -> tuple[Any, Any]:
@@ -82,10 +76,7 @@ def _word_ref(w: int) -> Any:
 
 def _word_mx(w: int) -> Any:
     def lower(mx: Any, key: Any, counter: Any) -> Any:
-        k, c = key.astype(mx.uint64), counter.astype(mx.uint64)
-        lo32 = 0xFFFFFFFF
-        words = _rounds((k >> 32).astype(mx.uint32), (k & lo32).astype(mx.uint32),
-                        (c >> 32).astype(mx.uint32), (c & lo32).astype(mx.uint32))
+        words = _packed_rounds(key.astype(mx.uint64), counter.astype(mx.uint64), mx.uint32)
         return words[w].astype(key.dtype)
 
     return lower
