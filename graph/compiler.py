@@ -44,7 +44,7 @@ from .node import Node
 from .ops import OPS
 from .passes.fuse import fuse
 from .passes.memory import plan_memory
-from .passes.registry import DEFAULT, PassConfig, config_from_env, make_config
+from .passes.registry import DEFAULT, PASSES, PassConfig, config_from_env, make_config
 
 CONFIG = config_from_env()  # the configuration evals compile with (see configure)
 
@@ -71,8 +71,6 @@ def optimize(g: Graph, config: PassConfig | None = None,
     cfg = CONFIG if config is None else config
     if log is None:
         return plan_memory(fuse(cfg.run(g)))
-    from .passes.registry import PASSES
-
     changes: list[tuple[str, Any]] = []
     g = cfg.run(g, changes)
     log.extend((name, PASSES[name].summary(c)) for name, c in changes)
@@ -87,6 +85,12 @@ def optimize(g: Graph, config: PassConfig | None = None,
                                f"storage{'s' if n_store != 1 else ''}, "
                                f"peak {s.peak_bytes:,} bytes"))
     return s
+
+
+def _cache_key(cfg: PassConfig, key: Any) -> Any:
+    """A schedule's cache key under pass configuration ``cfg`` (the default's entries are
+    keyed by the graph alone: a cache hit costs what it did)."""
+    return key if cfg is DEFAULT else (cfg.key, key)
 
 
 @dataclass
@@ -111,8 +115,7 @@ class ScheduleCache:
         """The schedule cached under ``key`` and ``config`` (default: :data:`CONFIG`), or
         ``optimize(build(), config)`` (then cached)."""
         cfg = CONFIG if config is None else config
-        if cfg is not DEFAULT:  # (the default's entries are keyed by the graph alone)
-            key = (cfg.key, key)
+        key = _cache_key(cfg, key)
         s = self._entries.get(key)
         if s is not None:
             self.hits += 1
@@ -130,8 +133,7 @@ class ScheduleCache:
         being built)? Notes it. Lets an evaluator run a small graph op by op the first
         time and compile it when it comes back (the optimizer costs ~1 ms; op by op, a
         few us per node)."""
-        if CONFIG is not DEFAULT:
-            key = (CONFIG.key, key)
+        key = _cache_key(CONFIG, key)
         if key in self._entries or key in self._sightings:
             return True
         self._sightings[key] = None

@@ -55,7 +55,6 @@ LEVELS = {0: "none", 1: "basic", 2: "extended", 3: "layout"}
 MAX_LEVEL = max(LEVELS)
 LOWERING = ("fuse", "plan_memory")  # mandatory: they produce the schedule
 
-Changes = Counter  # what one pass changed: Counter[str] (rule name / "merged" / ...)
 
 
 def _rules_summary(c: Counter[str]) -> str:
@@ -148,8 +147,9 @@ class PassConfig:
                     plan.append(_Sweep((p.name,), p.rules or RuleSet(p.name), p.dedup))
             else:
                 plan.append(p)
-        self.__dict__["_plan_cache"] = (_VERSION[0], tuple(plan))
-        return tuple(plan)
+        steps = tuple(plan)
+        self.__dict__["_plan_cache"] = (_VERSION[0], steps)
+        return steps
 
     def run(self, g: Graph, log: list[tuple[str, Counter[str]]] | None = None) -> Graph:
         """Run the selected passes on ``g``; append ``(name, changes)`` of each to ``log``."""

@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir import Graph
-from .dce import dce as prune
 from .registry import make_config
 
-BASIC = make_config(opt_level=1)
+_BASIC = make_config(opt_level=1)
 
-__all__ = ["BASIC", "prune", "simplify"]
+__all__ = ["simplify"]
 
 
 def simplify(g: Graph, log: list[tuple[str, Counter[str]]] | None = None) -> Graph:
     """Fold, rewrite, deduplicate and prune ``g`` (returns a new graph)."""
-    return BASIC.run(g, log)
+    return _BASIC.run(g, log)

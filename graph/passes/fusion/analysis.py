@@ -60,7 +60,7 @@ class Analysis:
             j = n.inputs[0]
         if self.kinds[j] == "view" or (j not in self.realized and self.kinds[j] != "const"):
             return None
-        if apply_chain(View.contiguous(self.g.nodes[j].shape), chain) is None:
+        if chain_view(self.g.nodes[j].shape, chain) is None:  # (cached; lowering reuses it)
             return None
         return j, chain
 

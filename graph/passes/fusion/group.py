@@ -48,8 +48,7 @@ class Groups:
             for buf, v in f.loads.get(r, []):
                 self.readers.setdefault(buf, []).append((r, v))
         self.layouts = {r: f.space(r) for r in roots}
-        self.has_reduce = {r: f.kinds[r] == "reduce" for r in roots}
-        self.n_reduce = {r: int(f.kinds[r] == "reduce") for r in roots}
+        self.n_reduce = {r: int(f.kinds[r] == "reduce") for r in roots}  # a group's reductions
         self.dep_cache: dict[int, set[int]] = {}
         self.src_cache: dict[int, set[int]] = {}
         self.group_reads: dict[int, set[int]] = {r: set(self.reads[r]) for r in roots}
@@ -161,7 +160,7 @@ class Groups:
         la, lb = self.layouts.get(ga), self.layouts.get(gb)
         if la is None or lb is None:
             return None
-        ra, rb = self.has_reduce[ga], self.has_reduce[gb]
+        ra, rb = self.n_reduce[ga] > 0, self.n_reduce[gb] > 0
         if ra == rb:
             return la if la == lb else None
         lay, other = (la, gb) if ra else (lb, ga)
@@ -214,7 +213,7 @@ class Groups:
         if ga == gb:
             return False
         log = self.f.log
-        if mode == "stored value" and self.has_reduce[gb]:  # gb's loops recompute ga's values
+        if mode == "stored value" and self.n_reduce[gb]:  # gb's loops recompute ga's values
             loops = self.n_reduce[gb]
             cost = self.element_cost(ga)
             if cost * loops > RECOMPUTE_LIMIT:
@@ -251,7 +250,6 @@ class Groups:
         self.parent[gb] = ga
         self.members_of[ga] = sorted(self.members_of[ga] + self.members_of.pop(gb))
         self.layouts[ga] = lay
-        self.has_reduce[ga] = self.has_reduce[ga] or self.has_reduce.pop(gb)
         self.n_reduce[ga] += self.n_reduce.pop(gb)
         self.group_reads[ga] |= self.group_reads.pop(gb)
         self.dep_cache.clear()

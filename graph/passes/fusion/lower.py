@@ -22,6 +22,7 @@ from .space import (
     VIEW_ATTR,
     Chain,
     apply_chain,
+    chain_view,
     is_row_shape,
     layout_of,
     member_chain,
@@ -112,9 +113,8 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
 
     def load(buf: int, c: Chain) -> int:
         node = g.nodes[buf]
-        v = apply_chain(View.contiguous(node.shape), c)
+        v = chain_view(node.shape, c)
         assert v is not None
-        v = v.canonical()
         key = (slot(buf), v)
         li = load_index.get(key)
         if li is None:
@@ -136,9 +136,8 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
                 return reduce_instr[i]
             if i in member_instr:  # a value this kernel computes (and stores): use it
                 j, want = member_instr[i]
-                v = apply_chain(View.contiguous(node.shape), c)
-                assert v is not None and v.canonical() == want, "fuse: a kernel reads back " \
-                    "a buffer it writes"
+                assert chain_view(node.shape, c) == want, "fuse: a kernel reads back a " \
+                    "buffer it writes"
                 return j
             if f.is_buffer(i):
                 return load(i, c)

@@ -126,9 +126,10 @@ class Fuser(Analysis):
             cost = self.subtree_cost(i)
             if len(groups) > 1 and cost > RECOMPUTE_LIMIT:
                 if self.log.on:
+                    # (subtree_cost stops counting past the limit: "at least")
                     self.log.realize(i, "recompute cost", f"inlined into {len(groups)} "
-                                     f"kernels, costs {cost}{'+' if cost > RECOMPUTE_LIMIT else ''}"
-                                     f" per element > limit {RECOMPUTE_LIMIT}")
+                                     f"kernels, costs {cost}+ per element > limit "
+                                     f"{RECOMPUTE_LIMIT}")
             elif not self.broadcast_costly(i, cost):
                 continue
             self.realized.add(i)
