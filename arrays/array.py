@@ -490,16 +490,16 @@ class Array:
         __eq__ = __ne__ = _binary  # type: ignore[assignment]  # elementwise: an Array, not bool
 
     def __neg__(self) -> Array:
-        return elementwise(OPS["negative"], self)
+        return _ew_op("negative", self)
 
     def __pos__(self) -> Array:
-        return elementwise(OPS["positive"], self)
+        return _ew_op("positive", self)
 
     def __abs__(self) -> Array:
-        return elementwise(OPS["abs"], self)
+        return _ew_op("abs", self)
 
     def __invert__(self) -> Array:
-        return elementwise(OPS["bitwise_invert"], self)
+        return _ew_op("bitwise_invert", self)
 
     def __matmul__(self, other: Any, /) -> Array:
         return _linalg.matmul(self, as_array(_operand(other, "matmul"), "matmul"))

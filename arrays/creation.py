@@ -21,7 +21,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import BROADCAST, OPS
-from .array import _SCALARS, Array, as_array, elementwise
+from .array import _SCALARS, Array, _ew_op, as_array
 
 ShapeLike = int | Sequence[int]
 
@@ -375,7 +375,7 @@ def eye(n_rows: builtins.int, n_cols: builtins.int | None = None, /, *, k: built
     rows, cols = _index_grid(*shape)
     # a diagonal past the corners selects nothing: clamp k (any Python int is valid)
     k = builtins.max(-shape[0], builtins.min(operator.index(k), shape[1]))
-    on = elementwise(OPS["equal"], cols - rows, k)
+    on = _ew_op("equal", cols - rows, k)
     from .elementwise import where
 
     return where(on, full((), 1, dtype=d), full((), 0, dtype=d))
@@ -514,7 +514,7 @@ def logspace(start: builtins.float, stop: builtins.float, num: builtins.int = 50
     """
     d = _float_or(dtype, "logspace")
     y = linspace(start, stop, num, endpoint=endpoint, dtype=dt.float64)
-    return elementwise(OPS["pow"], base, y).astype(d)
+    return _ew_op("pow", base, y).astype(d)
 
 
 def geomspace(start: builtins.float, stop: builtins.float, num: builtins.int = 50,
@@ -533,7 +533,7 @@ def geomspace(start: builtins.float, stop: builtins.float, num: builtins.int = 5
     d = _float_or(dtype, "geomspace")
     sign = -1.0 if start < 0 else 1.0
     lo, hi = math.log10(builtins.abs(start)), math.log10(builtins.abs(stop))
-    y = elementwise(OPS["pow"], 10.0, linspace(lo, hi, num, endpoint=endpoint,
+    y = _ew_op("pow", 10.0, linspace(lo, hi, num, endpoint=endpoint,
                                                dtype=dt.float64)) * sign
     if num > 0:
         from .manipulation import concat
@@ -600,7 +600,7 @@ def vander(x: Any, N: builtins.int | None = None, increasing: builtins.bool = Fa
     if n == 0:
         return zeros((xa.shape[0], 0), dtype=xa.dtype)
     cols = [ones((xa.shape[0], 1), dtype=xa.dtype) if k == 0 else
-            elementwise(OPS["pow"], xa, builtins.int(k)).reshape((-1, 1)) for k in p]
+            _ew_op("pow", xa, builtins.int(k)).reshape((-1, 1)) for k in p]
     return concat(cols, axis=1)
 
 

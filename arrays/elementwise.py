@@ -21,7 +21,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node
 from ..graph.ops import OPS, WHERE, OpDef
-from .array import Array, as_array, astype, elementwise, operand_nodes, promote_operands
+from .array import Array, _ew_op, as_array, astype, elementwise, operand_nodes, promote_operands
 
 
 def _make(op: OpDef) -> Callable[..., Array]:
@@ -115,7 +115,7 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002 
                 wide = dt.promote(bound.dtype, x.dtype, "clip") if not dt.is_floating(
                     bound.dtype) else bound.dtype
                 b = astype(bound, wide)
-                b = elementwise(OPS["minimum"], elementwise(OPS["maximum"], b, int(info.min)
+                b = _ew_op("minimum", _ew_op("maximum", b, int(info.min)
                                                             if dt.is_integer(wide) else
                                                             float(info.min)),
                                 int(info.max) if dt.is_integer(wide) else float(info.max))

@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple
 from ..graph import dtypes as dt
 from ..graph.node import Node
 from ..graph.ops import MATMUL, OPS, check_domain
-from .array import Array, as_array, astype, cast_node, elementwise
+from .array import Array, _ew_op, as_array, astype, cast_node
 from .manipulation import matrix_transpose, moveaxis, permute_dims, reshape
 from .reductions import normalize_axes
 
@@ -174,7 +174,7 @@ def outer(x1: Array, x2: Array, /) -> Array:
     a, b = as_array(x1, "linalg.outer"), as_array(x2, "linalg.outer")
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"linalg.outer: needs 1-d arrays, got shapes {a.shape} and {b.shape}")
-    return elementwise(OPS["multiply"], reshape(a, (-1, 1)), reshape(b, (1, -1)))
+    return _ew_op("multiply", reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
 def pinv(x: Array, /, *, rtol: float | Array | None = None) -> Array:
@@ -402,7 +402,7 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         raise ValueError(f"vecdot: the dot axis differs: shapes {a.shape} and {b.shape}")
     if a.dtype == dt.bool_ or b.dtype == dt.bool_:
         raise TypeError("vecdot: unsupported dtype bool; expected a numeric dtype")
-    prod = elementwise(OPS["multiply"], elementwise(OPS["conj"], moveaxis(a, ax_a, -1)),
+    prod = _ew_op("multiply", _ew_op("conj", moveaxis(a, ax_a, -1)),
                        moveaxis(b, ax_b, -1))
     return astype(_sum(prod, axis=-1), prod.dtype)
 
@@ -468,7 +468,7 @@ def dot(a: Array, b: Array, /) -> Array:
 
     x, y, _ = _product_dtype(asarray(a), asarray(b), "dot")
     if x.ndim == 0 or y.ndim == 0:
-        return elementwise(OPS["multiply"], x, y)
+        return _ew_op("multiply", x, y)
     if y.ndim == 1 or (x.ndim <= 2 and y.ndim == 2):
         if x.shape[-1] != y.shape[0 if y.ndim == 1 else -2]:
             raise ValueError(f"dot: shapes {x.shape} and {y.shape} are not aligned")
@@ -489,7 +489,7 @@ def vdot(a: Array, b: Array, /) -> Array:
     x, y, d = _product_dtype(asarray(a), asarray(b), "vdot")
     if x.size != y.size:
         raise ValueError(f"vdot: arrays of sizes {x.size} and {y.size} ({x.shape}, {y.shape})")
-    return astype(_sum(elementwise(OPS["conj"], reshape(x, (-1,))) * reshape(y, (-1,))), d)
+    return astype(_sum(_ew_op("conj", reshape(x, (-1,))) * reshape(y, (-1,))), d)
 
 
 def inner(a: Array, b: Array, /) -> Array:
@@ -503,7 +503,7 @@ def inner(a: Array, b: Array, /) -> Array:
 
     x, y, _ = _product_dtype(asarray(a), asarray(b), "inner")
     if x.ndim == 0 or y.ndim == 0:
-        return elementwise(OPS["multiply"], x, y)
+        return _ew_op("multiply", x, y)
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"inner: last dimensions differ: shapes {x.shape} and {y.shape}")
     return tensordot(x, y, axes=([x.ndim - 1], [y.ndim - 1]))
@@ -524,7 +524,7 @@ def kron(a: Array, b: Array, /) -> Array:
     ys = (1,) * (nd - y.ndim) + y.shape
     xr = reshape(x, tuple(v for d in xs for v in (d, 1)))
     yr = reshape(y, tuple(v for d in ys for v in (1, d)))
-    return reshape(elementwise(OPS["multiply"], xr, yr), tuple(p * q for p, q in zip(xs, ys)))
+    return reshape(_ew_op("multiply", xr, yr), tuple(p * q for p, q in zip(xs, ys)))
 
 
 def matvec(x1: Array, x2: Array, /) -> Array:
@@ -550,7 +550,7 @@ def vecmat(x1: Array, x2: Array, /) -> Array:
     a, b = as_array(x1, "vecmat"), as_array(x2, "vecmat")
     if b.ndim < 2 or a.ndim < 1 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"vecmat: needs (..., m) and (..., m, n), got {a.shape} and {b.shape}")
-    a = elementwise(OPS["conj"], a)
+    a = _ew_op("conj", a)
     return matmul(reshape(a, a.shape[:-1] + (1, a.shape[-1])), b)[..., 0, :]
 
 
@@ -672,7 +672,7 @@ def einsum(subscripts: str, /, *operands: Array, optimize: Any = False, dtype: A
         out_shape = tuple(size[c] for c in batch + a_only + b_only)
         if not contract:  # nothing summed: a broadcast product (fuses with its neighbours)
             ones_b, ones_a = (1,) * len(b_only), (1,) * len(a_only)
-            r = elementwise(OPS["multiply"], reshape(pa, pa.shape + ones_b),
+            r = _ew_op("multiply", reshape(pa, pa.shape + ones_b),
                             reshape(pb, pb.shape[:len(batch)] + ones_a
                                     + pb.shape[len(batch):]))
         else:  # one batched matmul: (batch, m, k) @ (batch, k, n)
@@ -753,7 +753,7 @@ def lstsq(a: Array, b: Array, /, rcond: float | None = None) -> LstsqResult:
     sol = matmul(pinv(x, rtol=rtol), y)
     if m > n:
         r = matmul(x, sol) - y
-        res = _sum(elementwise(OPS["abs"], r) ** 2, axis=0)
+        res = _sum(_ew_op("abs", r) ** 2, axis=0)
         res = reshape(res, (1,)) if y.ndim == 1 else res
     else:
         from .creation import zeros

@@ -28,10 +28,9 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import constant
-from ..graph.ops import OPS
-from .array import Array, _no_out, astype, elementwise
+from .array import Array, _no_out, astype
 from .creation import asarray, full, zeros, zeros_like
-from .elementwise import _FUNCS as _generated
+from .elementwise import _FUNCS as _GEN  # the generated elementwise functions, by name
 from .elementwise import where
 from .manipulation import (
     broadcast_to,
@@ -46,12 +45,6 @@ from .manipulation import (
 from .reductions import _float_input, mean, normalize_axes
 from .reductions import all as _all
 from .reductions import sum as _sum
-
-_EW = {n: (lambda op: (lambda *a: elementwise(op, *a)))(OPS[n]) for n in (
-    "isnan", "isinf", "isfinite", "floor", "ceil", "trunc", "round", "abs", "exp2", "log2",
-    "copysign", "signbit", "logical_not", "logical_and", "logical_or", "less_equal", "equal",
-    "atan2", "real", "imag", "conj", "sqrt", "floor_divide", "remainder", "pow", "minimum",
-    "maximum", "sign")}
 
 
 def _c(value: Any, dtype: Any = None) -> Array:
@@ -104,8 +97,8 @@ def _order_stat(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: boo
 
         s = sort(xm, axis=-1)  # NaNs last
         if skip_nan:
-            cnt = _sum(_EW["logical_not"](_EW["isnan"](xm)), axis=-1, keepdims=True)
-            top = astype(_EW["maximum"](cnt - 1, 0), dt.float64)
+            cnt = _sum(_GEN["logical_not"](_GEN["isnan"](xm)), axis=-1, keepdims=True)
+            top = astype(_GEN["maximum"](cnt - 1, 0), dt.float64)
             vi: Any = top * _c(flat)
         else:
             vi = flat * (n - 1)
@@ -113,16 +106,16 @@ def _order_stat(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: boo
             lo = (cnt - 1) // 2 if skip_nan else np.full(1, (n - 1) // 2)
             hi = cnt // 2 if skip_nan else np.full(1, n // 2)
             if skip_nan:
-                lo, hi = _EW["maximum"](lo, 0), _EW["maximum"](hi, 0)
+                lo, hi = _GEN["maximum"](lo, 0), _GEN["maximum"](hi, 0)
             va, vb = _gather(s, lo), _gather(s, hi)
             res = va if not skip_nan and n % 2 else where(
-                _EW["equal"](lo, hi) if skip_nan else False, va, (va + vb) * 0.5)
+                _GEN["equal"](lo, hi) if skip_nan else False, va, (va + vb) * 0.5)
         else:
             res = _interpolate(s, vi, n, method, cnt if skip_nan else None)
         if skip_nan:
-            res = where(_EW["equal"](cnt, 0), float("nan"), res)
+            res = where(_GEN["equal"](cnt, 0), float("nan"), res)
         else:
-            res = where(_EW["isnan"](s[..., n - 1:]), float("nan"), res)
+            res = where(_GEN["isnan"](s[..., n - 1:]), float("nan"), res)
     res = moveaxis(res, -1, 0)
     if keepdims:
         rest = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
@@ -133,10 +126,10 @@ def _interpolate(s: Array, vi: Any, n: int, method: str, cnt: Array | None) -> A
     """Sorted ``s`` at virtual indices ``vi`` (static numpy floats, or a lazy array) by
     numpy's ``method``; the linear form is numpy's two-sided lerp."""
     lazy = not isinstance(vi, np.ndarray)
-    fl = _EW["floor"] if lazy else np.floor
+    fl = _GEN["floor"] if lazy else np.floor
     if method in ("lower", "nearest", "higher"):
-        f = {"lower": fl, "higher": _EW["ceil"] if lazy else np.ceil,
-             "nearest": _EW["round"] if lazy else np.round}[method]
+        f = {"lower": fl, "higher": _GEN["ceil"] if lazy else np.ceil,
+             "nearest": _GEN["round"] if lazy else np.round}[method]
         idx = f(vi)
         return _gather(s, astype(idx, dt.int64) if lazy else idx.astype(np.int64))
     lo = fl(vi)
@@ -144,13 +137,13 @@ def _interpolate(s: Array, vi: Any, n: int, method: str, cnt: Array | None) -> A
     if lazy:
         assert cnt is not None
         lo_i: Any = astype(lo, dt.int64)
-        hi_i: Any = _EW["minimum"](lo_i + 1, _EW["maximum"](cnt - 1, 0))
+        hi_i: Any = _GEN["minimum"](lo_i + 1, _GEN["maximum"](cnt - 1, 0))
     else:
         lo_i = lo.astype(np.int64)
         hi_i = np.minimum(lo_i + 1, n - 1)
     a, b = _gather(s, lo_i), _gather(s, hi_i)
     if method == "midpoint":
-        t = where(_EW["equal"](t, 0), 0.0, 0.5) if lazy else np.where(t == 0, 0.0, 0.5)
+        t = where(_GEN["equal"](t, 0), 0.0, 0.5) if lazy else np.where(t == 0, 0.0, 0.5)
     tt = astype(t, s.dtype) if lazy else _c(t, s.dtype)
     d = b - a
     return where(tt >= 0.5, b - d * (1 - tt), a + d * tt)
@@ -256,7 +249,7 @@ def cov(m: Array, y: Array | None = None, rowvar: bool = True, bias: bool = Fals
     xc = x - mean(x, axis=1, keepdims=True)
     from .linalg import matmul
 
-    c = matmul(xc, _EW["conj"](xc).T) * (1.0 / dof if dof > 0 else float("inf"))
+    c = matmul(xc, _GEN["conj"](xc).T) * (1.0 / dof if dof > 0 else float("inf"))
     return reshape(c, ()) if c.shape == (1, 1) else c
 
 
@@ -274,11 +267,11 @@ def corrcoef(x: Array, y: Array | None = None, rowvar: bool = True, *, dtype: An
         return c / c
     from .manipulation import diagonal
 
-    d = _EW["sqrt"](_EW["real"](diagonal(c)))
+    d = _GEN["sqrt"](_GEN["real"](diagonal(c)))
     c = c / reshape(d, (-1, 1)) / reshape(d, (1, -1))
     if dt.is_complex(c.dtype):
         return c
-    return _EW["maximum"](_EW["minimum"](c, 1.0), -1.0)
+    return _GEN["maximum"](_GEN["minimum"](c, 1.0), -1.0)
 
 
 # ---------------------------------------------------------------- whole-array comparisons
@@ -297,10 +290,10 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
     if not dt.is_floating(common):
         common = dt.DEFAULT_FLOAT
     x, y = astype(x, common), astype(y, common)
-    close = _EW["less_equal"](_EW["abs"](x - y), atol + rtol * _EW["abs"](y))
-    out = _EW["logical_or"](_EW["logical_and"](close, _EW["isfinite"](y)), _EW["equal"](x, y))
+    close = _GEN["less_equal"](_GEN["abs"](x - y), atol + rtol * _GEN["abs"](y))
+    out = _GEN["logical_or"](_GEN["logical_and"](close, _GEN["isfinite"](y)), _GEN["equal"](x, y))
     if equal_nan:
-        out = _EW["logical_or"](out, _EW["logical_and"](_EW["isnan"](x), _EW["isnan"](y)))
+        out = _GEN["logical_or"](out, _GEN["logical_and"](_GEN["isnan"](x), _GEN["isnan"](y)))
     return out
 
 
@@ -325,9 +318,9 @@ def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> bool:
     x, y = asarray(a1), asarray(a2)
     if x.shape != y.shape:
         return False
-    eq = _EW["equal"](x, y)
+    eq = _GEN["equal"](x, y)
     if equal_nan and (dt.is_floating(x.dtype) or dt.is_floating(y.dtype)):
-        eq = _EW["logical_or"](eq, _EW["logical_and"](_EW["isnan"](x), _EW["isnan"](y)))
+        eq = _GEN["logical_or"](eq, _GEN["logical_and"](_GEN["isnan"](x), _GEN["isnan"](y)))
     return builtins.bool(_all(eq).item())
 
 
@@ -343,7 +336,7 @@ def array_equiv(a1: Any, a2: Any) -> bool:
         np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
         return False
-    return builtins.bool(_all(_EW["equal"](x, y)).item())
+    return builtins.bool(_all(_GEN["equal"](x, y)).item())
 
 
 def outer(a: Any, b: Any, out: None = None) -> Array:
@@ -503,8 +496,8 @@ def polyfit(x: Any, y: Any, deg: int) -> Array:
     if deg < 0:
         raise ValueError(f"polyfit: deg must be non-negative, got {deg}")
     v = vander(xa, deg + 1)
-    norms = _EW["sqrt"](_sum(v * v, axis=0))  # column scaling, as numpy
-    norms = where(_EW["equal"](norms, 0), 1.0, norms)
+    norms = _GEN["sqrt"](_sum(v * v, axis=0))  # column scaling, as numpy
+    norms = where(_GEN["equal"](norms, 0), 1.0, norms)
     c = matmul(_pinv(v / norms), ya)
     return c / (norms if ya.ndim == 1 else reshape(norms, (-1, 1)))
 
@@ -586,7 +579,7 @@ def correlate(a: Any, v: Any, mode: str = "valid") -> Array:
     x, w = asarray(a), asarray(v)
     late = x.ndim == 1 and w.ndim == 1 and w.shape[0] > x.shape[0]
     if w.ndim == 1 and w.shape[0] > 0:
-        w = flip(_EW["conj"](w))
+        w = flip(_GEN["conj"](w))
     return _conv("correlate", x, w, mode, late)
 
 
@@ -621,7 +614,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
         if period == 0:
             raise ValueError("interp: period must be non-zero")
         period = builtins.abs(period)
-        xa, xpa = _EW["remainder"](xa, period), _EW["remainder"](xpa, period)
+        xa, xpa = _GEN["remainder"](xa, period), _GEN["remainder"](xpa, period)
         order = argsort(xpa)
         xpa, fpa = take(xpa, order), take(fpa, order)
         xpa = concat([xpa[-1:] - period, xpa, xpa[0:1] + period])
@@ -632,15 +625,15 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
         y = broadcast_to(fpa[0], xa.shape)
     else:
         j = searchsorted(xpa, ravel(xa), side="right") - 1
-        i = _EW["minimum"](_EW["maximum"](j, 0), n - 2)
+        i = _GEN["minimum"](_GEN["maximum"](j, 0), n - 2)
         x0, x1 = take(xpa, i), take(xpa, i + 1)
         y0, y1 = take(fpa, i), take(fpa, i + 1)
         slope = (y1 - y0) / (x1 - x0)
         xf = ravel(xa)
         y = slope * (xf - x0) + y0
-        y = where(_EW["isnan"](y), slope * (xf - x1) + y1, y)
-        y = where(_EW["logical_and"](_EW["isnan"](y), _EW["equal"](y0, y1)), y0, y)
-        y = where(_EW["equal"](xf, x0), y0, where(_EW["equal"](xf, x1), y1, y))
+        y = where(_GEN["isnan"](y), slope * (xf - x1) + y1, y)
+        y = where(_GEN["logical_and"](_GEN["isnan"](y), _GEN["equal"](y0, y1)), y0, y)
+        y = where(_GEN["equal"](xf, x0), y0, where(_GEN["equal"](xf, x1), y1, y))
         y = reshape(y, xa.shape)
     lo = fpa[0] if left is None else left
     hi = fpa[n - 1] if right is None else right
@@ -732,9 +725,9 @@ def unwrap(p: Any, discont: float | None = None, axis: int = -1, *,
     dd = diff(x, axis=ax)
     disc = period / 2 if discont is None else builtins.max(discont, period / 2)
     half = period / 2
-    ddmod = _EW["remainder"](dd + half, period) - half
-    ddmod = where(_EW["logical_and"](_EW["equal"](ddmod, -half), dd > 0), half, ddmod)
-    corr = where(_EW["abs"](dd) < disc, 0.0, ddmod - dd)
+    ddmod = _GEN["remainder"](dd + half, period) - half
+    ddmod = where(_GEN["logical_and"](_GEN["equal"](ddmod, -half), dd > 0), half, ddmod)
+    corr = where(_GEN["abs"](dd) < disc, 0.0, ddmod - dd)
     head = x[(slice(None),) * ax + (slice(0, 1),)]
     if x.shape[ax] < 2:
         return x
@@ -772,18 +765,17 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Array:
     x = asarray(a)
     decimals = operator.index(decimals)
     if decimals == 0 or x.dtype == dt.bool_:
-        return _EW["round"](x)
+        return _GEN["round"](x)
     if not dt.is_floating(x.dtype):
         if decimals >= 0:
             return x
         s = 10 ** (-decimals)
-        return astype(_EW["round"](astype(x, dt.float64) / s) * s, x.dtype)
+        return astype(_GEN["round"](astype(x, dt.float64) / s) * s, x.dtype)
     s = 10.0 ** decimals
-    return _EW["round"](x * s) / s if decimals > 0 else _EW["round"](x / (1 / s)) * (1 / s)
+    return _GEN["round"](x * s) / s if decimals > 0 else _GEN["round"](x / (1 / s)) * (1 / s)
 
 
 # NumPy's other names of elementwise records (the record's function itself)
-_GEN = _generated
 degrees, radians = _GEN["rad2deg"], _GEN["deg2rad"]
 bitwise_not = _GEN["bitwise_invert"]
 left_shift, right_shift = _GEN["bitwise_left_shift"], _GEN["bitwise_right_shift"]
@@ -803,11 +795,11 @@ def cbrt(x: Any, out: None = None) -> Array:
     if dt.is_complex(xa.dtype):
         raise TypeError(f"cbrt: unsupported dtype {dt.name(xa.dtype)}; expected a real dtype")
     w = astype(xa, dt.float64)
-    a = _EW["abs"](w)
-    y = _EW["exp2"](_EW["log2"](a) * (1.0 / 3.0))
+    a = _GEN["abs"](w)
+    y = _GEN["exp2"](_GEN["log2"](a) * (1.0 / 3.0))
     newton = y - (y * y * y - a) / (3.0 * y * y)
-    keep = _EW["logical_or"](_EW["equal"](a, 0.0), _EW["logical_not"](_EW["isfinite"](a)))
-    return astype(_EW["copysign"](where(keep, y, newton), w), xa.dtype)
+    keep = _GEN["logical_or"](_GEN["equal"](a, 0.0), _GEN["logical_not"](_GEN["isfinite"](a)))
+    return astype(_GEN["copysign"](where(keep, y, newton), w), xa.dtype)
 
 
 def fix(x: Any, out: None = None) -> Array:
@@ -817,7 +809,7 @@ def fix(x: Any, out: None = None) -> Array:
     >>> bz.fix(bz.asarray([2.7, -2.7])).tolist()
     [2.0, -2.0]
     """
-    return _EW["trunc"](asarray(x))
+    return _GEN["trunc"](asarray(x))
 
 
 def rint(x: Any, out: None = None) -> Array:
@@ -827,7 +819,7 @@ def rint(x: Any, out: None = None) -> Array:
     >>> bz.rint(bz.asarray([0.5, 1.5])).tolist()
     [0.0, 2.0]
     """
-    return _EW["round"](asarray(x))
+    return _GEN["round"](asarray(x))
 
 
 def fabs(x: Any, out: None = None) -> Array:
@@ -840,7 +832,7 @@ def fabs(x: Any, out: None = None) -> Array:
     xa = _float_input(x, "fabs")
     if dt.is_complex(xa.dtype):
         raise TypeError(f"fabs: unsupported dtype {dt.name(xa.dtype)}; expected a real dtype")
-    return _EW["abs"](xa)
+    return _GEN["abs"](xa)
 
 
 def float_power(x1: Any, x2: Any) -> Array:
@@ -852,7 +844,7 @@ def float_power(x1: Any, x2: Any) -> Array:
     """
     a, b = asarray(x1), asarray(x2)
     d = dt.complex128 if dt.is_complex(a.dtype) or dt.is_complex(b.dtype) else dt.float64
-    return _EW["pow"](astype(a, d), astype(b, d))
+    return _GEN["pow"](astype(a, d), astype(b, d))
 
 
 def divmod(x1: Any, x2: Any) -> tuple[Array, Array]:  # noqa: A001 - numpy's name
@@ -862,7 +854,7 @@ def divmod(x1: Any, x2: Any) -> tuple[Array, Array]:  # noqa: A001 - numpy's nam
     >>> [a.tolist() for a in bz.divmod(bz.asarray([7, -7]), 2)]
     [[3, -4], [1, 1]]
     """
-    return _EW["floor_divide"](x1, x2), _EW["remainder"](x1, x2)
+    return _GEN["floor_divide"](x1, x2), _GEN["remainder"](x1, x2)
 
 
 def modf(x: Any) -> tuple[Array, Array]:
@@ -873,9 +865,9 @@ def modf(x: Any) -> tuple[Array, Array]:
     [[0.5, -0.25], [2.0, -0.0]]
     """
     xa = _float_input(x, "modf")
-    ip = _EW["trunc"](xa)
-    frac = where(_EW["isinf"](xa), 0.0, xa - ip)
-    return _EW["copysign"](frac, xa), ip
+    ip = _GEN["trunc"](xa)
+    frac = where(_GEN["isinf"](xa), 0.0, xa - ip)
+    return _GEN["copysign"](frac, xa), ip
 
 
 def ldexp(x1: Any, x2: Any) -> Array:
@@ -888,7 +880,7 @@ def ldexp(x1: Any, x2: Any) -> Array:
     a, e = _float_input(x1, "ldexp"), asarray(x2)
     if not dt.is_integer(e.dtype):
         raise TypeError(f"ldexp: exponents must be integers, got {dt.name(e.dtype)}")
-    wide = astype(a, dt.float64) * _EW["exp2"](astype(e, dt.float64))
+    wide = astype(a, dt.float64) * _GEN["exp2"](astype(e, dt.float64))
     return astype(wide, a.dtype)
 
 
@@ -903,18 +895,18 @@ def frexp(x: Any) -> tuple[Array, Array]:
     if dt.is_complex(xa.dtype):
         raise TypeError("frexp: complex input is not supported")
     w = astype(xa, dt.float64)
-    mag = _EW["abs"](w)
-    special = _EW["logical_or"](_EW["equal"](mag, 0), _EW["logical_not"](_EW["isfinite"](w)))
+    mag = _GEN["abs"](w)
+    special = _GEN["logical_or"](_GEN["equal"](mag, 0), _GEN["logical_not"](_GEN["isfinite"](w)))
     safe = where(special, 1.0, mag)
     def scale(e: Array) -> Array:  # safe * 2**-e in two steps: 2**1074 overflows
-        h = _EW["floor"](e * 0.5)
-        return safe * _EW["exp2"](-h) * _EW["exp2"](h - e)
+        h = _GEN["floor"](e * 0.5)
+        return safe * _GEN["exp2"](-h) * _GEN["exp2"](h - e)
 
-    e = _EW["floor"](_EW["log2"](safe)) + 1
+    e = _GEN["floor"](_GEN["log2"](safe)) + 1
     m = scale(e)
     e = where(m >= 1.0, e + 1, where(m < 0.5, e - 1, e))
     m = scale(e)
-    mant = where(special, w, _EW["copysign"](m, w))
+    mant = where(special, w, _GEN["copysign"](m, w))
     return astype(mant, xa.dtype), astype(where(special, 0.0, e), dt.int32)
 
 
@@ -930,15 +922,15 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
     if not dt.is_floating(xa.dtype):
         return xa
     if dt.is_complex(xa.dtype):
-        re = nan_to_num(_EW["real"](xa), nan=nan, posinf=posinf, neginf=neginf)
-        im = nan_to_num(_EW["imag"](xa), nan=nan, posinf=posinf, neginf=neginf)
+        re = nan_to_num(_GEN["real"](xa), nan=nan, posinf=posinf, neginf=neginf)
+        im = nan_to_num(_GEN["imag"](xa), nan=nan, posinf=posinf, neginf=neginf)
         return astype(re, xa.dtype) + astype(im, xa.dtype) * 1j
     info = np.finfo(xa.dtype)
     hi = float(info.max) if posinf is None else posinf
     lo = float(info.min) if neginf is None else neginf
-    y = where(_EW["isnan"](xa), nan, xa)
+    y = where(_GEN["isnan"](xa), nan, xa)
     big = where(xa > 0, asarray(hi, dtype=xa.dtype), asarray(lo, dtype=xa.dtype))
-    return where(_EW["isinf"](xa), big, y)
+    return where(_GEN["isinf"](xa), big, y)
 
 
 def angle(z: Any, deg: bool = False) -> Array:
@@ -949,7 +941,7 @@ def angle(z: Any, deg: bool = False) -> Array:
     [90.0, 180.0]
     """
     za = _float_input(z, "angle")
-    a = _EW["atan2"](_EW["imag"](za), _EW["real"](za))
+    a = _GEN["atan2"](_GEN["imag"](za), _GEN["real"](za))
     return a * (180.0 / math.pi) if deg else a
 
 
@@ -962,8 +954,8 @@ def isposinf(x: Any, out: None = None) -> Array:
     """
     xa = asarray(x)
     if not dt.is_floating(xa.dtype):
-        return _EW["logical_not"](_EW["isfinite"](xa))
-    return _EW["logical_and"](_EW["isinf"](xa), xa > 0)
+        return _GEN["logical_not"](_GEN["isfinite"](xa))
+    return _GEN["logical_and"](_GEN["isinf"](xa), xa > 0)
 
 
 def isneginf(x: Any, out: None = None) -> Array:
@@ -975,8 +967,8 @@ def isneginf(x: Any, out: None = None) -> Array:
     """
     xa = asarray(x)
     if not dt.is_floating(xa.dtype):
-        return _EW["logical_not"](_EW["isfinite"](xa))
-    return _EW["logical_and"](_EW["isinf"](xa), xa < 0)
+        return _GEN["logical_not"](_GEN["isfinite"](xa))
+    return _GEN["logical_and"](_GEN["isinf"](xa), xa < 0)
 
 
 def iscomplex(x: Any) -> Array:
@@ -989,7 +981,7 @@ def iscomplex(x: Any) -> Array:
     xa = asarray(x)
     if not dt.is_complex(xa.dtype):
         return full(xa.shape, False)
-    return _EW["imag"](xa) != 0
+    return _GEN["imag"](xa) != 0
 
 
 def isreal(x: Any) -> Array:
@@ -999,7 +991,7 @@ def isreal(x: Any) -> Array:
     >>> bz.isreal(bz.asarray([1 + 1j, 2 + 0j])).tolist()
     [False, True]
     """
-    return _EW["logical_not"](iscomplex(x))
+    return _GEN["logical_not"](iscomplex(x))
 
 
 def iscomplexobj(x: Any) -> bool:
@@ -1075,8 +1067,8 @@ def unravel_index(indices: Any, shape: Sequence[int], order: str = "C") -> tuple
     out = []
     rest = astype(idx, dt.int64)
     for n in seq:
-        out.append(_EW["remainder"](rest, n) if n else rest * 0)
-        rest = _EW["floor_divide"](rest, n) if n else rest
+        out.append(_GEN["remainder"](rest, n) if n else rest * 0)
+        rest = _GEN["floor_divide"](rest, n) if n else rest
     return tuple(reversed(out)) if order == "C" else tuple(out)
 
 
@@ -1103,9 +1095,9 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
     for ix, n, st in zip(multi_index, ds, strides.tolist()):
         i = astype(asarray(ix), dt.int64)
         if mode == "wrap":
-            i = _EW["remainder"](i, n)
+            i = _GEN["remainder"](i, n)
         elif mode == "clip":
-            i = _EW["minimum"](_EW["maximum"](i, 0), n - 1)
+            i = _GEN["minimum"](_GEN["maximum"](i, 0), n - 1)
         out = out + i * st
     return out if isinstance(out, Array) else asarray(out)
 
@@ -1177,14 +1169,14 @@ def choose(a: Any, choices: Sequence[Any], out: None = None, mode: str = "raise"
     if n == 0:
         raise ValueError("choose: choices cannot be empty")
     if mode == "wrap":
-        idx = _EW["remainder"](idx, n)
+        idx = _GEN["remainder"](idx, n)
     elif mode == "clip":
-        idx = _EW["minimum"](_EW["maximum"](idx, 0), n - 1)
+        idx = _GEN["minimum"](_GEN["maximum"](idx, 0), n - 1)
     elif mode != "raise":
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     out_: Any = choices[n - 1]
     for i in range(n - 2, -1, -1):
-        out_ = where(_EW["equal"](idx, i), choices[i], out_)
+        out_ = where(_GEN["equal"](idx, i), choices[i], out_)
     return broadcast_to(asarray(out_), np.broadcast_shapes(idx.shape, asarray(out_).shape))
 
 
@@ -1322,9 +1314,9 @@ def put(a: Array, ind: Any, v: Any, mode: str = "raise") -> None:
         raise TypeError(f"put: indices must be integer, got {dt.name(idx.dtype)}")
     n = a.size
     if mode == "wrap":
-        idx = _EW["remainder"](idx, n)
+        idx = _GEN["remainder"](idx, n)
     elif mode == "clip":
-        idx = _EW["minimum"](_EW["maximum"](idx, 0), n - 1)
+        idx = _GEN["minimum"](_GEN["maximum"](idx, 0), n - 1)
     elif mode != "raise":
         raise ValueError(f"put: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     flat = ravel(a)

@@ -22,7 +22,7 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
-from .array import Array, _no_out, as_array, astype, elementwise
+from .array import Array, _ew_op, _no_out, as_array, astype
 
 Axis = int | tuple[int, ...] | None
 
@@ -85,7 +85,7 @@ def _with_dtype(name: str, x: Any, axis: Any, dtype: Any, keepdims: bool) -> Arr
     if dt.is_complex(x.dtype) and not dt.is_complex(d):
         # an explicit real accumulation dtype for complex input: the real parts (numpy's
         # cast; astype itself refuses complex -> real)
-        x = elementwise(OPS["real"], x)
+        x = _ew_op("real", x)
     x = astype(x, d)
     out = _reduce(name, x, axis, keepdims)
     return astype(out, d)
@@ -202,7 +202,7 @@ def var(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     axes = normalize_axes(axis, x.ndim, _op)
     m = mean(x, axis=axes, keepdims=True)
     d = x - m
-    sq = (d * elementwise(OPS["conj"], d)).__abs__() if dt.is_complex(x.dtype) else d * d
+    sq = (d * _ew_op("conj", d)).__abs__() if dt.is_complex(x.dtype) else d * d
     out = _reduce("mean", sq, axes, keepdims)
     if correction == 0:
         return out
@@ -222,7 +222,7 @@ def std(x: Array, /, *, axis: Axis = None, correction: int | float = 0.0,
     >>> bz.std(bz.asarray([1.0, 3.0])).item()
     1.0
     """
-    return elementwise(OPS["sqrt"], var(x, axis=axis, correction=correction, keepdims=keepdims,
+    return _ew_op("sqrt", var(x, axis=axis, correction=correction, keepdims=keepdims,
                                         _op="std"))
 
 
@@ -238,15 +238,15 @@ def logsumexp(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Arra
         raise TypeError("logsumexp: complex input is not supported")
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     if builtins.any(x.shape[a] == 0 for a in axes):  # empty: log(0) = -inf
-        return elementwise(OPS["log"], _reduce("sum", x, axes, keepdims))
+        return _ew_op("log", _reduce("sum", x, axes, keepdims))
     m = _reduce("max", x, axes, True)
     from .elementwise import where
 
-    m = where(elementwise(OPS["isfinite"], m), m, 0.0)  # all -inf (or inf) rows stay exact
-    s = _reduce("sum", elementwise(OPS["exp"], x - m), axes, keepdims)
+    m = where(_ew_op("isfinite", m), m, 0.0)  # all -inf (or inf) rows stay exact
+    s = _reduce("sum", _ew_op("exp", x - m), axes, keepdims)
     if not keepdims:
         m = m.reshape(tuple(d for i, d in enumerate(m.shape) if i not in axes))
-    return elementwise(OPS["log"], s) + m
+    return _ew_op("log", s) + m
 
 
 def softmax(x: Array, /, axis: Axis = -1) -> Array:
@@ -262,7 +262,7 @@ def softmax(x: Array, /, axis: Axis = -1) -> Array:
     axes = normalize_axes(axis, x.ndim, "softmax")
     if x.size == 0:
         return x
-    e = elementwise(OPS["exp"], x - _reduce("max", x, axes, True))
+    e = _ew_op("exp", x - _reduce("max", x, axes, True))
     return e / _reduce("sum", e, axes, True)
 
 
@@ -403,14 +403,10 @@ def average(a: Array, axis: Axis = None, weights: Any = None, returned: bool = F
     return (avg, astype(scl, avg.dtype)) if returned else avg
 
 
-def _isnan(x: Array) -> Array:
-    return elementwise(OPS["isnan"], x)
-
-
 def _nan_to(x: Array, value: float) -> Array:
     from .elementwise import where
 
-    return where(_isnan(x), value, x) if dt.is_floating(x.dtype) else x
+    return where(_ew_op("isnan", x), value, x) if dt.is_floating(x.dtype) else x
 
 
 def nansum(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
@@ -438,7 +434,7 @@ def nanprod(a: Array, axis: Axis = None, dtype: Any = None, out: None = None,
 
 
 def _valid_count(x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
-    ok = elementwise(OPS["logical_not"], _isnan(x))
+    ok = _ew_op("logical_not", _ew_op("isnan", x))
     return astype(_reduce("sum", ok, axes, keepdims), x.dtype)
 
 
@@ -476,7 +472,7 @@ def nanvar(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddo
     n = _valid_count(x, axes, True)
     m = _reduce("sum", _nan_to(x, 0.0), axes, True) / n
     d = _nan_to(x - m, 0.0)
-    dof = elementwise(OPS["maximum"], n - float(ddof), 0.0)
+    dof = _ew_op("maximum", n - float(ddof), 0.0)
     out_ = _reduce("sum", d * d, axes, True) / dof
     return out_ if keepdims else out_.reshape(tuple(
         v for i, v in enumerate(out_.shape) if i not in axes))
@@ -490,7 +486,7 @@ def nanstd(a: Array, axis: Axis = None, dtype: Any = None, out: None = None, ddo
     >>> bz.nanstd(bz.asarray([1.0, float("nan"), 3.0])).item()
     1.0
     """
-    return elementwise(OPS["sqrt"], nanvar(a, axis, dtype, out, ddof, keepdims))
+    return _ew_op("sqrt", nanvar(a, axis, dtype, out, ddof, keepdims))
 
 
 def _nan_extreme(name: str, a: Any, axis: Any, keepdims: bool) -> Array:
@@ -501,7 +497,7 @@ def _nan_extreme(name: str, a: Any, axis: Any, keepdims: bool) -> Array:
 
     fill = float("-inf") if name == "max" else float("inf")
     r = _reduce(name, _nan_to(x, fill), axis, keepdims)
-    return where(_reduce("all", _isnan(x), axis, keepdims), float("nan"), r)
+    return where(_reduce("all", _ew_op("isnan", x), axis, keepdims), float("nan"), r)
 
 
 def nanmax(a: Array, axis: Axis = None, out: None = None, keepdims: bool = False) -> Array:

@@ -23,7 +23,7 @@ from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
 from . import indexing as _ix
-from .array import Array, as_array, astype, elementwise, promote_operands
+from .array import Array, _ew_op, as_array, astype, promote_operands
 from .reductions import normalize_axes
 
 
@@ -269,8 +269,8 @@ def isin(x1: Array, x2: Array, /, *, invert: bool = False) -> Array:
 
         b = asarray(b)
     flat = b.reshape((1,) * a.ndim + (b.size,))
-    hit = _any(elementwise(OPS["equal"], a.reshape(a.shape + (1,)), flat), axis=-1)
-    return elementwise(OPS["logical_not"], hit) if invert else hit
+    hit = _any(_ew_op("equal", a.reshape(a.shape + (1,)), flat), axis=-1)
+    return _ew_op("logical_not", hit) if invert else hit
 
 
 # ---------------------------------------------------------------- NumPy's names
@@ -504,7 +504,7 @@ def _count_into(idx: Array, length: int, weights: Array | None) -> Array:
     from .elementwise import where
     from .reductions import sum as _sum
 
-    eq = elementwise(OPS["equal"], idx.reshape((1, -1)), arange(length).reshape((-1, 1)))
+    eq = _ew_op("equal", idx.reshape((1, -1)), arange(length).reshape((-1, 1)))
     if weights is None:
         return _sum(eq, axis=1)
     return _sum(where(eq, weights.reshape((1, -1)), 0), axis=1)
@@ -571,7 +571,7 @@ def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
     if x.size == 0:
         return _wrap1(np.linspace(0.0, 1.0, n + 1, dtype=ed))
     lo_, hi_ = astype(_min(x), ed), astype(_max(x), ed)
-    same = elementwise(OPS["equal"], lo_, hi_)
+    same = _ew_op("equal", lo_, hi_)
     lo_, hi_ = where(same, lo_ - 0.5, lo_), where(same, hi_ + 0.5, hi_)
     step = (hi_ - lo_) / float(n)
     grid = arange(n + 1, dtype=ed) * step + lo_
@@ -589,8 +589,8 @@ def _bin_index(x: Array, e: Array) -> Array:
     common = dt.promote(x.dtype, e.dtype, "histogram")
     xc, ec = astype(x, common), astype(e, common)
     idx = searchsorted(ec, xc, side="right") - 1
-    idx = where(elementwise(OPS["equal"], xc, ec[n]), n - 1, idx)
-    return where(elementwise(OPS["isnan"], xc), n, idx) if dt.is_floating(common) else idx
+    idx = where(_ew_op("equal", xc, ec[n]), n - 1, idx)
+    return where(_ew_op("isnan", xc), n, idx) if dt.is_floating(common) else idx
 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,  # noqa: A002
@@ -664,8 +664,8 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, density: bool = 
     ok: Any = True
     for i in builtins.range(d):
         idx = _bin_index(s[:, i], edges[i])
-        inside = elementwise(OPS["logical_and"], idx >= 0, idx < sizes[i])
-        ok = inside if ok is True else elementwise(OPS["logical_and"], ok, inside)
+        inside = _ew_op("logical_and", idx >= 0, idx < sizes[i])
+        ok = inside if ok is True else _ew_op("logical_and", ok, inside)
         flat = flat * sizes[i] + idx
     total = 1
     for n in sizes:
