@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy
+from _timing import median_seconds  # benchmarks/ is the script's directory
 
 import braze
 
@@ -343,12 +343,7 @@ def _run(prog: Program, mod: Any, inputs: tuple[Any, ...], seed: int) -> Any:
 
 
 def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    return 1e3 * median_seconds(fn, repeat, warmup=0)  # (the first call is timed apart)
 
 
 def measure(prog: Program, quick: bool, repeat: int) -> dict[str, Any]:

@@ -42,3 +42,12 @@ def backend_name(request: pytest.FixtureRequest):
     """Run the module under each backend (numpy today; cpu/cuda/mlx as they land)."""
     with bz.backend(request.param):
         yield request.param
+
+
+@pytest.fixture
+def uncut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pending graph however deep: recording would cut a graph that deep into
+    segments (braze.arrays.array.CUT_DEPTH; tests/test_loops.py tests the cut)."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["braze.arrays.array"], "CUT_DEPTH", 10**9)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import sys
 import time
 import tracemalloc
 import weakref
@@ -139,10 +138,8 @@ def test_intermediate_consumed_by_another_pending_graph_survives() -> None:
     np.testing.assert_array_equal(np.asarray(c), [1, 3, 5, 7])
 
 
-def test_long_chain_evaluates_without_recursion_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a loop's graph is cut into segments (tests/test_loops.py): here it is not, to build
-    # one 20,000-deep chain
-    monkeypatch.setattr(sys.modules["braze.arrays.array"], "CUT_DEPTH", 10**9)
+def test_long_chain_evaluates_without_recursion_limits(uncut: None) -> None:
+    # one 20,000-deep chain (the loop cut is off: see the uncut fixture)
     x = bz.zeros(3)
     for _ in range(20000):
         x = x + 1.0

@@ -131,8 +131,6 @@ def test_a_missing_layer_fails_by_name() -> None:
 
 def test_records_are_the_only_tables() -> None:
     """The layers' tables are derived from the records, not written beside them."""
-    from braze.backends.mlx import lower  # noqa: F401  (skips below if absent)
-
     assert csource.CEXPR["hypot"] == dict(OPS["hypot"].c)
     assert "hypot" in csource.METAL_MISSING and not OPS["hypot"].msl_native
     assert np.all([csource.COST[n] == OPS[n].cost for n in ELEMENTWISE])

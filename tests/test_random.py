@@ -6,6 +6,8 @@ are several standard errors wide.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -146,17 +148,16 @@ def test_bad_arguments_raise_at_the_call(call, match) -> None:
 
 
 # ---------------------------------------------------------------- fused draws (issue 14)
-BACKENDS = bz.backends.available()
-
-
+# (each test runs under every backend through conftest's module fixture; the CUDA and
+# Metal code of the threefry records runs in tests/test_cuda_emulator.py's corpus)
 def _packed(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return hi.astype(np.uint64) << np.uint64(32) | lo.astype(np.uint64)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_threefry_records_match_the_reference_on_every_backend(backend) -> None:
-    """The elementwise records (the generated kernel's bz_threefry2x32, MLX's lowering)
-    give the numpy reference's words on random keys and counters, hi words included."""
+@functools.cache
+def _threefry_cases() -> tuple[np.ndarray, ...]:
+    """Random keys and counters (some past 2**32) and the reference's words, one key
+    at a time (built once for every backend)."""
     rng = np.random.default_rng(14)
     n = 4099
     keys = rng.integers(0, 2**32, (n, 2), dtype=np.uint32)
@@ -167,13 +168,19 @@ def test_threefry_records_match_the_reference_on_every_backend(backend) -> None:
     for i in range(n):  # the reference takes one key
         a, b = threefry2x32(keys[i], c_hi[i:i + 1], c_lo[i:i + 1])
         want[:, i] = a[0], b[0]
+    return keys, c_hi, c_lo, want
+
+
+def test_threefry_records_match_the_reference_on_every_backend() -> None:
+    """The elementwise records (the generated kernel's bz_threefry2x32, MLX's lowering)
+    give the numpy reference's words on random keys and counters, hi words included."""
+    keys, c_hi, c_lo, want = _threefry_cases()
     k = bz.asarray(_packed(keys[:, 0], keys[:, 1]))
     c = bz.asarray(_packed(c_hi, c_lo))
-    with bz.backend(backend):
-        x0 = np.asarray(ew.threefry2x32_x0(k, c))
-        x1 = np.asarray(ew.threefry2x32_x1(k, c))
-        # one key broadcast against many counters, as a draw's kernel has it
-        one = np.asarray(ew.threefry2x32_x1(k[:1], c))
+    x0 = np.asarray(ew.threefry2x32_x0(k, c))
+    x1 = np.asarray(ew.threefry2x32_x1(k, c))
+    # one key broadcast against many counters, as a draw's kernel has it
+    one = np.asarray(ew.threefry2x32_x1(k[:1], c))
     np.testing.assert_array_equal(x0, want[0])
     np.testing.assert_array_equal(x1, want[1])
     a, b = threefry2x32(keys[0], c_hi, c_lo)
@@ -184,27 +191,25 @@ SHAPES = [(), (1,), (5,), (7, 3), (2, 1, 5), (0,), (4, 0, 2), (3, 4, 5), (3, 300
           (2, 3, 256), (5, 1, 300), (4, 257, 1)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_fused_bits_equal_the_whole_array_reference(backend) -> None:
+def test_fused_bits_equal_the_whole_array_reference() -> None:
     """A fused draw's bits (flat-index counters, word per half) are random_bits_ref's."""
     from braze.arrays import random as R
     from braze.graph.ops import random_bits_ref
 
     rng = np.random.default_rng(0)
-    with bz.backend(backend):
-        for shape in SHAPES:
-            kd = rng.integers(0, 2**32, 2, dtype=np.uint32)
-            for k in (bz.asarray(kd), bz.asarray(kd) + 0):  # a key with data, a lazy one
-                np.testing.assert_array_equal(np.asarray(R.bits(shape, key=k)),
-                                              random_bits_ref(kd, shape=shape))
-                raw = random_bits_ref(kd, shape=shape + (2,))
-                wide = raw[..., 0].astype(np.uint64) << np.uint64(32) | raw[..., 1]
-                np.testing.assert_array_equal(np.asarray(R.bits(shape, 8, key=k)), wide)
-                for width in (4, 8):
-                    whole = np.asarray(R._bits_op((2,) + shape, width, k))
-                    a, b = R._pair(shape, width, k)
-                    np.testing.assert_array_equal(np.asarray(a), whole[0])
-                    np.testing.assert_array_equal(np.asarray(b), whole[1])
+    for shape in SHAPES:
+        kd = rng.integers(0, 2**32, 2, dtype=np.uint32)
+        for k in (bz.asarray(kd), bz.asarray(kd) + 0):  # a key with data, a lazy one
+            np.testing.assert_array_equal(np.asarray(R.bits(shape, key=k)),
+                                          random_bits_ref(kd, shape=shape))
+            raw = random_bits_ref(kd, shape=shape + (2,))
+            wide = raw[..., 0].astype(np.uint64) << np.uint64(32) | raw[..., 1]
+            np.testing.assert_array_equal(np.asarray(R.bits(shape, 8, key=k)), wide)
+            for width in (4, 8):
+                whole = np.asarray(R._bits_op((2,) + shape, width, k))
+                a, b = R._pair(shape, width, k)
+                np.testing.assert_array_equal(np.asarray(a), whole[0])
+                np.testing.assert_array_equal(np.asarray(b), whole[1])
 
 
 def _draws(key):
@@ -217,16 +222,14 @@ def _draws(key):
             bz.random.split(key, 3), bz.random.permutation(20, key=key)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_fused_draws_give_the_values_of_the_whole_array_op(backend, monkeypatch) -> None:
+def test_fused_draws_give_the_values_of_the_whole_array_op(monkeypatch) -> None:
     """Every distribution draws the same values as through the whole-array op."""
     from braze.arrays import random as R
 
     key = bz.random.key(2024)
-    with bz.backend(backend):
-        fused = [np.asarray(x) for x in _draws(key)]
-        monkeypatch.setattr(R, "_FUSED_LIMIT", 0)
-        whole = [np.asarray(x) for x in _draws(key)]
+    fused = [np.asarray(x) for x in _draws(key)]
+    monkeypatch.setattr(R, "_FUSED_LIMIT", 0)
+    whole = [np.asarray(x) for x in _draws(key)]
     for a, b in zip(fused, whole):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
