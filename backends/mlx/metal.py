@@ -90,7 +90,11 @@ def metal_spec(k: Kernel) -> MetalSpec:
     if not body.endswith("}"):  # pragma: no cover
         raise Unsupported("unexpected end of the generated kernel")
     body = body[:-1]
-    binds, ins, outs, in_slots, out_slots = [], [], [], [], []
+    binds: list[str] = []
+    ins: list[str] = []
+    outs: list[str] = []
+    in_slots: list[int] = []
+    out_slots: list[int] = []
     for param in m.group(2).split(", "):
         decl = _ATTR.sub("", param).strip()
         ctype, name = decl.rsplit(" ", 1)
@@ -124,7 +128,7 @@ def run_metal(spec: MetalSpec, bufs: list[Any]) -> None:
 
     from .lower import MX_DTYPES, to_mx, to_numpy
 
-    fn = _COMPILED.get(spec.name)
+    fn: Any = _COMPILED.get(spec.name)
     if fn is None:
         fn = _COMPILED[spec.name] = mx.fast.metal_kernel(
             name=spec.name, input_names=list(spec.input_names),
