@@ -159,6 +159,7 @@ def quantile(a: Array, q: Any, axis: Any = None, out: None = None, overwrite_inp
     >>> bz.quantile(bz.asarray([1.0, 2.0, 3.0, 4.0]), [0.25, 0.5]).tolist()
     [1.75, 2.5]
     """
+    _no_out("quantile", out)
     return _order_stat("quantile", a, q, axis, method, keepdims, False)
 
 
@@ -171,6 +172,7 @@ def percentile(a: Array, q: Any, axis: Any = None, out: None = None,
     >>> bz.percentile(bz.asarray([1.0, 2.0, 3.0, 4.0]), 50).item()
     2.5
     """
+    _no_out("percentile", out)
     return _order_stat("percentile", a, np.true_divide(q, 100), axis, method, keepdims, False)
 
 
@@ -183,6 +185,7 @@ def nanquantile(a: Array, q: Any, axis: Any = None, out: None = None,
     >>> bz.nanquantile(bz.asarray([1.0, float("nan"), 3.0]), 0.5).item()
     2.0
     """
+    _no_out("nanquantile", out)
     return _order_stat("nanquantile", a, q, axis, method, keepdims, True)
 
 
@@ -195,6 +198,7 @@ def nanpercentile(a: Array, q: Any, axis: Any = None, out: None = None,
     >>> bz.nanpercentile(bz.asarray([1.0, float("nan"), 3.0]), 100).item()
     3.0
     """
+    _no_out("nanpercentile", out)
     return _order_stat("nanpercentile", a, np.true_divide(q, 100), axis, method, keepdims, True)
 
 
@@ -206,6 +210,7 @@ def median(a: Array, axis: Any = None, out: None = None, overwrite_input: bool =
     >>> bz.median(bz.asarray([3.0, 1.0, 4.0, 1.0])).item()
     2.0
     """
+    _no_out("median", out)
     return _order_stat("median", a, 0.5, axis, "linear", keepdims, False, median=True)
 
 
@@ -217,6 +222,7 @@ def nanmedian(a: Array, axis: Any = None, out: None = None, overwrite_input: boo
     >>> bz.nanmedian(bz.asarray([3.0, float("nan"), 1.0])).item()
     2.0
     """
+    _no_out("nanmedian", out)
     return _order_stat("nanmedian", a, 0.5, axis, "linear", keepdims, True, median=True)
 
 
@@ -346,6 +352,7 @@ def outer(a: Any, b: Any, out: None = None) -> Array:
     >>> bz.outer(bz.asarray([1, 2]), bz.asarray([[1, 10]])).tolist()
     [[1, 10], [2, 20]]
     """
+    _no_out("outer", out)
     from .linalg import outer as _outer
 
     return _outer(ravel(asarray(a)), ravel(asarray(b)))
@@ -791,6 +798,7 @@ def cbrt(x: Any, out: None = None) -> Array:
     >>> bz.cbrt(bz.asarray([8.0, -1000.0, 0.0])).tolist()
     [2.0, -10.0, 0.0]
     """
+    _no_out("cbrt", out)
     xa = _float_input(x, "cbrt")
     if dt.is_complex(xa.dtype):
         raise TypeError(f"cbrt: unsupported dtype {dt.name(xa.dtype)}; expected a real dtype")
@@ -809,6 +817,7 @@ def fix(x: Any, out: None = None) -> Array:
     >>> bz.fix(bz.asarray([2.7, -2.7])).tolist()
     [2.0, -2.0]
     """
+    _no_out("fix", out)
     return _GEN["trunc"](asarray(x))
 
 
@@ -819,6 +828,7 @@ def rint(x: Any, out: None = None) -> Array:
     >>> bz.rint(bz.asarray([0.5, 1.5])).tolist()
     [0.0, 2.0]
     """
+    _no_out("rint", out)
     return _GEN["round"](asarray(x))
 
 
@@ -829,6 +839,7 @@ def fabs(x: Any, out: None = None) -> Array:
     >>> bz.fabs(bz.asarray([-2, 3])).tolist()
     [2.0, 3.0]
     """
+    _no_out("fabs", out)
     xa = _float_input(x, "fabs")
     if dt.is_complex(xa.dtype):
         raise TypeError(f"fabs: unsupported dtype {dt.name(xa.dtype)}; expected a real dtype")
@@ -952,6 +963,7 @@ def isposinf(x: Any, out: None = None) -> Array:
     >>> bz.isposinf(bz.asarray([float("inf"), -float("inf")])).tolist()
     [True, False]
     """
+    _no_out("isposinf", out)
     xa = asarray(x)
     if not dt.is_floating(xa.dtype):
         return _GEN["logical_not"](_GEN["isfinite"](xa))
@@ -965,6 +977,7 @@ def isneginf(x: Any, out: None = None) -> Array:
     >>> bz.isneginf(bz.asarray([float("inf"), -float("inf")])).tolist()
     [False, True]
     """
+    _no_out("isneginf", out)
     xa = asarray(x)
     if not dt.is_floating(xa.dtype):
         return _GEN["logical_not"](_GEN["isfinite"](xa))
@@ -1162,6 +1175,7 @@ def choose(a: Any, choices: Sequence[Any], out: None = None, mode: str = "raise"
     >>> bz.choose(bz.asarray([0, 1, 1]), [bz.asarray([1, 2, 3]), bz.asarray([10, 20, 30])]).tolist()
     [1, 20, 30]
     """
+    _no_out("choose", out)
     idx = asarray(a)
     if not dt.is_integer(idx.dtype):
         raise TypeError(f"choose: indices must be integer, got {dt.name(idx.dtype)}")
@@ -1189,6 +1203,7 @@ def compress(condition: Any, a: Any, axis: int | None = None, out: None = None) 
     >>> bz.compress([True, False, True], bz.asarray([1, 2, 3])).tolist()
     [1, 3]
     """
+    _no_out("compress", out)
     from .indexing import take
     from .searching import data_dependent
 

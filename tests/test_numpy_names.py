@@ -701,3 +701,17 @@ def test_compositions_stay_lazy_and_fuse() -> None:
     assert rep.num_kernels <= 2
     h, _ = bz.histogram(x, bins=5)  # nothing evaluated: the counts are a pending graph
     assert h._node.op.kind != "leaf"
+
+
+_X = [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("name, args", [
+    ("quantile", (_X, 0.5)), ("percentile", (_X, 50)), ("nanquantile", (_X, 0.5)),
+    ("nanpercentile", (_X, 50)), ("median", (_X,)), ("nanmedian", (_X,)), ("outer", (_X, _X)),
+    ("cbrt", (_X,)), ("fix", (_X,)), ("rint", (_X,)), ("fabs", (_X,)), ("isposinf", (_X,)),
+    ("isneginf", (_X,)), ("choose", ([0, 1, 0], [_X, _X])), ("compress", ([True, False], _X)),
+])
+def test_out_is_refused_not_ignored(name: str, args: tuple) -> None:
+    with pytest.raises(TypeError, match=f"^{name}: out= is not supported"):
+        getattr(bz, name)(*(bz.asarray(a) if a is _X else a for a in args), out=np.zeros(3))
