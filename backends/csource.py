@@ -25,6 +25,7 @@ rewrites them for a target without them.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from ..graph import dtypes as dt
 from ..graph.kernel import Instr, Kernel
 from ..graph.ops import OPS
 from ..graph.view import merge_dims
-from .kernel_sources import read
+from .kernel_sources import read, source
 
 
 class Unsupported(Exception):
@@ -107,10 +108,12 @@ INT_HELPERS = frozenset({"idiv", "irem", "ipow", "shl", "shr"})  # kernels/int_o
 RANDOM_HELPERS = frozenset({"threefry2x32_x0", "threefry2x32_x1"})  # kernels/random.h
 
 
+@functools.cache
 def prelude(dialect: str) -> str:
-    """The text every kernel of ``dialect`` ('cpu', 'cuda' or 'metal') starts with: the
-    helper vocabulary (``kernels/<dialect>_prelude.h``)."""
-    return read(__package__, f"kernels/{dialect}_prelude.h")
+    """The helper vocabulary every kernel of ``dialect`` ('cpu', 'cuda' or 'metal') starts
+    with: ``kernels/<dialect>_prelude.h`` with its quoted includes inlined (no ``#line``
+    markers: the kernel's text follows it)."""
+    return source(__package__, f"kernels/{dialect}_prelude.h", lines=False)
 
 
 def helper_text(headers: list[str]) -> str:

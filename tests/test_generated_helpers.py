@@ -80,8 +80,7 @@ def _use(dialect: str, header: str) -> str:
 
 
 def _text(dialect: str, header: str) -> str:
-    prelude = kernel_sources.source("braze.backends", f"kernels/{dialect}_prelude.h", lines=False)
-    return (prelude + kernel_sources.read("braze.backends", f"kernels/{header}")
+    return (csource.prelude(dialect) + kernel_sources.read("braze.backends", f"kernels/{header}")
             + _use(dialect, header))
 
 

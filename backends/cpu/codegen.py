@@ -89,8 +89,8 @@ from ..csource import (
     helper_text,
     kernel_args,
     kernel_slots,
+    prelude,
 )
-from ..kernel_sources import source
 
 # kernel_args / kernel_slots / Unsupported: the argument layout the cpu backend launches with
 __all__ = ["GeneratedKernel", "Unsupported", "generate", "kernel_args", "kernel_slots"]
@@ -148,7 +148,7 @@ def libmvec_functions() -> frozenset[str]:
 
 # ---------------------------------------------------------------- helpers
 # the C++ helper vocabulary (backends/kernels/cpu_prelude.h, the headers it includes inlined)
-PRELUDE = source("braze.backends", "kernels/cpu_prelude.h", lines=False)
+PRELUDE = prelude("cpu")
 
 
 class _Needs(Needs):
