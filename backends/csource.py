@@ -275,6 +275,8 @@ def check_kernel(k: Kernel) -> None:
         n = dtype_name(ins.dtype)
         if ins.op in ("load", "const"):
             continue
+        if ins.op in UNSUPPORTED:
+            raise Unsupported(f"{ins.op}: {UNSUPPORTED[ins.op]}")
         if ins.op == "cast":
             dtype_name(k.instrs[ins.args[0]].dtype)
             continue

@@ -555,6 +555,19 @@ def test_complex_kernels_are_unsupported_and_run_with_numpy() -> None:
     assert cpu.stats["numpy"] == 1 and cpu.stats["native"] == 0
 
 
+
+def test_an_op_listed_unsupported_is_refused_and_runs_with_numpy(monkeypatch) -> None:
+    monkeypatch.setitem(csource.UNSUPPORTED, "exp", "listed by the test")
+    x = bz.asarray(np.linspace(-1, 1, 64, dtype=np.float32))
+    s, _ = compile_graph([(bz.exp(x) + 1)._node])
+    with pytest.raises(codegen.Unsupported, match="exp: listed by the test"):
+        codegen.generate(s.kernels[0])
+    cpu = CpuBackend(skip_tiny=False)
+    out = bz.exp(x) + 1
+    cpu.evaluate([out._node])
+    np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x)) + 1, rtol=1e-6)
+    assert cpu.stats["numpy"] == 1 and cpu.stats["native"] == 0
+
 # ---------------------------------------------------------------- (e) the cache
 def _chain_source(n: int = 64) -> codegen.GeneratedKernel:
     x = bz.asarray(np.linspace(-1, 1, n, dtype=np.float32))

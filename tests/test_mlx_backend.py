@@ -229,6 +229,20 @@ def test_a_kernel_mlx_rejects_falls_back_with_one_warning(monkeypatch) -> None:
     assert b.stats["numpy"] == 3
 
 
+
+@needs_mlx
+def test_an_op_listed_unsupported_is_not_lowered_and_runs_with_numpy(monkeypatch) -> None:
+    from braze.backends.mlx import MlxBackend, lower
+
+    monkeypatch.setitem(lower.UNSUPPORTED, "exp", "listed by the test")
+    b = MlxBackend(use_metal=False)
+    x = bz.asarray(np.linspace(0, 1, 512, dtype=np.float32).reshape(16, 32))
+    k = _kernel(lambda x: bz.exp(x) + 1, x)
+    assert not lower.lowerable(k) and b.mode(k) == "numpy"
+    out = b.evaluate([(bz.exp(x) + 1)._node])[0]
+    np.testing.assert_allclose(out, np.exp(np.asarray(x)) + 1, rtol=1e-6)
+    assert b.stats["numpy"] == 1 and b.stats["lower"] == 0
+
 @needs_mlx
 def test_matmul_runs_in_mlx_and_integer_matmul_in_numpy() -> None:
     rng = np.random.default_rng(1)

@@ -99,13 +99,15 @@ _BRIDGE_WHEN: dict[str, Callable[[list[mx.array]], bool]] = {
 _BRIDGED_IF = {n: _BRIDGE_WHEN[op.mlx_bridge] for n, op in OPS.items()
                if op.mlx_bridge in _BRIDGE_WHEN}
 # reductions run_lowered computes with mx ops (see _reduce); ops it cannot lower, and why
+# (lowerable refuses kernels holding them: they run with the numpy executor)
 REDUCTIONS = frozenset({"sum", "prod", "mean", "max", "min", "any", "all", "argmax", "argmin"})
 UNSUPPORTED: dict[str, str] = {}
 
 
 def lowerable(k: Kernel, float64: bool = True) -> bool:
     """Can ``k`` run lowered to mx ops? (every dtype has an MLX dtype — no complex —,
-    float64 only where ``float64``, and the kernel is not empty).
+    float64 only where ``float64``, no op of :data:`UNSUPPORTED`, and the kernel is not
+    empty).
 
     >>> import braze as bz
     >>> x = bz.asarray(np.ones(3, np.complex64))
@@ -117,6 +119,8 @@ def lowerable(k: Kernel, float64: bool = True) -> bool:
     for ins in k.instrs:
         d = np.dtype(ins.dtype)
         if d not in MX_DTYPES or (d == np.float64 and not float64):
+            return False
+        if ins.op in UNSUPPORTED:
             return False
         if ins.op not in ("load", "const", "cast", "bitcast") and ins.op not in LOWERED \
                 and ins.op not in BRIDGED and ins.op not in _BRIDGED_IF \
