@@ -90,9 +90,7 @@ def fsuffix(n: str) -> str:
 # call (declared, with libmvec simd variants where glibc has them), each op's cost.
 CEXPR: dict[str, dict[str, str]] = {n: dict(op.c) for n, op in OPS.items() if op.c}
 EXACT_ON_LOW = {n for n, op in OPS.items() if op.exact_on_low}
-LIBM: dict[str, int] = {fn: arity for op in OPS.values() for fn, arity in op.libm}
-LIBM1 = {fn for fn, arity in LIBM.items() if arity == 1}
-LIBM2 = {fn for fn, arity in LIBM.items() if arity == 2}
+LIBM: dict[str, int] = {fn: arity for op in OPS.values() for fn, arity in op.libm}  # -> arity
 COST = {n: op.cost for n, op in OPS.items()}
 # elementwise/reduce ops the C-family generators do not emit (op -> why); kernels holding
 # them fall back to the reference backend. Complex dtypes are refused per kernel instead.
@@ -134,31 +132,29 @@ class Needs:
 
     def __init__(self) -> None:
         self.half = self.bf16 = self.bitcast = self.random = False
-        self.ints: set[str] = set()
-        self.floats: set[tuple[str, str]] = set()  # (helper, ctype)
+        self.int_ops = self.float_ops = False  # kernels/int_ops.h, kernels/float_ops.h
         self.libm: set[tuple[str, str]] = set()  # (function, ctype)
 
     def scan(self, expr: str, ct: str) -> None:
         """Record the helpers and libm calls an expression uses."""
         for h, name in _FLOAT_HELPER_OF.items():
             if h + "(" in expr:
-                self.floats.add((name, ct))
+                self.float_ops = True
                 for fn in _FLOAT_HELPER_NEEDS.get(name, ()):
                     self.libm.add((fn, ct))
-        for name in INT_HELPERS:
-            if f"bz_{name}<" in expr:
-                self.ints.add(name)
+        if not self.int_ops and any(f"bz_{name}<" in expr for name in INT_HELPERS):
+            self.int_ops = True
         if "bz_threefry2x32_x" in expr:
             self.random = True
-        for fn in LIBM1 | LIBM2:
-            suffix = "f" if ct == "float" else ""
+        suffix = "f" if ct == "float" else ""
+        for fn in LIBM:
             if f"{fn}{suffix}(" in expr and f"_{fn}{suffix}(" not in expr:
                 self.libm.add((fn, ct))
 
     def headers(self) -> list[str]:
         """The shared helper headers (``backends/kernels/``) of what was recorded, in order."""
         groups = [("half.h", self.half), ("bfloat16.h", self.bf16), ("bitcast.h", self.bitcast),
-                  ("int_ops.h", bool(self.ints)), ("float_ops.h", bool(self.floats)),
+                  ("int_ops.h", self.int_ops), ("float_ops.h", self.float_ops),
                   ("random.h", self.random)]
         return [h for h, used in groups if used]
 

@@ -78,7 +78,7 @@ from ...graph.ops import OPS
 from ..csource import (
     COST,
     CTYPE,
-    LIBM2,
+    LIBM,
     ExprGen,
     Needs,
     Unsupported,
@@ -162,7 +162,7 @@ class _Needs(Needs):
             out.append('extern "C" {\n')
             for fn, ct in sorted(self.libm):
                 f = "f" if ct == "float" else ""
-                params = ", ".join([ct] * (2 if fn in LIBM2 else 1))
+                params = ", ".join([ct] * LIBM[fn])
                 if fn in mvec:
                     out.append("#pragma omp declare simd notinbranch\n")
                 out.append(f"{ct} {fn}{f}({params});\n")
