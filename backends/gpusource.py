@@ -39,8 +39,6 @@ from ..graph.kernel import Kernel
 from ..graph.ops import OPS
 from .csource import (
     CTYPE,
-    LOW_FLOATS,
-    STYPE,
     ExprGen,
     Needs,
     Unsupported,
@@ -136,9 +134,6 @@ class GpuGen(ExprGen):
     # ---- names and helpers
     def arg(self, k: int) -> str:
         return self.d.arg.format(k=k)
-
-    def ct(self, i: int) -> str:
-        return CTYPE[self.names[i]]
 
     def hoisted(self) -> set[int]:
         """Elementwise kernels: instructions that need no load (computed before the loop)."""
@@ -466,4 +461,4 @@ def generate_gpu(kernel: Kernel, d: Dialect, prelude: str) -> GpuKernel:
                      g.norm.empty)
 
 
-__all__ += ["CUDA", "METAL", "MAX_ARGS", "LOW_FLOATS", "STYPE"]
+__all__ += ["CUDA", "METAL", "MAX_ARGS"]

@@ -173,9 +173,10 @@ class _Needs(Needs):
 class _Gen(ExprGen):
     """Emits the C++ function of one kernel (see the module docstring for the shapes)."""
 
+    needs: _Needs
+
     def __init__(self, k: Kernel) -> None:
-        self.cpp_needs = _Needs()
-        super().__init__(k, self.cpp_needs)
+        super().__init__(k, _Needs())
         # contiguous element stores go through a tile buffer (streaming stores when large)
         self.tiled = [si for si in self.el_stores if self.inner_class(self.n_loads + si) == 1]
 
@@ -229,7 +230,7 @@ class _Gen(ExprGen):
         else:
             self.gen_rows(dims)
         body = "\n".join(self.lines)
-        helpers = self.cpp_needs.text(libmvec_functions(), bool(self.tiled))
+        helpers = self.needs.text(libmvec_functions(), bool(self.tiled))
         sig = ('extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL('
                "void** bufs, const int64_t* args) {")
         return f"{PRELUDE}{helpers}{sig}\n{body}\n}}\n"
