@@ -59,6 +59,12 @@ def _from_numpy(a: np.ndarray, op: str) -> np.ndarray:
     return a
 
 
+def _constant(value: Any, dtype: Any = None) -> Array:
+    """A constant of static data braze made itself (indices, weights, numpy's fresh
+    result; never a buffer the caller holds): wrapped as it is, not copied."""
+    return Array(constant(np.asarray(value, dtype=dtype)))
+
+
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
             copy: builtins.bool | None = None) -> Array:
     """Convert ``obj`` (an Array, a numpy array, nested sequences, a scalar, any
@@ -604,10 +610,6 @@ def vander(x: Any, N: builtins.int | None = None, increasing: builtins.bool = Fa
     return concat(cols, axis=1)
 
 
-def _static_indices(op: str, *arrays: np.ndarray) -> tuple[Array, ...]:
-    return tuple(Array(constant(a.astype(np.int64))) for a in arrays)
-
-
 def tril_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = None
                  ) -> tuple[Array, ...]:
     """Row and column indices of the lower triangle (static arrays).
@@ -616,7 +618,7 @@ def tril_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = 
     >>> [a.tolist() for a in bz.tril_indices(2)]
     [[0, 1, 1], [0, 0, 1]]
     """
-    return _static_indices("tril_indices", *np.tril_indices(n, k, m))
+    return tuple(_constant(a, np.int64) for a in np.tril_indices(n, k, m))
 
 
 def triu_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = None
@@ -627,7 +629,7 @@ def triu_indices(n: builtins.int, k: builtins.int = 0, m: builtins.int | None = 
     >>> [a.tolist() for a in bz.triu_indices(2)]
     [[0, 0, 1], [0, 1, 1]]
     """
-    return _static_indices("triu_indices", *np.triu_indices(n, k, m))
+    return tuple(_constant(a, np.int64) for a in np.triu_indices(n, k, m))
 
 
 def diag_indices(n: builtins.int, ndim: builtins.int = 2) -> tuple[Array, ...]:
@@ -637,7 +639,7 @@ def diag_indices(n: builtins.int, ndim: builtins.int = 2) -> tuple[Array, ...]:
     >>> [a.tolist() for a in bz.diag_indices(2)]
     [[0, 1], [0, 1]]
     """
-    return _static_indices("diag_indices", *np.diag_indices(n, ndim))
+    return tuple(_constant(a, np.int64) for a in np.diag_indices(n, ndim))
 
 
 def _square_of(arr: Any, op: str) -> Array:
@@ -696,7 +698,7 @@ def ix_(*args: Any) -> tuple[Array, ...]:
         if x.ndim != 1:
             raise ValueError(f"ix_: inputs must be 1-d, got shape {x.shape}")
         if x.dtype == dt.bool_:
-            x = Array(constant(np.flatnonzero(x._value()).astype(np.int64)))
+            x = _constant(np.flatnonzero(x._value()), np.int64)
         out.append(x.reshape(tuple(-1 if j == i else 1 for j in range(n))))
     return tuple(out)
 
@@ -740,7 +742,8 @@ def fromiter(iterable: Any, dtype: Any, count: builtins.int = -1) -> Array:
     >>> bz.fromiter((i * i for i in range(4)), dtype=bz.int32).tolist()
     [0, 1, 4, 9]
     """
-    return asarray(np.fromiter(iterable, dtype=dt.to_dtype(dtype, "fromiter"), count=count))
+    return asarray(np.fromiter(iterable, dtype=dt.to_dtype(dtype, "fromiter"), count=count),
+                   copy=False)
 
 
 def _window(name: str, M: builtins.int, *args: Any) -> Array:
@@ -749,7 +752,7 @@ def _window(name: str, M: builtins.int, *args: Any) -> Array:
         M = operator.index(M)
     except TypeError:
         raise TypeError(f"{name}: M must be an int, got {M!r}") from None
-    return Array(constant(getattr(np, name)(M, *args).astype(dt.DEFAULT_FLOAT)))
+    return _constant(getattr(np, name)(M, *args), dt.DEFAULT_FLOAT)
 
 
 def bartlett(M: builtins.int) -> Array:

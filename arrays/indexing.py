@@ -368,7 +368,7 @@ def _advanced(x: Array, key: Any, op: str) -> tuple[Array, tuple[Any, ...], list
                 from .searching import data_dependent
 
                 n = int(bool(data_dependent(k, f"{op} (boolean mask)")))
-                idx.append(asarray(np.arange(n, dtype=np.int64)))
+                idx.append(asarray(np.arange(n, dtype=np.int64), copy=False))
                 axis += 1
                 continue
             axes = x.shape[axis:axis + k.ndim]
@@ -409,7 +409,7 @@ def _advanced(x: Array, key: Any, op: str) -> tuple[Array, tuple[Any, ...], list
                 raise IndexError(f"{op}: index {i} is out of bounds for axis {axis} with "
                                  f"size {n}")
             spec.append(len(idx))
-            idx.append(asarray(np.asarray(i % n, dtype=np.int64)))
+            idx.append(asarray(np.asarray(i % n, dtype=np.int64), copy=False))
         axis += 1
     return x, tuple(spec), idx
 

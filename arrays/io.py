@@ -66,7 +66,8 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
         arrays, meta = _load_safetensors(path)
     elif path.endswith(".npy") or head[:6] == b"\x93NUMPY":
         data = np.load(path, allow_pickle=False)
-        return (asarray(data), {}) if return_metadata else asarray(data)
+        x = asarray(data, copy=False)  # np.load made it: braze holds the only reference
+        return (x, {}) if return_metadata else x
     elif path.endswith(".npz") or head[:2] == b"PK":
         with np.load(path, allow_pickle=False) as z:
             arrays, meta = {}, {}
@@ -170,7 +171,7 @@ def loadtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
     [[1.0, 2.0], [3.0, 4.0]]
     """
     d = dt.DEFAULT_FLOAT if dtype is float else dt.to_dtype(dtype, "loadtxt")
-    return asarray(np.loadtxt(fname, dtype=d, **kwargs))
+    return asarray(np.loadtxt(fname, dtype=d, **kwargs), copy=False)
 
 
 def genfromtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
@@ -183,7 +184,7 @@ def genfromtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
     [[1.0, nan], [3.0, 4.0]]
     """
     d = dt.DEFAULT_FLOAT if dtype is float else dt.to_dtype(dtype, "genfromtxt")
-    return asarray(np.genfromtxt(fname, dtype=d, **kwargs))
+    return asarray(np.genfromtxt(fname, dtype=d, **kwargs), copy=False)
 
 
 def savetxt(fname: Any, X: Any, **kwargs: Any) -> None:
@@ -207,7 +208,8 @@ def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "",
     [0, 1, 2]
     """
     d = np.float64 if dtype is float else dt.to_dtype(dtype, "fromfile")
-    return asarray(np.fromfile(file, dtype=d, count=count, sep=sep, offset=offset))
+    return asarray(np.fromfile(file, dtype=d, count=count, sep=sep, offset=offset),
+                   copy=False)
 
 
 # ---------------------------------------------------------------- safetensors

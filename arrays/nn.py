@@ -381,7 +381,7 @@ class RMSNorm(Module):
     def __init__(self, dims: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = asarray(np.ones(dims, np.float32))
+        self.weight = asarray(np.ones(dims, np.float32), copy=False)
 
     def __call__(self, x: Any) -> Array:
         return fast.rms_norm(x, self.weight, self.eps)
@@ -399,7 +399,7 @@ class LayerNorm(Module):
         super().__init__()
         self.eps = eps
         if affine:
-            self.weight = asarray(np.ones(dims, np.float32))
+            self.weight = asarray(np.ones(dims, np.float32), copy=False)
             self.bias = zeros((dims,))
 
     def __call__(self, x: Any) -> Array:

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..graph import dtypes as dt
-from ..graph.node import constant
 from .array import Array, _no_out, astype
-from .creation import asarray, full, zeros, zeros_like
+from .creation import _constant, asarray, full, zeros, zeros_like
 from .elementwise import _FUNCS as _GEN  # the generated elementwise functions, by name
 from .elementwise import where
 from .manipulation import (
@@ -45,12 +44,6 @@ from .manipulation import (
 from .reductions import _float_input, mean, normalize_axes
 from .reductions import all as _all
 from .reductions import sum as _sum
-
-
-def _c(value: Any, dtype: Any = None) -> Array:
-    """A constant array (static data: indices, weights, coefficients)."""
-    return Array(constant(np.asarray(value, dtype=dtype)))
-
 
 # ---------------------------------------------------------------- order statistics
 _METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
@@ -71,7 +64,7 @@ def _gather(s: Array, idx: Any) -> Array:
     from .indexing import take, take_along_axis
 
     if isinstance(idx, np.ndarray):
-        return take(s, _c(idx, np.int64), axis=-1)
+        return take(s, _constant(idx, np.int64), axis=-1)
     return take_along_axis(s, idx, axis=-1)
 
 
@@ -99,7 +92,7 @@ def _order_stat(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: boo
         if skip_nan:
             cnt = _sum(_GEN["logical_not"](_GEN["isnan"](xm)), axis=-1, keepdims=True)
             top = astype(_GEN["maximum"](cnt - 1, 0), dt.float64)
-            vi: Any = top * _c(flat)
+            vi: Any = top * _constant(flat)
         else:
             vi = flat * (n - 1)
         if median:
@@ -144,7 +137,7 @@ def _interpolate(s: Array, vi: Any, n: int, method: str, cnt: Array | None) -> A
     a, b = _gather(s, lo_i), _gather(s, hi_i)
     if method == "midpoint":
         t = where(_GEN["equal"](t, 0), 0.0, 0.5) if lazy else np.where(t == 0, 0.0, 0.5)
-    tt = astype(t, s.dtype) if lazy else _c(t, s.dtype)
+    tt = astype(t, s.dtype) if lazy else _constant(t, s.dtype)
     d = b - a
     return where(tt >= 0.5, b - d * (1 - tt), a + d * tt)
 
@@ -433,7 +426,7 @@ def polyder(p: Any, m: int = 1) -> Array:
         n = p.shape[0] - 1
         if n <= 0:
             return zeros((1,), dtype=p.dtype)
-        p = p[:-1] * _c(np.arange(n, 0, -1), p.dtype if not p.dtype == dt.bool_ else None)
+        p = p[:-1] * _constant(np.arange(n, 0, -1), p.dtype if not p.dtype == dt.bool_ else None)
     return p
 
 
@@ -451,7 +444,7 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Array:
     ks = np.broadcast_to(np.asarray(0.0 if k is None else k, dtype=np.float64), (m,))
     for i in range(m):
         n = p.shape[0]
-        p = concat([p / _c(np.arange(n, 0, -1), p.dtype), full((1,), float(ks[i]),
+        p = concat([p / _constant(np.arange(n, 0, -1), p.dtype), full((1,), float(ks[i]),
                                                               dtype=p.dtype)])
     return p
 
@@ -563,10 +556,10 @@ def _conv(name: str, x: Array, w: Array, mode: str, late_same: bool = False) -> 
     from .indexing import take
     from .linalg import matmul
 
-    windows = reshape(take(xp, _c(idx, np.int64), axis=0), (length, m))
+    windows = reshape(take(xp, _constant(idx, np.int64), axis=0), (length, m))
     # w reversed by a gather, not flip: the mlx backend's matmul refuses the negative
     # strides a flip view has on its numpy path (a backend issue, reported)
-    full_ = matmul(windows, take(w, _c(np.arange(m - 1, -1, -1), np.int64)))
+    full_ = matmul(windows, take(w, _constant(np.arange(m - 1, -1, -1), np.int64)))
     if mode == "full":
         return full_
     if mode == "same":
@@ -1218,7 +1211,7 @@ def compress(condition: Any, a: Any, axis: int | None = None, out: None = None) 
     if keep.size and keep[-1] >= x.shape[ax]:
         raise IndexError(f"compress: condition of length {c.shape[0]} is longer than axis "
                          f"{ax} of shape {x.shape} where it is true")
-    return take(x, _c(keep, np.int64), axis=ax)
+    return take(x, _constant(keep, np.int64), axis=ax)
 
 
 def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any,
@@ -1368,7 +1361,7 @@ def put_along_axis(arr: Array, indices: Any, values: Any, axis: int | None) -> N
             key.append(broadcast_to(idx, shape))
         else:
             r = np.arange(shape[i]).reshape(tuple(-1 if j == i else 1 for j in range(arr.ndim)))
-            key.append(_c(np.broadcast_to(r, shape), np.int64))
+            key.append(_constant(np.broadcast_to(r, shape), np.int64))
     arr[tuple(key)] = broadcast_to(astype(asarray(values), arr.dtype), shape)
 
 
@@ -1403,13 +1396,13 @@ def fill_diagonal(a: Array, val: Any, wrap: bool = False) -> None:
 
     v = ravel(asarray(val))
     if v.size == 1:
-        new = where(_c(data), reshape(astype(v, a.dtype), ()), a)
+        new = where(_constant(data), reshape(astype(v, a.dtype), ()), a)
     else:
         from .indexing import take
 
         cyc = resize(astype(v, a.dtype), (builtins.max(n, 1),))
-        new = where(_c(data), reshape(take(cyc, _c(vals.reshape(-1) % builtins.max(n, 1))),
-                                      a.shape), a)
+        picks = take(cyc, _constant(vals.reshape(-1) % builtins.max(n, 1)))
+        new = where(_constant(data), reshape(picks, a.shape), a)
     _rebind(a, new, "fill_diagonal")
 
 

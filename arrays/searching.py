@@ -20,10 +20,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..graph import dtypes as dt
-from ..graph.node import Node, constant
+from ..graph.node import Node
 from ..graph.ops import OPS, check_domain
 from . import indexing as _ix
 from .array import Array, _ew_op, as_array, astype, promote_operands
+from .creation import _constant
 from .reductions import normalize_axes
 
 
@@ -152,7 +153,7 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
     if x.ndim == 0:
         raise ValueError("nonzero: 0-d arrays are not supported; use at least 1 dimension")
     data = data_dependent(x, "nonzero")
-    return tuple(Array(constant(i.astype(np.int64))) for i in np.nonzero(data))
+    return tuple(_constant(i, np.int64) for i in np.nonzero(data))
 
 
 def count_nonzero(x: Array, /, *, axis: int | tuple[int, ...] | None = None,
@@ -201,10 +202,6 @@ def _unique(x: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         r.counts.astype(np.int64)
 
 
-def _wrap(*xs: np.ndarray) -> list[Array]:
-    return [Array(constant(np.array(v, copy=True))) for v in xs]
-
-
 def unique_all(x: Array, /) -> UniqueAllResult:
     """Unique values with first-occurrence indices, inverse indices (x's shape) and counts.
 
@@ -215,7 +212,7 @@ def unique_all(x: Array, /) -> UniqueAllResult:
     >>> r.values.tolist(), r.indices.tolist(), r.inverse_indices.tolist(), r.counts.tolist()
     ([1, 2], [1, 0], [1, 0, 1], [1, 2])
     """
-    return UniqueAllResult(*_wrap(*_unique(x, "unique_all")))
+    return UniqueAllResult(*map(_constant, _unique(x, "unique_all")))
 
 
 def unique_counts(x: Array, /) -> UniqueCountsResult:
@@ -226,7 +223,7 @@ def unique_counts(x: Array, /) -> UniqueCountsResult:
     [[1, 3], [1, 2]]
     """
     v, _, _, c = _unique(x, "unique_counts")
-    return UniqueCountsResult(*_wrap(v, c))
+    return UniqueCountsResult(*map(_constant, (v, c)))
 
 
 def unique_inverse(x: Array, /) -> UniqueInverseResult:
@@ -237,7 +234,7 @@ def unique_inverse(x: Array, /) -> UniqueInverseResult:
     [[1, 3], [1, 1, 0]]
     """
     v, _, inv, _ = _unique(x, "unique_inverse")
-    return UniqueInverseResult(*_wrap(v, inv))
+    return UniqueInverseResult(*map(_constant, (v, inv)))
 
 
 def unique_values(x: Array, /) -> Array:
@@ -248,7 +245,7 @@ def unique_values(x: Array, /) -> Array:
     [1, 3]
     """
     v, _, _, _ = _unique(x, "unique_values")
-    return _wrap(v)[0]
+    return _constant(v)
 
 
 
@@ -274,10 +271,6 @@ def isin(x1: Array, x2: Array, /, *, invert: bool = False) -> Array:
 
 
 # ---------------------------------------------------------------- NumPy's names
-def _wrap1(v: np.ndarray) -> Array:
-    return Array(constant(np.array(v, copy=True)))
-
-
 def argwhere(a: Array, /) -> Array:
     """Indices of the non-zero elements, one row per element (int64, shape (N, ndim)).
 
@@ -288,7 +281,7 @@ def argwhere(a: Array, /) -> Array:
     [[0, 1], [1, 0]]
     """
     x = as_array(a, "argwhere")
-    return _wrap1(np.argwhere(data_dependent(x, "argwhere")).astype(np.int64))
+    return _constant(np.argwhere(data_dependent(x, "argwhere")), np.int64)
 
 
 def flatnonzero(a: Array, /) -> Array:
@@ -299,7 +292,7 @@ def flatnonzero(a: Array, /) -> Array:
     [1, 2]
     """
     x = as_array(a, "flatnonzero")
-    return _wrap1(np.flatnonzero(data_dependent(x, "flatnonzero")).astype(np.int64))
+    return _constant(np.flatnonzero(data_dependent(x, "flatnonzero")), np.int64)
 
 
 def extract(condition: Any, arr: Array, /) -> Array:
@@ -318,7 +311,7 @@ def extract(condition: Any, arr: Array, /) -> Array:
     if idx.size and idx[-1] >= x.size:
         raise ValueError(f"extract: condition of shape {c.shape} is true past arr's {x.size} "
                          "elements")
-    return _ix.take(x.reshape((-1,)), _wrap1(idx.astype(np.int64)))
+    return _ix.take(x.reshape((-1,)), _constant(idx, np.int64))
 
 
 def partition(a: Array, kth: Any, axis: int | None = -1) -> Array:
@@ -411,8 +404,8 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
                           "return_counts": return_counts, "axis": axis, "equal_nan": equal_nan}
     r = np.unique(up, **kw)
     if not isinstance(r, tuple):
-        return _wrap1(r.astype(data.dtype))
-    return (_wrap1(r[0].astype(data.dtype)),) + tuple(_wrap1(v.astype(np.int64)) for v in r[1:])
+        return _constant(r, data.dtype)
+    return (_constant(r[0], data.dtype),) + tuple(_constant(v, np.int64) for v in r[1:])
 
 
 def _set_op(name: str, *arrays: Any, **kw: Any) -> Array:
@@ -422,8 +415,8 @@ def _set_op(name: str, *arrays: Any, **kw: Any) -> Array:
     datas = [data_dependent(x, name) for x in xs]
     r = getattr(np, name)(*datas, **kw)
     if isinstance(r, tuple):
-        return tuple(_wrap1(v) for v in r)  # type: ignore[return-value]
-    return _wrap1(r)
+        return tuple(_constant(v) for v in r)  # type: ignore[return-value]
+    return _constant(r)
 
 
 def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False
@@ -532,13 +525,13 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Array:
         raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
     length = builtins.max(int(data.max()) + 1 if data.size else 0, minlength)
     if weights is None:
-        return _wrap1(np.bincount(data, minlength=length).astype(np.int64))
+        return _constant(np.bincount(data, minlength=length), np.int64)
     w = asarray(weights)
     if w.shape != xa.shape:
         raise ValueError(f"bincount: weights of shape {w.shape} do not match x {xa.shape}")
     if not dt.is_floating(w.dtype):
         w = astype(w, dt.float64)
-    return _count_into(_wrap1(data), length, w)
+    return _count_into(_constant(data), length, w)
 
 
 def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
@@ -563,13 +556,13 @@ def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         bt = np.result_type(ed, np.float64) if not dt.is_floating(x.dtype) else ed
-        return _wrap1(np.linspace(lo, hi, n + 1, dtype=bt))
+        return _constant(np.linspace(lo, hi, n + 1, dtype=bt))
     from .elementwise import where
     from .reductions import max as _max
     from .reductions import min as _min
 
     if x.size == 0:
-        return _wrap1(np.linspace(0.0, 1.0, n + 1, dtype=ed))
+        return _constant(np.linspace(0.0, 1.0, n + 1, dtype=ed))
     lo_, hi_ = astype(_min(x), ed), astype(_max(x), ed)
     same = _ew_op("equal", lo_, hi_)
     lo_, hi_ = where(same, lo_ - 0.5, lo_), where(same, hi_ + 0.5, hi_)
@@ -670,7 +663,7 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, density: bool = 
     total = 1
     for n in sizes:
         total *= n
-    flat = where(ok, flat, -1) if s.shape[0] else asarray(np.zeros(0, np.int64))
+    flat = where(ok, flat, -1) if s.shape[0] else _constant(np.zeros(0, np.int64))
     w = None if weights is None else asarray(weights).reshape((-1,))
     h = _count_into(flat, total, w).reshape(tuple(sizes))
     if w is None:
