@@ -530,6 +530,24 @@ class ExprGen:
         return STYPE[self.names[self.k.stores[vi - self.n_loads].instr]]
 
     # -------------------------------------------------------- expressions
+    def reduction(self, i: int) -> tuple[str, str, str, str]:
+        """``(op, acc, init, combine)`` of reduction instruction ``i`` (not argmax/argmin):
+        bool max/min are any/all, which accumulate in ``int``; ``acc`` the accumulator's C
+        type, ``init`` its starting value (C text with GCC builtins: :func:`port` it) and
+        ``combine`` its operator ('+', '*', '|', '&', 'max', 'min'), from the op record."""
+        ins = self.k.instrs[i]
+        an = self.names[ins.args[0]]
+        op, acc = ins.op, CTYPE[self.names[i]]
+        if op in ("max", "min") and dtype_kind(an) == "b":
+            op = "any" if op == "max" else "all"
+        if op in ("any", "all"):
+            acc = "int"
+        rec = OPS[op]
+        assert rec.identity is not None and rec.combine is not None, op
+        init = (extreme(an, low=rec.identity == "lowest") if rec.combine in ("max", "min")
+                else rec.identity)
+        return op, acc, init, rec.combine
+
     def op_expr(self, i: int) -> str:
         ins: Instr = self.k.instrs[i]
         n = self.names[i]

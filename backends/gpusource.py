@@ -44,7 +44,6 @@ from .csource import (
     Unsupported,
     check_kernel,
     dtype_kind,
-    extreme,
     helper_text,
     load_conv,
     port,
@@ -395,7 +394,7 @@ class GpuGen(ExprGen):
         k, d = self.k, self.d
         ins = k.instrs[i]
         a = ins.args[0]
-        an, rn = self.names[a], self.names[i]
+        an = self.names[a]
         op = ins.op
         at = CTYPE[an]
         index = self._row_index(red)
@@ -415,18 +414,12 @@ class GpuGen(ExprGen):
                       "bz_t, bz_nt);")
             self.close()
             return
-        acc = CTYPE[rn]
-        if op in ("max", "min") and dtype_kind(an) == "b":
-            op = "any" if op == "max" else "all"
-        if op in ("any", "all"):
-            acc = "int"
-        rec = OPS[op]  # identity and combining operator from the op record
-        assert rec.identity is not None and rec.combine is not None, op
-        if rec.combine in ("max", "min"):
-            init = port(extreme(an, low=rec.identity == "lowest"), d.target)
-            comb = ("bz_f" if dtype_kind(an) == "f" else "bz_") + rec.combine + "_op"
+        op, acc, init, combine = self.reduction(i)
+        if combine in ("max", "min"):
+            init = port(init, d.target)
+            comb = ("bz_f" if dtype_kind(an) == "f" else "bz_") + combine + "_op"
         else:
-            init, comb = rec.identity, _FUNCTOR[rec.combine]
+            comb = _FUNCTOR[combine]
         upd = {"any": f"(int)(v{a} != 0)", "all": f"(int)(v{a} != 0)"}.get(op, f"({acc})(v{a})")
         self.shared_decls.append(f"{d.shared} {acc} bz_sm{n}[32];")
         self.emit(f"{'bool' if op in ('any', 'all') else acc} v{i};")

@@ -84,7 +84,6 @@ from ..csource import (
     Unsupported,
     check_kernel,
     dtype_kind,
-    extreme,
     fsuffix,
     helper_text,
     kernel_args,
@@ -373,20 +372,11 @@ class _Gen(ExprGen):
                 self.close()
             self.close()
             return
-        acc = CTYPE[rn]
-        if op in ("max", "min") and akind == "b":
-            op = "any" if op == "max" else "all"
-        if op in ("any", "all"):
-            acc = "int"
-        rec = OPS[op]  # identity and combining operator from the op record
-        comb = rec.combine
-        assert rec.identity is not None and comb is not None, op
+        op, acc, init, comb = self.reduction(i)
         if comb in ("max", "min"):
             c = ">" if comb == "max" else "<"
-            init = extreme(an, low=rec.identity == "lowest")
             upd = f"bz_p = v{a} {c} bz_p ? v{a} : bz_p;"
         else:
-            init = rec.identity
             upd = (f"bz_p {comb}= (v{a} != 0);" if op in ("any", "all")
                    else f"bz_p {comb}= ({acc})(v{a});")
         nan = op in ("max", "min") and akind == "f"
