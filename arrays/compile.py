@@ -362,9 +362,9 @@ def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  #
     >>> [name for name, _ in bz.explain(no_cse, bz.asarray([1.0, 2.0])).passes]
     ['constant_folding', 'identities', 'dce', 'fuse', 'plan_memory']
     """
-    if opt_level is not None or disable_passes:
-        make_config(opt_level, disable_passes)  # bad names or levels raise here, at the call
     if fn is None:
+        if opt_level is not None or disable_passes:  # bad names or levels raise at the call,
+            make_config(opt_level, disable_passes)  # not at decoration (CompiledFunction's)
         return lambda f: CompiledFunction(f, shapeless=shapeless, opt_level=opt_level,
                                           disable_passes=disable_passes)
     return CompiledFunction(fn, shapeless=shapeless, opt_level=opt_level,
