@@ -26,6 +26,7 @@ rewrites them for a target without them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,18 @@ class Needs:
                   ("int_ops.h", self.int_ops), ("float_ops.h", self.float_ops),
                   ("random.h", self.random)]
         return [h for h, used in groups if used]
+
+    def helpers(self, extra: tuple[str, ...] = ()) -> str:
+        """The text of :meth:`headers`, then of the headers ``extra`` (a generator's loops'
+        own: ``reduce.h``, ``stream.h``)."""
+        return helper_text(self.headers() + list(extra))
+
+
+def symbolize(text: str) -> tuple[str, str]:
+    """``(source, symbol)`` of a generated kernel's ``text``: its ``BZ_SYMBOL`` replaced by
+    the structural symbol ``bz_<hash of text>``."""
+    symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]
+    return text.replace("BZ_SYMBOL", symbol), symbol
 
 
 # ---------------------------------------------------------------- normalization

@@ -31,8 +31,6 @@ stride), ``blockDim.x`` a multiple of 32 up to 1024.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 
 from ..graph.kernel import Kernel
@@ -40,14 +38,13 @@ from ..graph.ops import OPS
 from .csource import (
     CTYPE,
     ExprGen,
-    Needs,
     Unsupported,
     check_kernel,
     dtype_kind,
-    helper_text,
     load_conv,
     port,
     store_conv,
+    symbolize,
 )
 
 __all__ = ["Dialect", "GpuKernel", "generate_gpu"]
@@ -103,12 +100,6 @@ METAL = Dialect("metal", "(int64_t)bz_tid", "(int64_t)bz_bid", "(int64_t)bz_bdim
 # ---------------------------------------------------------------- helper text
 # a reduction record's combining operator -> its functor (backends/kernels/reduce.h)
 _FUNCTOR = {"+": "bz_add_op", "*": "bz_mul_op", "|": "bz_or_op", "&": "bz_and_op"}
-
-
-def _helper_text(needs: Needs, reduce: bool) -> str:
-    """The helper headers the expressions and loops of the kernel use (backends/kernels/:
-    the dialect's prelude, which the kernel starts with, defines their vocabulary)."""
-    return helper_text(needs.headers() + (["reduce.h"] if reduce else []))
 
 
 # ---------------------------------------------------------------- the generator
@@ -202,7 +193,8 @@ class GpuGen(ExprGen):
             else:
                 self.gen_nested()
         body = "\n".join(["  " + x for x in self.shared_decls] + self.lines)
-        helpers = _helper_text(self.needs, self.reduce)
+        # the helper headers the kernel uses (their vocabulary: the dialect's prelude)
+        helpers = self.needs.helpers(("reduce.h",) if self.reduce else ())
         if d.target == "cuda":
             sig = ('extern "C" __global__ void __launch_bounds__(1024) BZ_SYMBOL('
                    + ", ".join(params + [f"const bz_args<{a}> bz_a"]) + ") {")
@@ -441,16 +433,12 @@ class GpuGen(ExprGen):
         self.close()
 
 
-_SYM = re.compile(r"BZ_SYMBOL")
-
-
 def generate_gpu(kernel: Kernel, d: Dialect, prelude: str) -> GpuKernel:
     """Source of ``kernel`` for dialect ``d`` (raises :class:`Unsupported`)."""
     check_kernel(kernel)
     g = GpuGen(kernel, d)
-    text = prelude + g.generate()
-    symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]
-    return GpuKernel(_SYM.sub(symbol, text), symbol, g.slots, g.n_args, g.mode, g.vec,
+    text, symbol = symbolize(prelude + g.generate())
+    return GpuKernel(text, symbol, g.slots, g.n_args, g.mode, g.vec,
                      g.norm.empty)
 
 

@@ -69,7 +69,6 @@ streaming stores (``stream.h``) where it tiles its outputs, then the function.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
@@ -85,10 +84,10 @@ from ..csource import (
     check_kernel,
     dtype_kind,
     fsuffix,
-    helper_text,
     kernel_args,
     kernel_slots,
     prelude,
+    symbolize,
 )
 
 # kernel_args / kernel_slots / Unsupported: the argument layout the cpu backend launches with
@@ -166,7 +165,7 @@ class _Needs(Needs):
                     out.append("#pragma omp declare simd notinbranch\n")
                 out.append(f"{ct} {fn}{f}({params});\n")
             out.append("}\n")
-        return "".join(out) + helper_text(self.headers() + (["stream.h"] if stream else []))
+        return "".join(out) + self.helpers(("stream.h",) if stream else ())
 
 
 class _Gen(ExprGen):
@@ -492,8 +491,6 @@ def generate(kernel: Kernel) -> GeneratedKernel:
     """C++ source of ``kernel`` (see the module docstring); raises :class:`Unsupported`."""
     check_kernel(kernel)
     g = _Gen(kernel)
-    text = g.generate()
-    symbol = "bz_" + hashlib.sha1(text.encode()).hexdigest()[:20]
-    return GeneratedKernel(text.replace("BZ_SYMBOL", symbol), symbol, g.slots, g.n_args,
-                           g.norm.empty)
+    text, symbol = symbolize(g.generate())
+    return GeneratedKernel(text, symbol, g.slots, g.n_args, g.norm.empty)
 
