@@ -118,10 +118,7 @@ def save(path: str | os.PathLike[str], arrays: Any, /, *,
     elif path.endswith(".npz"):
         if metadata:
             raise ValueError("save: .npz files cannot hold metadata; use .safetensors")
-        named: dict[str, Any] = {k + BF16_SUFFIX if v.dtype == dt.bfloat16 else k:
-                                 v.view(np.uint16) if v.dtype == dt.bfloat16 else v
-                                 for k, v in data.items()}
-        np.savez(path, **named)
+        np.savez(path, **_npz_entries(data))
     else:
         raise ValueError(f"save: {path}: unknown format (expected .safetensors or .npz)")
 
@@ -148,17 +145,25 @@ def savez_compressed(file: str | os.PathLike[str], *args: Any, **kwds: Any) -> N
     _savez(file, args, kwds, "savez_compressed")
 
 
+def _npz_entries(arrays: dict[str, Any]) -> dict[str, Any]:
+    """``{name: array}`` as an .npz holds it: C order; bfloat16 (which numpy cannot
+    store) as its uint16 bits under ``name + BF16_SUFFIX``."""
+    out = {}
+    for k, v in arrays.items():
+        a = np.asarray(np.asarray(v), order="C")
+        if a.dtype == dt.bfloat16:
+            k, a = k + BF16_SUFFIX, a.view(np.uint16)
+        out[k] = a
+    return out
+
+
 def _savez(file: Any, args: tuple[Any, ...], kwds: dict[str, Any], name: str) -> None:
     named = {f"arr_{i}": a for i, a in enumerate(args)}
     for k, v in kwds.items():
         if k in named:
             raise ValueError(f"{name}: cannot use the name {k!r} twice")
         named[k] = v
-    data = {k + BF16_SUFFIX if np.asarray(v).dtype == dt.bfloat16 else k:
-            np.asarray(v).view(np.uint16) if np.asarray(v).dtype == dt.bfloat16 else
-            np.asarray(np.asarray(v), order="C") for k, v in named.items()}
-    path = os.fspath(file)
-    getattr(np, name)(path, **data)
+    getattr(np, name)(os.fspath(file), **_npz_entries(named))
 
 
 def loadtxt(fname: Any, dtype: Any = float, **kwargs: Any) -> Array:
