@@ -361,7 +361,7 @@ class Array:
         return _m.permute_dims(self, axes or tuple(reversed(range(self.ndim))))
 
     def flatten(self) -> Array:
-        return _m.reshape(self, (-1,))
+        return _m.ravel(self)
 
     # numpy's method signatures: dtype= and out=None accepted (out= must be None: braze
     # arrays are values, results are new arrays)
@@ -448,15 +448,13 @@ class Array:
         return _m.squeeze(self, axis)
 
     def ravel(self) -> Array:
-        return _m.reshape(self, (-1,))
+        return _m.ravel(self)
 
     def swapaxes(self, axis1: int, axis2: int) -> Array:
-        axes = list(range(self.ndim))
-        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-        return _m.permute_dims(self, tuple(axes))
+        return _m.swapaxes(self, axis1, axis2)
 
     def dot(self, other: Any) -> Array:
-        return _linalg.matmul(self, as_array(other, "dot"))
+        return _linalg.dot(self, other)
 
     def conj(self) -> Array:
         return _ew_op("conj", self)
@@ -502,10 +500,10 @@ class Array:
         return _ew_op("bitwise_invert", self)
 
     def __matmul__(self, other: Any, /) -> Array:
-        return _linalg.matmul(self, as_array(_operand(other, "matmul"), "matmul"))
+        return _linalg.matmul(self, as_array(other, "matmul"))
 
     def __rmatmul__(self, other: Any, /) -> Array:
-        return _linalg.matmul(as_array(_operand(other, "matmul"), "matmul"), self)
+        return _linalg.matmul(as_array(other, "matmul"), self)
 
     def __imatmul__(self, other: Any, /) -> Array:
         return self._inplace(self.__matmul__(other), "@=")

@@ -206,3 +206,9 @@ def test_rtol_scalars_and_arrays(a, r):
         with np.errstate(all="ignore"):  # tiny singular values: the reference overflows too
             want = np.linalg.pinv(a, rtol=rt)
         close(bz.linalg.pinv(x, rtol=bz.asarray(rt)), want, dt.float64)
+
+
+def test_array_dot_method_is_numpy_dot() -> None:
+    a, b = np.arange(24.0).reshape(2, 3, 4), np.arange(20.0).reshape(5, 4, 1)
+    np.testing.assert_allclose(bz.asarray(a).dot(bz.asarray(b)).tolist(), a.dot(b))
+    assert bz.asarray(3.0).dot(bz.asarray([1.0, 2.0])).tolist() == [3.0, 6.0]
