@@ -154,17 +154,17 @@ class CompiledFunction:
             except ValueError:
                 continue
             if isinstance(value, Array):
-                out.append(((lambda c=cell: c.cell_contents), value))
+                out.append((functools.partial(getattr, cell, "cell_contents"), value))
         code = getattr(fn, "__code__", None)
         globs = getattr(fn, "__globals__", {})
         for name in code.co_names if code else ():
             value = globs.get(name)
             if isinstance(value, Array):
-                out.append(((lambda g=globs, n=name: g[n]), value))
+                out.append((functools.partial(globs.__getitem__, name), value))
         return out
 
     def _signature(self, leaves: list[Any], captured: list[Any]) -> tuple[Any, ...]:
-        sig = []
+        sig: list[tuple[Any, ...]] = []
         for x in leaves:
             if isinstance(x, Array):
                 sig.append(("array", x.ndim if self.shapeless else x.shape, x.dtype))
@@ -266,14 +266,14 @@ class CompiledFunction:
 
     # ------------------------------------------------------------ replay
     def _replay(self, entry: _Entry, leaves: list[Any], captured: list[Any]) -> Any:
-        inputs: list[np.ndarray] = entry.template.copy()
+        inputs: list[Any] = entry.template.copy()  # (None where a varying input goes)
         for i, kind, ref, dtype in entry.varying:
             if kind == "arg":
                 x = leaves[ref]
                 inputs[i] = x._value() if isinstance(x, Array) else np.asarray(x, dtype=dtype)
             else:  # captured
                 inputs[i] = captured[ref][0]()._value()
-        schedule = entry.schedules[None]
+        schedule: Schedule | None = entry.schedules[None]
         if self.shapeless:
             schedule = self._schedule_for_shapes(entry, inputs)
             if schedule is None:  # shape-specific ops: trace again for these shapes
