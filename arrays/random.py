@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 import math
-import secrets
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,7 +66,7 @@ def seed(seed: int) -> None:
     _state = _key_data(seed)
 
 
-seed(secrets.randbits(64))
+seed(int.from_bytes(os.urandom(8), "little"))  # (os.urandom: what secrets would call)
 
 
 def key(seed: int) -> Array:
@@ -587,7 +587,7 @@ class Generator:
     """
 
     def __init__(self, seed: int | None = None) -> None:
-        self._key = key(secrets.randbits(63) if seed is None else seed)
+        self._key = key(int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed)
 
     def _next(self) -> Array:
         pair = split(self._key, 2)

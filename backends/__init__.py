@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from ..graph.kernel import SOURCE_GENERATORS
 from ..graph.node import Node
 
 
@@ -76,7 +78,7 @@ def _default_name() -> str:
     if env:
         get(env)  # fail at import with the list of valid names, not at the first eval
         return env
-    return "cpu" if "cpu" in available() else "numpy"
+    return "cpu" if _cpu_available() else "numpy"  # (not available(): it probes every GPU)
 
 
 def _numpy_factory() -> Backend:
@@ -144,9 +146,21 @@ register("mlx", _mlx_factory, _mlx_available)
 # C++, blocks of threads as fibers): slow, for testing the CUDA generator without a GPU.
 register("cuda-emulator", _cuda_emulator_factory, _cpu_available)
 
-# Kernel.source("cuda" | "metal") works on any machine: the generators register themselves
-from .cuda import codegen as _cuda_codegen  # noqa: E402, F401
-from .metal import codegen as _metal_codegen  # noqa: E402, F401
+
+
+def _generator(module: str) -> Callable[[Any], str]:
+    """``Kernel.source(target)`` through ``module``'s ``generate``, imported on first use
+    (the GPU generators are not loaded by ``import braze``)."""
+
+    def source(kernel: Any) -> str:
+        return str(importlib.import_module(module, __name__).generate(kernel).source)
+
+    return source
+
+
+# Kernel.source("cpu" | "cuda" | "metal") works on any machine
+SOURCE_GENERATORS.update(cpu=_generator(".cpu.codegen"), cuda=_generator(".cuda.codegen"),
+                         metal=_generator(".metal.codegen"))
 
 _DEFAULT = _default_name()
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("braze_backend", default=_DEFAULT)

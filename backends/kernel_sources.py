@@ -1,7 +1,8 @@
 """Hand-written kernel sources: real ``.h`` / ``.cc`` / ``.cu`` files shipped as package
 data beside the modules that build them (``backends/cpu/kernels/``,
-``backends/cuda/kernels/``, ``backends/emulator_kernels/``), read with
-:mod:`importlib.resources`.
+``backends/cuda/kernels/``, ``backends/emulator_kernels/``), read from the package's
+folder (braze is installed as folders, never zipped: its native extension must be a
+file; plain paths also spare ``import braze`` importlib.resources and zipfile).
 
 A kernel is built from one translation unit handed to the compiler as text (on stdin, or
 to NVRTC): :func:`source` returns the ``#define`` lines of its parameters, then the file
@@ -22,7 +23,8 @@ False
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib
+import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -40,9 +42,10 @@ def read(package: str, name: str) -> str:
     >>> read("braze.backends.cpu", "kernels/dispatch.h").count("bz_dispatch") > 0
     True
     """
-    path = importlib.resources.files(package).joinpath(name)
+    folder = os.path.dirname(importlib.import_module(package).__file__ or "")
     try:
-        return path.read_text(encoding="utf-8")
+        with open(os.path.join(folder, *name.split("/")), encoding="utf-8") as f:
+            return f.read()
     except OSError as e:
         raise FileNotFoundError(f"kernel source {name!r} of {package} is missing from the "
                                 f"installation ({e})") from None

@@ -797,6 +797,39 @@ def test_kernel_cache_evicts_least_recently_used(tmp_path, monkeypatch) -> None:
     assert not list(tmp_path.glob("bz_evict1-*"))  # its checksum and source went too
 
 
+def test_compiler_version_is_remembered_per_binary(tmp_path, monkeypatch) -> None:
+    """A new process that only loads cached kernels never runs ``c++ --version``: the
+    version line is kept in the cache under the binary's path, size and mtime, and a
+    changed binary (another mtime) runs it again."""
+    if build.compiler() is None:
+        pytest.skip("no C++ compiler")
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    fake = tmp_path / "fakecxx"
+    fake.write_text("#!/bin/sh\necho 'fake c++ 1.0'\necho second line\n")
+    fake.chmod(0o755)
+    cmd = (str(fake),)
+    build.compiler_version.cache_clear()
+    assert build.compiler_version(cmd) == "fake c++ 1.0"
+    assert "fake c++ 1.0" in (tmp_path / "compilers.txt").read_text()
+    build.compiler_version.cache_clear()
+
+    def no_run(*a, **k):
+        raise AssertionError("the compiler ran although its version was remembered")
+
+    monkeypatch.setattr(subprocess, "run", no_run)
+    assert build.compiler_version(cmd) == "fake c++ 1.0"  # from compilers.txt
+    monkeypatch.undo()
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    fake.write_text("#!/bin/sh\necho 'fake c++ 2.0'\n")
+    os.utime(fake, ns=(1, 10**18))  # a new binary: another size and mtime
+    build.compiler_version.cache_clear()
+    assert build.compiler_version(cmd) == "fake c++ 2.0"
+    (tmp_path / "compilers.txt").write_bytes(b"\xff\xfe garbage")  # corrupt: ignored
+    build.compiler_version.cache_clear()
+    assert build.compiler_version(cmd) == "fake c++ 2.0"
+    build.compiler_version.cache_clear()
+
+
 def test_autotuning_times_thread_counts_once_and_remembers(tmp_path, monkeypatch) -> None:
     from braze.backends.cpu import CpuBackend, autotune
     from braze.backends.cpu import build as cpu_build

@@ -27,15 +27,14 @@ import os
 import threading
 import warnings
 import weakref
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import _core
 from ...graph import dtypes as dt
-from ...graph.kernel import SOURCE_GENERATORS, Kernel, Schedule
+from ...graph.kernel import Kernel, Schedule
 from ..numpy_backend import NumpyBackend, run_schedule
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from ..replay import NativeCall, ReplayPlan
@@ -46,10 +45,11 @@ from . import matvec as _matvec
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
 
+if TYPE_CHECKING:  # concurrent.futures (and logging, which it imports) load on first use
+    from concurrent.futures import Future
+
 # bz.eval builds kernels of fewer elements that no cache holds in the background
 COLD_ELEMENTS = 1 << 16
-
-SOURCE_GENERATORS["cpu"] = lambda kernel: generate(kernel).source  # Kernel.source("cpu")
 
 __all__ = ["CpuBackend", "available", "default_num_threads"]
 
@@ -340,6 +340,8 @@ def _background_build(source: str, symbol: str) -> Future[Any]:
 
         threading.Thread(target=work, name="braze-build", daemon=True).start()
         _BUILDER.append(q)
+    from concurrent.futures import Future
+
     fut: Future[Any] = Future()
     _BUILDER[0].put((fut, source, symbol))
     return fut

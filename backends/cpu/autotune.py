@@ -22,7 +22,6 @@ cache directory is per machine: its key includes the CPU).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -49,6 +48,8 @@ def _path() -> Path:
 def _table() -> dict[str, int]:
     global _memory
     if _memory is None:
+        import json
+
         try:
             _memory = {str(k): int(v) for k, v in json.loads(_path().read_text()).items()}
         except (OSError, ValueError, AttributeError):
@@ -92,6 +93,8 @@ def tune(symbol: str, args: Any, variants: list[int], run: Callable[[int], None]
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
+            import json
+
             tmp.write_text(json.dumps(table))
             os.replace(tmp, path)  # atomic: concurrent processes never read half a file
     return winner

@@ -12,6 +12,9 @@
 * An entry whose checksum does not match its sidecar (corrupt, truncated, foreign),
   or that fails to load, is rebuilt, never loaded.
 * Loaded kernels are kept in an in-process dict: a second request costs a lookup.
+* The compiler's ``--version`` line (part of every key) is remembered in the cache's
+  ``compilers.txt`` under the compiler binary's path, size and modification time, so a
+  new process that only loads cached kernels never starts the compiler.
 
 Flags: ``-std=gnu++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
 -fwrapv -fopenmp`` (+ ``-lmvec`` where glibc has libmvec). Never ``-ffast-math``: it
@@ -26,14 +29,13 @@ import contextlib
 import functools
 import hashlib
 import os
-import shlex
 import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+# subprocess, shlex and tempfile are imported where a kernel is built: a process that
+# only loads cached kernels never needs them
 from .codegen import glibc_version, libmvec_functions
 
 __all__ = ["BuildError", "FLAGS", "build", "build_many", "cache_dir", "cache_key", "compiler",
@@ -57,6 +59,8 @@ def compiler() -> list[str] | None:
     """The C++ compiler command: ``BRAZE_CXX`` or ``CXX`` if set, else c++ / g++ / clang++."""
     env = os.environ.get("BRAZE_CXX") or os.environ.get("CXX")
     if env:
+        import shlex
+
         cmd = shlex.split(env)
         return cmd if cmd and shutil.which(cmd[0]) else None
     for name in ("c++", "g++", "clang++"):
@@ -68,13 +72,47 @@ def compiler() -> list[str] | None:
 
 @functools.lru_cache(maxsize=8)
 def compiler_version(cmd: tuple[str, ...]) -> str:
+    """The first line of ``cmd --version``, remembered on disk per compiler binary.
+
+    >>> compiler_version(tuple(compiler() or ["c++"])) != ""
+    True
+    """
+    binary = shutil.which(cmd[0]) if cmd else None
+    try:
+        st = os.stat(binary or "")
+        seen = f"{' '.join(cmd)}|{os.path.realpath(binary or '')}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        seen = ""
+    known = _known_versions() if seen else {}
+    if seen in known:
+        return known[seen]
+    import subprocess
+
     try:
         r = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
         raise BuildError(f"cannot run the C++ compiler {' '.join(cmd)!r}: {e}") from None
     if r.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} --version failed", r.stdout + r.stderr)
-    return (r.stdout.strip().splitlines() or [""])[0]
+    version = (r.stdout.strip().splitlines() or [""])[0]
+    if seen and "\t" not in seen + version:
+        known[seen] = version
+        with contextlib.suppress(OSError):
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            _atomic_write(cache_dir() / _VERSIONS, "".join(
+                f"{k}\t{v}\n" for k, v in known.items()).encode())
+    return version
+
+
+_VERSIONS = "compilers.txt"  # "<command>|<binary path>|<size>|<mtime ns>\t<version line>"
+
+
+def _known_versions() -> dict[str, str]:
+    try:
+        text = (cache_dir() / _VERSIONS).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return dict(line.split("\t", 1) for line in text.splitlines() if line.count("\t") == 1)
 
 
 def link_flags() -> list[str]:
@@ -120,6 +158,8 @@ def _entry_ok(lib: Path, sidecar: Path) -> bool:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -147,6 +187,10 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
         with contextlib.suppress(OSError):
             os.utime(lib)  # recently used: eviction removes the least recently used first
         return lib
+    import shlex
+    import subprocess
+    import tempfile
+
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
     os.close(fd)

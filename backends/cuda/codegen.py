@@ -17,7 +17,7 @@ True
 
 from __future__ import annotations
 
-from ...graph.kernel import SOURCE_GENERATORS, Kernel
+from ...graph.kernel import Kernel
 from ..csource import Unsupported, kernel_args, kernel_slots, prelude
 from ..gpusource import CUDA, GpuKernel, generate_gpu
 
@@ -40,5 +40,3 @@ def generate(kernel: Kernel) -> GpuKernel:
     """
     return generate_gpu(kernel, CUDA, PRELUDE)
 
-
-SOURCE_GENERATORS["cuda"] = lambda kernel: generate(kernel).source  # Kernel.source("cuda")

@@ -19,7 +19,7 @@ True
 
 from __future__ import annotations
 
-from ...graph.kernel import SOURCE_GENERATORS, Kernel
+from ...graph.kernel import Kernel
 from ..csource import Unsupported, prelude
 from ..gpusource import METAL, GpuKernel, generate_gpu
 
@@ -43,5 +43,3 @@ def generate(kernel: Kernel) -> GpuKernel:
     """
     return generate_gpu(kernel, METAL, PRELUDE)
 
-
-SOURCE_GENERATORS["metal"] = lambda kernel: generate(kernel).source  # Kernel.source("metal")

@@ -13,10 +13,8 @@ from .record import Infer, library_op
 
 # fft (complex or real floating inputs, float32 stays single precision)
 def _fft_ref(fn: str) -> Callable[..., Any]:
-    f = getattr(np.fft, fn)
-
-    def ref(x, *, s, axes, norm):
-        return f(x, s=s, axes=axes, norm=norm)
+    def ref(x, *, s, axes, norm):  # np.fft looked up here: numpy loads it on first use
+        return getattr(np.fft, fn)(x, s=s, axes=axes, norm=norm)
 
     return ref
 

@@ -15,21 +15,37 @@ Nothing is recorded, and no text is built, when neither asks.
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import logging
+
     from ...ir import Graph
 
-LOGGER = logging.getLogger("braze.fusion")
+LOGGER_NAME = "braze.fusion"
 if "fusion" in os.environ.get("BRAZE_LOG", "").split(","):
-    if not LOGGER.handlers:
+    import logging
+
+    _logger = logging.getLogger(LOGGER_NAME)
+    if not _logger.handlers:
         _handler = logging.StreamHandler()
         _handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-        LOGGER.addHandler(_handler)
-    LOGGER.setLevel(logging.DEBUG)
+        _logger.addHandler(_handler)
+    _logger.setLevel(logging.DEBUG)
+
+
+def _listening() -> logging.Logger | None:
+    """The ``braze.fusion`` logger when it prints DEBUG records. :mod:`logging` is not
+    imported for this (``import braze`` stays lighter): a program that never imported it
+    cannot have configured the logger."""
+    logging = sys.modules.get("logging")
+    if logging is None:
+        return None
+    logger = logging.getLogger(LOGGER_NAME)
+    return logger if logger.isEnabledFor(logging.DEBUG) else None
 
 
 @dataclass(frozen=True)
@@ -79,12 +95,13 @@ class Decisions:
 def collector(g: Graph, into: list[FusionDecision] | None) -> Decisions:
     """A collector for ``fuse``: into the caller's list, else a fresh one when the logger
     listens, else none."""
-    if into is None and LOGGER.isEnabledFor(logging.DEBUG):
+    if into is None and _listening() is not None:
         into = []
     return Decisions(g, into)
 
 
 def emit(d: Decisions, summary: str) -> None:
     """Print the decisions of one ``fuse`` call to the logger (when it listens)."""
-    if d.items is not None and LOGGER.isEnabledFor(logging.DEBUG):
-        LOGGER.debug("%s", "\n  ".join([summary, *map(str, d.items)]))
+    logger = _listening() if d.items is not None else None
+    if logger is not None and d.items is not None:
+        logger.debug("%s", "\n  ".join([summary, *map(str, d.items)]))
