@@ -672,27 +672,33 @@ def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype,
 _DTYPES: dict[tuple[OpDef, np.dtype], tuple[np.dtype, np.dtype]] = {}
 
 
-def _operand_fast(x: Any, d: np.dtype) -> Node | None:
-    """The node of a strong array of dtype ``d``, or of a Python float next to a float
-    array; None when the general promotion path must decide."""
-    if type(x) is Array:
-        n = x._node
-        return n if n.dtype == d and not n.weak else None
-    if type(x) is float and d.kind == "f":
-        return _scalar_node(x, d)
-    return None
-
-
 def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
     """The common binary cases (two strong arrays of one dtype; a float array and a
     Python float) without the general promotion machinery: ~2x cheaper dispatch.
     Returns None for everything else (the general path decides, raising as it does)."""
-    first = a if type(a) is Array else b
-    if type(first) is not Array or op.arity != 2:
+    # (the operand cases spelled out, not a helper per operand: recording is a hot path)
+    if type(a) is Array:
+        na = a._node
+        d = na.dtype
+        if na.weak:
+            return None
+        if type(b) is Array:
+            nb = b._node
+            if nb.dtype != d or nb.weak:
+                return None
+        elif type(b) is float and d.kind == "f":
+            nb = _scalar_node(b, d)
+        else:
+            return None
+    elif type(b) is Array:
+        nb = b._node
+        d = nb.dtype
+        if nb.weak or type(a) is not float or d.kind != "f":
+            return None
+        na = _scalar_node(a, d)
+    else:
         return None
-    d = first._node.dtype
-    na, nb = _operand_fast(a, d), _operand_fast(b, d)
-    if na is None or nb is None:
+    if op.arity != 2:
         return None
     res = _DTYPES.get((op, d))
     if res is None:
@@ -709,6 +715,24 @@ def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
     return Array(node)
 
 
+def _unary_fast(op: OpDef, x: Node) -> Array | None:
+    """A unary op on a strong array whose dtype it computes in (``exp`` of float32): no
+    promotion machinery. None for everything else (the general path decides)."""
+    if x.weak:
+        return None
+    d = x.dtype
+    res = _DTYPES.get((op, d))
+    if res is None:
+        res = _DTYPES[op, d] = elementwise_dtypes(op, d)  # raises for an unsupported dtype
+    compute, out = res
+    if compute != d:
+        return None
+    node = Node(op, (x,), {"dtype": compute} if op.exact_dtype else {}, x.shape, out)
+    if not x.shape and x.data is not None:
+        _eager(node)
+    return Array(node)
+
+
 def elementwise(op: OpDef, *args: Any) -> Array:
     """Record elementwise ``op`` on arrays and/or Python scalars (broadcasting, promotion).
 
@@ -718,6 +742,10 @@ def elementwise(op: OpDef, *args: Any) -> Array:
     """
     if len(args) == 2:
         fast = _binary_fast(op, args[0], args[1])
+        if fast is not None:
+            return fast
+    elif len(args) == 1 and op.arity == 1 and type(args[0]) is Array:
+        fast = _unary_fast(op, args[0]._node)
         if fast is not None:
             return fast
     if len(args) != op.arity:

@@ -31,6 +31,8 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     """``axis`` (None, an int or a tuple of ints) as sorted non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, on every reduction
+        return (axis % ndim,)
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for a in items:

@@ -110,25 +110,27 @@ class Analysis:
         excess = 0
         seen: set[Any] = set()
         queue = deque([(start, chain)])
+        # (locals and is_buffer inlined: the walk is the analysis' inner loop)
+        kinds, nodes, copies, realized = self.kinds, self.g.nodes, self.copies, self.realized
+        pop, push = queue.popleft, queue.append
         while queue:
-            i, c = queue.popleft()
-            k = self.kinds[i]
+            i, c = pop()
+            k = kinds[i]
             if k == "const":
                 continue
-            node = self.g.nodes[i]
+            node = nodes[i]
             vk = view_key(node.shape, c) if c else None
             key: Any = i if vk is None else (i, vk)  # the identity map: the bare index
             if key in seen:
                 continue
             seen.add(key)
-            if i != root and self.is_buffer(i):
-                visit_load(i, c)
-                continue
             if i != root:
+                if (i in copies) if k == "view" else (i in realized):  # self.is_buffer(i)
+                    visit_load(i, c)
+                    continue
                 visit_inline(i)
             if k == "view":
-                queue.append((node.inputs[0],
-                              ((node.op, node.attrs[VIEW_ATTR[node.op]], i),) + c))
+                push((node.inputs[0], ((node.op, node.attrs[VIEW_ATTR[node.op]], i),) + c))
             elif k == "elementwise":
                 if limit is not None:
                     seen_views = views[i] = views.get(i, 0) + 1
@@ -136,10 +138,10 @@ class Analysis:
                         excess += op_cost(node.op)
                         if excess > limit:
                             raise _Stencil(root, views, excess)
+                shape = node.shape
                 for j in node.inputs:
-                    cj = c if self.g.nodes[j].shape == node.shape else \
-                        (("broadcast_to", node.shape, i),) + c
-                    queue.append((j, cj))
+                    push((j, c if nodes[j].shape == shape else
+                          (("broadcast_to", shape, i),) + c))
 
     def analyze(self) -> dict[int, list[tuple[int, View]]]:
         """Fix the realized set; return each root's buffer reads (over its own space).

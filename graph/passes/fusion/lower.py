@@ -102,7 +102,7 @@ def build_kernel(f: Fuser, group: list[int], slot: Any) -> Kernel:
     ops: list[str] = []
 
     def add(op: str, args: tuple[int, ...], attrs: tuple[Any, ...], dtype: Any, row: bool) -> int:
-        key = (op, args, attrs, dtype.name)
+        key = (op, args, attrs, dtype)  # (dtype.name is a slow Python property)
         j = memo.get(key)
         if j is None:
             instrs.append(Instr(op, args, attrs, dtype, row))
