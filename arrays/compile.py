@@ -281,6 +281,8 @@ class CompiledFunction:
                 entry.schedules[tuple(a.shape for a in inputs)] = fresh.schedules[None]
                 schedule = fresh.schedules[None]
         outs = _current_backend().run_schedule(schedule, inputs)
+        if entry.out_struct is None and entry.out_kinds[0] == "array":  # one array: no tree
+            return Array(_np_leaf(outs[0]))
         it = iter(outs)
         result = [Array(_np_leaf(next(it))) if k == "array" else k[1] for k in entry.out_kinds]
         return unflatten(entry.out_struct, result)

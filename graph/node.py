@@ -54,10 +54,11 @@ class Node:
         # input evaluated since counts as it was: an over-estimate, never an under one.
         # The recording layer cuts a graph whose depth crosses a bound (see
         # braze.graph.evaluate.cut_targets), so a loop that grows it stays bounded.
-        n = len(inputs)
-        if n == 0:
+        if not inputs:
             self.depth: int = 0
-        elif n == 1:  # the common cases spelled out: recording is a hot path
+            return
+        n = len(inputs)
+        if n == 1:  # the common cases spelled out: recording is a hot path
             a = inputs[0]
             self.depth = (a.depth if a.data is None else 0) + 1
         elif n == 2:
