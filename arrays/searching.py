@@ -491,16 +491,14 @@ def digitize(x: Any, bins: Any, right: bool = False) -> Array:
 
 
 def _count_into(idx: Array, length: int, weights: Array | None) -> Array:
-    """``out[j] = sum(weights[idx == j])`` (counts without weights) over flat ``idx``:
-    one fused compare-and-reduce, O(len(idx) * length)."""
-    from .creation import arange
-    from .elementwise import where
-    from .reductions import sum as _sum
-
-    eq = _ew_op("equal", idx.reshape((1, -1)), arange(length).reshape((-1, 1)))
-    if weights is None:
-        return _sum(eq, axis=1)
-    return _sum(where(eq, weights.reshape((1, -1)), 0), axis=1)
+    """``out[j] = sum(weights[idx == j])`` (counts without weights) over flat ``idx``,
+    indices outside ``0..length-1`` ignored: the ``bincount`` library op (one pass,
+    O(len(idx)); the bin indices before it are a fused kernel)."""
+    ins = (idx._node,) if weights is None else (idx._node, weights._node)
+    op = OPS["bincount"]
+    shape, dtype = op.infer(tuple(n.shape for n in ins), tuple(n.dtype for n in ins),
+                            {"length": length})  # type: ignore[misc]
+    return Array(Node(op, ins, {"length": length}, shape, dtype))
 
 
 def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Array:
@@ -586,6 +584,40 @@ def _bin_index(x: Array, e: Array) -> Array:
     return where(_ew_op("isnan", xc), n, idx) if dt.is_floating(common) else idx
 
 
+def _uniform_bin_index(x: Array, lo: float, hi: float, n: int, edge_dtype: np.dtype) -> Array:
+    """:func:`_bin_index` for the ``n`` even bins of a static range (edges
+    ``np.linspace(lo, hi, n + 1, dtype=edge_dtype)``), as one elementwise kernel instead of
+    a binary search: the bin from ``(x - lo) * n / (hi - lo)``, then corrected by one
+    against the exact edges as ``linspace`` computes them (``k * step + lo`` in float64,
+    the last edge ``hi``) -- numpy's own method for even bins, equal to the search's
+    answer. Values outside the edges (and NaN) get -1."""
+    from .elementwise import where
+
+    common = dt.promote(x.dtype, edge_dtype, "histogram")
+    xc = astype(x, common)
+    xf = xc if dt.is_floating(common) and common.itemsize >= 4 else astype(x, dt.float64)
+    step = (hi - lo) / n
+
+    def edge(k: Array) -> Array:  # linspace's k-th edge, in the comparison dtype
+        e = where(_ew_op("equal", k, n), hi, _ew_op("add", _ew_op(
+            "multiply", astype(k, dt.float64), step), lo))
+        return astype(astype(e, edge_dtype), common)
+
+    # the first guess may be off by one either way (rounding): the edges correct it
+    f = _ew_op("floor", _ew_op("multiply", _ew_op("subtract", xf, lo), n / (hi - lo)))
+    k = astype(_ew_op("minimum", _ew_op("maximum", where(_ew_op("isnan", f), 0.0, f), 0.0),
+                      float(n - 1)), dt.int32)
+    k = _ew_op("subtract", k, astype(_ew_op("less", xc, edge(k)), dt.int32))
+    up = _ew_op("logical_and", _ew_op("greater_equal", xc, edge(_ew_op("add", k, 1))),
+                _ew_op("not_equal", k, n - 1))
+    k = _ew_op("add", k, astype(up, dt.int32))
+    first = astype(astype(_constant(np.asarray(lo, np.float64)), edge_dtype), common)
+    last = astype(astype(_constant(np.asarray(hi, np.float64)), edge_dtype), common)
+    inside = _ew_op("logical_and", _ew_op("greater_equal", xc, first),
+                    _ew_op("less_equal", xc, last))
+    return where(inside, k, -1)
+
+
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,  # noqa: A002
               weights: Any = None) -> tuple[Array, Array]:
     """Counts (or ``weights`` sums; a density with ``density``) of ``a`` in ``bins``
@@ -606,7 +638,14 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False, 
     w = None if weights is None else asarray(weights).reshape((-1,))
     if w is not None and w.shape != x.shape:
         raise ValueError(f"histogram: weights of shape {w.shape} do not match a {x.shape}")
-    h = _count_into(_bin_index(x, e), e.shape[0] - 1, w)
+    if isinstance(bins, (int, np.integer)) and range is not None and \
+            not dt.is_complex(e.dtype):
+        lo, hi = (float(v) for v in range)
+        lo, hi = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)  # as _edges widens it
+        idx = _uniform_bin_index(x, lo, hi, int(bins), e.dtype)
+    else:
+        idx = _bin_index(x, e)
+    h = _count_into(idx, e.shape[0] - 1, w)
     if density:
         from .manipulation import diff
         from .reductions import sum as _sum

@@ -102,6 +102,39 @@ SCATTER = library_op("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]), move
                    doc="x with x[key] = v (integer index arrays; last write wins).")
 
 
+def _bincount_ref(idx, *weights, length, block=1 << 16):
+    # in cache-sized blocks, as numpy's histogram does: the index casts and masks of a
+    # block stay in cache; an index outside 0..length-1 counts into a spare last bin
+    flat = idx.reshape(-1)
+    w = weights[0].reshape(-1) if weights else None
+    exact = w is not None and w.dtype.kind in "biu"  # integer sums: np.add.at, no float64
+    out = np.zeros(length + 1, np.int64 if w is None or exact else np.float64)
+    for s in range(0, flat.size, block):
+        c = flat[s:s + block].astype(np.intp, copy=False)
+        c = np.where((c >= 0) & (c < length), c, length)
+        if exact:
+            np.add.at(out, c, w[s:s + block].astype(np.int64))  # type: ignore[union-attr]
+        else:
+            out += np.bincount(c, None if w is None else w[s:s + block],
+                               minlength=length + 1)
+    return out[:length].astype(_bincount_infer((idx.shape,) if w is None else (
+        idx.shape, w.shape), (idx.dtype,) if w is None else (idx.dtype, w.dtype),
+        {"length": length})[1])
+
+
+def _bincount_infer(shapes, dtypes, attrs):
+    # counts are int64; sums of weights keep the weights' dtype, as np.histogram's do
+    if len(dtypes) == 1 or dt.is_bool(dtypes[1]):
+        return (attrs["length"],), dt.int64
+    return (attrs["length"],), dtypes[1]
+
+
+# out[j] = count (or weights' sum) of idx == j for j < length; other indices are ignored
+BINCOUNT = library_op("bincount", _bincount_ref, _bincount_infer,
+                      doc="Counts (weights' sums) of each index 0..length-1 of flat idx; "
+                          "others ignored.")
+
+
 def _take_along_ref(x, idx, *, axis):
     return _checked("take_along_axis", lambda: np.take_along_axis(x, idx, axis=axis))
 
