@@ -113,7 +113,7 @@ def _bincount_ref(idx, *weights, length, block=1 << 16):
         c = flat[s:s + block].astype(np.intp, copy=False)
         c = np.where((c >= 0) & (c < length), c, length)
         if exact:
-            np.add.at(out, c, w[s:s + block].astype(np.int64))  # type: ignore[union-attr]
+            np.add.at(out, c, w[s:s + block].astype(np.int64))
         else:
             out += np.bincount(c, None if w is None else w[s:s + block],
                                minlength=length + 1)
