@@ -910,3 +910,54 @@ def test_matvec_kernel_refuses_operands_it_would_misread() -> None:
                  (x[:, ::2], w[:, ::2])]:
         with pytest.raises(ValueError, match="matvec: expected"):
             matvec.matvec(a, b)
+
+
+@given(m=st.integers(1, 12), k=st.integers(1, 40), n=st.integers(1, 40),
+       form=st.sampled_from(["vec", "wT", "plain", "strided", "f64", "batch"]))
+@settings(max_examples=40, deadline=None)
+def test_cpu_matmul_library_matches_numpy(m: int, k: int, n: int, form: str) -> None:
+    """The cpu backend's matmul step: the native matvec for ``M @ v`` and ``x @ W.T``,
+    numpy's for the rest (float32 to 1e-5 relative, other dtypes exact to numpy)."""
+    from braze.backends.cpu.blas import matmul_for
+
+    mm = matmul_for(lambda: 2)
+    r = np.random.default_rng(m * 1000 + k * 40 + n)
+    f32 = np.dtype(np.float32)
+    a = r.standard_normal((m, k)).astype(np.float32)
+    b = {"vec": lambda: r.standard_normal(k).astype(np.float32),
+         "wT": lambda: r.standard_normal((n, k)).astype(np.float32).T,
+         "plain": lambda: r.standard_normal((k, n)).astype(np.float32),
+         "strided": lambda: r.standard_normal((k, 2 * n)).astype(np.float32)[:, ::2],
+         "f64": lambda: r.standard_normal((k, n)),
+         "batch": lambda: r.standard_normal((3, k, n)).astype(np.float32)}[form]()
+    if form == "f64":
+        a = a.astype(np.float64)
+    want = a @ b
+    got = mm({}, want.dtype, a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * k)
+    assert (want.dtype == f32) or np.array_equal(got, want)
+
+
+def test_small_matmuls_run_on_one_blas_thread_and_restore_it(monkeypatch) -> None:
+    from braze.backends.cpu import blas
+
+    libs = blas._blas()
+    if not libs:
+        pytest.skip("no controllable BLAS (threadpoolctl found none)")
+    seen: list[list[int]] = []
+    real = blas.reference_eval
+
+    def spy(*args, **kwargs):
+        seen.append([lib.num_threads for lib in libs])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blas, "reference_eval", spy)
+    before = [lib.num_threads for lib in libs]
+    small = np.ones((64, 64), np.float32)
+    np.testing.assert_array_equal(blas.matmul({}, small.dtype, small, small), small @ small)
+    assert seen[-1] == [1] * len(libs)  # ran on one BLAS thread...
+    assert [lib.num_threads for lib in libs] == before  # ...and the count came back
+    big = np.ones((512, 512), np.float32)  # 2 * 512^3 flops >= SERIAL_FLOPS: all threads
+    blas.matmul({}, big.dtype, big, big)
+    assert seen[-1] == before

@@ -120,6 +120,9 @@ class CpuBackend(NumpyBackend):
         from .rope import Rope
 
         self.library["rope"] = Rope(self)
+        from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
+
+        self.library["matmul"] = matmul_for(lambda: self.num_threads)
         # library ops that replay programs run natively (no Python per call), when the
         # factory accepts the step's dtypes and layouts
         self.native_library: dict[str, Any] = {
@@ -242,6 +245,20 @@ class CpuBackend(NumpyBackend):
         return True
 
     # ------------------------------------------------------------ preparation
+    def wait_for_builds(self) -> int:
+        """Wait until the kernels ``bz.eval`` handed to the background builder are built
+        (or failed); returns how many were waited for. For timing the steady state: a
+        build in flight takes a core from whatever runs beside it.
+
+        >>> import braze as bz
+        >>> bz.backends.get("cpu").wait_for_builds() >= 0
+        True
+        """
+        pending = [f for f in list(self._building.values()) if not f.done()]
+        for fut in pending:
+            fut.exception()  # waits; a failure is reported where the kernel loads
+        return len(pending)
+
     def prepare(self, schedule: Schedule, defer_cold: bool = False) -> None:
         """Generate, build (in parallel) and load every kernel of ``schedule`` (with
         ``defer_cold``, not the small ones no cache holds yet: see ``_run_eager``)."""
