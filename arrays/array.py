@@ -672,6 +672,15 @@ def operand_nodes(name: str, args: tuple[Any, ...], dtype: np.dtype,
 _DTYPES: dict[tuple[OpDef, np.dtype], tuple[np.dtype, np.dtype]] = {}
 
 
+def _same_dtype_result(op: OpDef, d: np.dtype) -> np.dtype | None:
+    """``op``'s result dtype on inputs of dtype ``d`` when it also computes in ``d`` (the
+    fast paths' case), else None. Raises for an unsupported dtype."""
+    res = _DTYPES.get((op, d))
+    if res is None:
+        res = _DTYPES[op, d] = elementwise_dtypes(op, d)
+    return res[1] if res[0] == d else None
+
+
 def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
     """The common binary cases (two strong arrays of one dtype; a float array and a
     Python float) without the general promotion machinery: ~2x cheaper dispatch.
@@ -700,15 +709,12 @@ def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
         return None
     if op.arity != 2:
         return None
-    res = _DTYPES.get((op, d))
-    if res is None:
-        res = _DTYPES[op, d] = elementwise_dtypes(op, d)  # raises for an unsupported dtype
-    compute, out = res
-    if compute != d:
+    out = _same_dtype_result(op, d)
+    if out is None:
         return None
     sa, sb = na.shape, nb.shape
     shape = sa if sa == sb or not sb else sb if not sa else broadcast_shapes(sa, sb, op=op.name)
-    attrs = {"dtype": compute} if op.exact_dtype else {}
+    attrs = {"dtype": d} if op.exact_dtype else {}
     node = Node(op, (na, nb), attrs, shape, out)
     if not shape and na.data is not None and nb.data is not None:
         _eager(node)
@@ -721,13 +727,10 @@ def _unary_fast(op: OpDef, x: Node) -> Array | None:
     if x.weak:
         return None
     d = x.dtype
-    res = _DTYPES.get((op, d))
-    if res is None:
-        res = _DTYPES[op, d] = elementwise_dtypes(op, d)  # raises for an unsupported dtype
-    compute, out = res
-    if compute != d:
+    out = _same_dtype_result(op, d)
+    if out is None:
         return None
-    node = Node(op, (x,), {"dtype": compute} if op.exact_dtype else {}, x.shape, out)
+    node = Node(op, (x,), {"dtype": d} if op.exact_dtype else {}, x.shape, out)
     if not x.shape and x.data is not None:
         _eager(node)
     return Array(node)
