@@ -147,7 +147,6 @@ register("mlx", _mlx_factory, _mlx_available)
 register("cuda-emulator", _cuda_emulator_factory, _cpu_available)
 
 
-
 def _generator(module: str) -> Callable[[Any], str]:
     """``Kernel.source(target)`` through ``module``'s ``generate``, imported on first use
     (the GPU generators are not loaded by ``import braze``)."""

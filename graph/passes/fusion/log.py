@@ -102,6 +102,8 @@ def collector(g: Graph, into: list[FusionDecision] | None) -> Decisions:
 
 def emit(d: Decisions, summary: str) -> None:
     """Print the decisions of one ``fuse`` call to the logger (when it listens)."""
-    logger = _listening() if d.items is not None else None
-    if logger is not None and d.items is not None:
+    if d.items is None:
+        return
+    logger = _listening()
+    if logger is not None:
         logger.debug("%s", "\n  ".join([summary, *map(str, d.items)]))
