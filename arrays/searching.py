@@ -532,6 +532,16 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Array:
     return _count_into(_constant(data), length, w)
 
 
+def _static_range(name: str, range_: Any) -> tuple[Any, Any]:
+    """``range=(lo, hi)`` checked, as the ends of its even bins (an empty range widened by
+    a half on each side, as numpy does). The values keep their types: numpy's linspace
+    computes the edges in their precision (float32 ends: float32 edges)."""
+    lo, hi = range_
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+        raise ValueError(f"{name}: range must be finite with min <= max, got {range_!r}")
+    return (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+
+
 def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
     """Bin edges as numpy computes them: given, or ``bins + 1`` evenly spaced from the
     range (static) or from the data's min and max (lazy)."""
@@ -548,12 +558,19 @@ def _edges(name: str, x: Array, bins: Any, range_: Any) -> Array:
     if n < 1:
         raise ValueError(f"{name}: bins must be a positive int, got {n}")
     if range_ is not None:
-        lo, hi = range_
-        if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
-            raise ValueError(f"{name}: range must be finite with min <= max, got {range_!r}")
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
-        bt = np.result_type(ed, np.float64) if not dt.is_floating(x.dtype) else ed
+        lo, hi = _static_range(name, range_)
+        # numpy's bin type: the ends' and the data's (float32 ends over float16 data:
+        # float32 edges), an integer one made floating
+        # numpy's bin type: the data's and the ends' (Python numbers are weak), made
+        # floating; braze's promotion where numpy has none (bfloat16)
+        strong = [np.asarray(v).dtype for v in (lo, hi) if type(v) not in (int, float)]
+        try:
+            bt = np.result_type(x.dtype, *strong)
+        except TypeError:  # (numpy's DTypePromotionError)
+            bt = x.dtype
+            for d in strong:
+                bt = dt.promote(bt, d, name)
+        bt = bt if dt.is_floating(bt) else dt.float64
         return _constant(np.linspace(lo, hi, n + 1, dtype=bt))
     from .elementwise import where
     from .reductions import max as _max
@@ -638,11 +655,11 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False, 
     w = None if weights is None else asarray(weights).reshape((-1,))
     if w is not None and w.shape != x.shape:
         raise ValueError(f"histogram: weights of shape {w.shape} do not match a {x.shape}")
-    if isinstance(bins, (int, np.integer)) and range is not None and \
-            not dt.is_complex(e.dtype):
-        lo, hi = (float(v) for v in range)
-        lo, hi = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)  # as _edges widens it
-        idx = _uniform_bin_index(x, lo, hi, int(bins), e.dtype)
+    ends = _static_range("histogram", range) if range is not None else None
+    if isinstance(bins, (int, np.integer)) and ends is not None and \
+            all(type(v) in (int, float) for v in ends) and not dt.is_complex(e.dtype):
+        # (Python numbers: the edges _uniform_bin_index rebuilds are linspace's in float64)
+        idx = _uniform_bin_index(x, float(ends[0]), float(ends[1]), int(bins), e.dtype)
     else:
         idx = _bin_index(x, e)
     h = _count_into(idx, e.shape[0] - 1, w)
