@@ -14,6 +14,7 @@ input (only it, not unrelated pending work) and return arrays holding the result
 from __future__ import annotations
 
 import builtins
+import contextlib
 import operator
 from typing import Any, NamedTuple
 
@@ -601,37 +602,43 @@ def _bin_index(x: Array, e: Array) -> Array:
     return where(_ew_op("isnan", xc), n, idx) if dt.is_floating(common) else idx
 
 
-def _uniform_bin_index(x: Array, lo: float, hi: float, n: int, edge_dtype: np.dtype) -> Array:
+def _uniform_bin_index(x: Array, lo: Any, hi: Any, n: int, edge_dtype: np.dtype) -> Array:
     """:func:`_bin_index` for the ``n`` even bins of a static range (edges
-    ``np.linspace(lo, hi, n + 1, dtype=edge_dtype)``), as one elementwise kernel instead of
-    a binary search: the bin from ``(x - lo) * n / (hi - lo)``, then corrected by one
-    against the exact edges as ``linspace`` computes them (``k * step + lo`` in float64,
-    the last edge ``hi``) -- numpy's own method for even bins, equal to the search's
-    answer. Values outside the edges (and NaN) get -1."""
+    ``np.linspace(lo, hi, n + 1, dtype=edge_dtype)``) as numpy computes it for even bins,
+    in one elementwise kernel instead of a binary search: values outside ``[lo, hi]`` (each
+    end compared in numpy's type for it: a Python number in the data's precision, a numpy
+    scalar in the promoted one; NaN) get -1; inside, the bin from ``(x - lo) * n / (hi -
+    lo)``, corrected by one against the exact edges as ``linspace`` computes them (``k *
+    step + lo`` in the ends' type, the last edge ``hi``). Raises TypeError where numpy
+    has no promotion for the dtypes (bfloat16): the caller searches the edges then."""
     from .elementwise import where
 
+    lin = np.result_type(lo, hi, 1.0)  # linspace's computing type (NEP 50: Python numbers weak)
+    # (an integer comparison widened to 64 bits: exact, as numpy's is for any Python int)
+    cmp_lo, cmp_hi = (d if d.kind in "fc" else np.result_type(d, np.int64)
+                      for d in (np.result_type(x.dtype, lo), np.result_type(x.dtype, hi)))
     common = dt.promote(x.dtype, edge_dtype, "histogram")
     xc = astype(x, common)
     xf = xc if dt.is_floating(common) and common.itemsize >= 4 else astype(x, dt.float64)
-    step = (hi - lo) / n
+    start, step = lin.type(lo), (lin.type(hi) - lin.type(lo)) / lin.type(n)
 
     def edge(k: Array) -> Array:  # linspace's k-th edge, in the comparison dtype
-        e = where(_ew_op("equal", k, n), hi, _ew_op("add", _ew_op(
-            "multiply", astype(k, dt.float64), step), lo))
+        e = where(_ew_op("equal", k, n), _constant(np.asarray(hi).astype(lin)), _ew_op(
+            "add", _ew_op("multiply", astype(k, lin), _constant(step)), _constant(start)))
         return astype(astype(e, edge_dtype), common)
 
     # the first guess may be off by one either way (rounding): the edges correct it
-    f = _ew_op("floor", _ew_op("multiply", _ew_op("subtract", xf, lo), n / (hi - lo)))
+    f = _ew_op("floor", _ew_op("multiply", _ew_op("subtract", xf, float(lo)),
+                               n / (float(hi) - float(lo))))
     k = astype(_ew_op("minimum", _ew_op("maximum", where(_ew_op("isnan", f), 0.0, f), 0.0),
                       float(n - 1)), dt.int32)
     k = _ew_op("subtract", k, astype(_ew_op("less", xc, edge(k)), dt.int32))
     up = _ew_op("logical_and", _ew_op("greater_equal", xc, edge(_ew_op("add", k, 1))),
                 _ew_op("not_equal", k, n - 1))
     k = _ew_op("add", k, astype(up, dt.int32))
-    first = astype(astype(_constant(np.asarray(lo, np.float64)), edge_dtype), common)
-    last = astype(astype(_constant(np.asarray(hi, np.float64)), edge_dtype), common)
-    inside = _ew_op("logical_and", _ew_op("greater_equal", xc, first),
-                    _ew_op("less_equal", xc, last))
+    inside = _ew_op("logical_and",
+                    _ew_op("greater_equal", astype(x, cmp_lo), _constant(np.asarray(lo, cmp_lo))),
+                    _ew_op("less_equal", astype(x, cmp_hi), _constant(np.asarray(hi, cmp_hi))))
     return where(inside, k, -1)
 
 
@@ -655,12 +662,12 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False, 
     w = None if weights is None else asarray(weights).reshape((-1,))
     if w is not None and w.shape != x.shape:
         raise ValueError(f"histogram: weights of shape {w.shape} do not match a {x.shape}")
-    ends = _static_range("histogram", range) if range is not None else None
-    if isinstance(bins, (int, np.integer)) and ends is not None and \
-            all(type(v) in (int, float) for v in ends) and not dt.is_complex(e.dtype):
-        # (Python numbers: the edges _uniform_bin_index rebuilds are linspace's in float64)
-        idx = _uniform_bin_index(x, float(ends[0]), float(ends[1]), int(bins), e.dtype)
-    else:
+    idx = None
+    if isinstance(bins, (int, np.integer)) and range is not None and \
+            not dt.is_complex(e.dtype):
+        with contextlib.suppress(TypeError):  # (no numpy promotion: bfloat16)
+            idx = _uniform_bin_index(x, *_static_range("histogram", range), int(bins), e.dtype)
+    if idx is None:
         idx = _bin_index(x, e)
     h = _count_into(idx, e.shape[0] - 1, w)
     if density:
