@@ -321,16 +321,33 @@ class Array:
         for i in range(self.shape[0]):
             yield self[i]
 
-    def __getitem__(self, key: Any, /) -> Array:
+    def __getitem__(self, key: Any, /) -> Any:
         """Basic indices (ints, slices, ``...``, None) record a view; integer index arrays a
         lazy gather. A boolean mask makes the result shape data-dependent: the mask, and
-        only the mask, is evaluated at the call.
+        only the mask, is evaluated at the call. One element of an evaluated array (an int
+        per axis) is a numpy scalar, as numpy gives it; of a pending one, a lazy 0-d array.
 
         >>> import braze as bz
         >>> x = bz.arange(5) * 10
         >>> x[1:3].tolist(), x[bz.asarray([4, 0])].tolist(), x[x > 25].tolist()
         ([10, 20], [40, 0], [30, 40])
+        >>> x[-1], type(x[-1]).__name__
+        (np.int64(40), 'int64')
         """
+        data = self._node.data
+        if type(data) is np.ndarray and not TRACING.get():  # a scalar loop's case, inline
+            if type(key) is int:
+                if data.ndim == 1 and -data.shape[0] <= key < data.shape[0]:
+                    return data[key]
+            elif type(key) is tuple and len(key) == data.ndim:
+                for k in key:
+                    if type(k) is not int:
+                        break
+                else:
+                    try:
+                        return data[key]
+                    except IndexError:
+                        pass  # (the general path raises braze's message)
         return _ix.getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any, /) -> None:
@@ -343,6 +360,8 @@ class Array:
         >>> x.tolist(), old.tolist()
         ([7, 0, 7, 0], [0, 0, 0, 0])
         """
+        if type(key) is int and not TRACING.get() and _ix.store_element(self, key, value):
+            return  # (a scalar loop's case: one call)
         _ix.setitem(self, key, value)
 
     # ------------------------------------------------------------ methods (lazy)
@@ -736,6 +755,59 @@ def _unary_fast(op: OpDef, x: Node) -> Array | None:
     return Array(node)
 
 
+_LOW_DTYPES = (dt.float16, dt.bfloat16)
+
+
+def numpy_scalar_fn(op: OpDef, args: tuple[Any, ...]) -> Any:
+    """The function that computes ``op`` at once on operands of the types of ``args``
+    when they are numpy scalars of one numeric dtype (Python floats beside float ones),
+    giving a numpy scalar as numpy's function does: ``x[i]`` of an evaluated array is
+    one, so a scalar loop runs at numpy's speed. False for other operand types, or when
+    braze's dtype rule differs from the reference's computing dtype (float16/bfloat16,
+    an integer with a float): the array path decides. Depends on the types alone, so
+    callers cache it by them.
+
+    >>> import numpy as np
+    >>> numpy_scalar_fn(OPS["tanh"], (np.float32(0.5),))(np.float32(0.5))
+    np.float32(0.4621172)
+    >>> numpy_scalar_fn(OPS["add"], (np.float16(1), 2.0))
+    False
+    """
+    d = None
+    weak = False
+    for a in args:
+        if isinstance(a, np.generic):
+            if d is not None and a.dtype != d or a.dtype.kind not in "biufc":
+                return False
+            d = a.dtype
+        elif type(a) is float:
+            weak = True
+        else:
+            return False
+    if d is None or d in _LOW_DTYPES or weak and d.kind != "f" or op.arity != len(args):
+        return False
+    try:
+        out = _same_dtype_result(op, d)
+    except TypeError:
+        return False  # (outside the op's domain: the array path raises its message)
+    if out is None:
+        return False
+    ref = op.reference
+    if op.exact_dtype:
+        ref = functools.partial(ref, dtype=d)
+    sample = np.zeros((), d)[()]
+    with np.errstate(all="ignore"):
+        probe = ref(*(sample,) * op.arity)
+    if isinstance(probe, np.generic) and probe.dtype == out:
+        return ref
+
+    def fn(*xs: Any) -> Any:
+        res = np.asarray(ref(*xs))
+        return (res if res.dtype == out else res.astype(out))[()]
+
+    return fn
+
+
 def elementwise(op: OpDef, *args: Any) -> Array:
     """Record elementwise ``op`` on arrays and/or Python scalars (broadcasting, promotion).
 
@@ -851,7 +923,7 @@ def eval(*arrays: Any) -> None:  # noqa: A001 - the public name, as in MLX
             stack.extend(x)
         elif isinstance(x, dict):
             stack.extend(x.values())
-        elif x is not None and not isinstance(x, (*_SCALARS, str)):
+        elif x is not None and not isinstance(x, (*_SCALARS, str, np.generic)):
             raise TypeError(f"eval: expected arrays (or lists/tuples/dicts of them), got "
                             f"{type(x).__name__}")
     if nodes:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import BROADCAST, OPS
+from ..graph.ops import BROADCAST, OPS, VALUE
 from .array import _SCALARS, Array, _ew_op, as_array
 
 ShapeLike = int | Sequence[int]
@@ -148,6 +148,8 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
     elif shared and data.flags.writeable:  # copy=False: zero-copy, read through a view
         data = data.view()  # that braze never writes (in-place updates copy first)
         data.flags.writeable = False
+    if isinstance(obj, np.generic):  # a numpy scalar is data (bound at run time): graphs
+        return Array(Node(VALUE, (), {}, (), data.dtype, data))  # on x[i] are one for all i
     return Array(constant(data))
 
 

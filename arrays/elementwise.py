@@ -21,19 +21,43 @@ import numpy as np
 from ..graph import dtypes as dt
 from ..graph.node import Node
 from ..graph.ops import OPS, WHERE, OpDef
-from .array import Array, _ew_op, as_array, astype, elementwise, operand_nodes, promote_operands
+from .array import (
+    Array,
+    _ew_op,
+    as_array,
+    astype,
+    elementwise,
+    numpy_scalar_fn,
+    operand_nodes,
+    promote_operands,
+)
 
 
 def _make(op: OpDef) -> Callable[..., Array]:
     """The public function of elementwise record ``op``: its summary, domain and example
     (a doctest, collected through ``__test__``) come from the record."""
     name = op.name
+    # operand types -> numpy_scalar_fn's function for them (False: the array path)
+    scalar_fns: dict[Any, Any] = {}
     if op.arity == 1:
         def fn(x: Array, /) -> Array:
+            if type(x) is not Array:  # a numpy scalar in, one out, as numpy's function
+                f = scalar_fns.get(type(x))
+                if f is None:
+                    f = scalar_fns[type(x)] = numpy_scalar_fn(op, (x,))
+                if f:
+                    return f(x)
             return elementwise(op, as_array(x, name))
         sig = "x"
     else:
         def fn(x1: Array | complex, x2: Array | complex, /) -> Array:  # type: ignore[misc]
+            if type(x1) is not Array and type(x2) is not Array:
+                key = (type(x1), type(x2))
+                f = scalar_fns.get(key)
+                if f is None:
+                    f = scalar_fns[key] = numpy_scalar_fn(op, (x1, x2))
+                if f:
+                    return f(x1, x2)
             return elementwise(op, x1, x2)
         sig = "x1, x2 (arrays or Python scalars; they broadcast)"
     fn.__name__ = fn.__qualname__ = name

@@ -123,16 +123,16 @@ def _plain(k: slice) -> bool:
         k.step is None or (type(k.step) is int and k.step != 0))
 
 
-def getitem(x: Array, key: Any) -> Array:
+def getitem(x: Array, key: Any) -> Any:
     """``x[key]`` (see the module docstring)."""
     data = x._node.data
     if type(data) is np.ndarray and not TRACING.get():
         if type(key) is int or type(key) is tuple:
             ints = _int_key(key, data.shape)
             if ints is not None:
-                # a scalar read: a copy of the element (no view keeps x's buffer shared), as
-                # a computed 0-d value, not a constant: graphs on x[i] are one for every i
-                return Array(Node(SLICE, (), {}, (), data.dtype, np.asarray(data[ints])))
+                # an element of an evaluated array is a numpy scalar, as numpy gives: a copy
+                # (no view keeps x's buffer shared), and a scalar loop runs at numpy speed
+                return data[ints]
         if type(key) is slice and data.ndim and _plain(key):
             view = data[key]  # (the contiguous case of the general path below, sooner)
             if view.flags.c_contiguous:
@@ -190,11 +190,11 @@ def _assigned(x: Array, value: Any) -> Array:
 
 def setitem(x: Array, key: Any, value: Any) -> None:
     """``x[key] = value``: value broadcasts to the region and is cast to ``x.dtype``."""
-    evaluated = x._node.data is not None  # (holding the data here would share it)
-    if evaluated and (type(key) is int or type(key) is tuple) and not TRACING.get():
-        ints = _int_key(key, x.shape)
+    if (type(key) is int or type(key) is tuple) and not TRACING.get():
+        ints = _int_key(key, x._node.shape)
         if ints is not None and _scalar_store(x, ints, value):
             return
+    evaluated = x._node.data is not None  # (holding the data here would share it)
     if _is_advanced(key):
         return _advanced_setitem(x, key, value)
     slices, sliced, final = _normalize(x, key, "setitem")
@@ -212,69 +212,91 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 
 
 # ---------------------------------------------------------------- assignment in place
-def _buffer_refs(x: Array) -> tuple[int, int, int]:
-    """References to ``x``'s node, to its data and to the data's base, as seen from here
-    (compared with :data:`_SOLE`, read the same way from an array nobody shares)."""
+def _owned(x: Array, counts: bool = False) -> Any:
+    """``x``'s buffer, when ``x`` alone holds it (no other Array or pending graph holds
+    its node; no view, numpy caller or cache holds its data) and it may be written;
+    else None. (``counts``: the references as seen here, for :data:`_SOLE`.)"""
     node = x._node
     data = node.data
+    if type(data) is not np.ndarray:
+        return None
     base = data.base
-    return (sys.getrefcount(node), sys.getrefcount(data),
+    if base is not None and (type(base) is not np.ndarray or base.base is not None):
+        return None  # memory braze does not own (a buffer exported by someone else)
+    # references to the node, to its data and to the data's base, compared with those of
+    # an array nobody shares (read by this same code, so the frame's own ones cancel)
+    refs = (sys.getrefcount(node), sys.getrefcount(data),
             0 if base is None else sys.getrefcount(base))
+    if counts:
+        return refs
+    sole = _SOLE
+    if refs[0] > sole[0] or refs[1] > sole[1] or (refs[2] and refs[2] > sole[2]):
+        return None
+    return data
 
 
 def _calibrate() -> tuple[int, int, int]:
     a = Array(constant(np.zeros(2, np.float32)))
-    n, d, _ = _buffer_refs(a)
+    n, d, _ = _owned(a, counts=True)
     del a
     storage = np.zeros(8, np.uint8)
     b = Array(Node(SLICE, (), {}, (2,), np.dtype(np.float32), storage.view(np.float32)))
     del storage
-    return n, d, _buffer_refs(b)[2]
+    return n, d, _owned(b, counts=True)[2]
 
 
 _SOLE = _calibrate()
 
 
-def _owned(x: Array) -> np.ndarray | None:
-    """``x``'s buffer, when ``x`` alone holds it (no other Array or pending graph holds
-    its node; no view, numpy caller or cache holds its data) and it may be written;
-    else None."""
-    data = x._node.data
-    if type(data) is not np.ndarray or not data.flags.writeable:
-        return None
-    base = data.base
-    if base is not None and (type(base) is not np.ndarray or base.base is not None):
-        return None  # memory braze does not own (a buffer exported by someone else)
-    del data, base
-    n, d, b = _buffer_refs(x)
-    sole_n, sole_d, sole_b = _SOLE
-    if n > sole_n or d > sole_d or (b and b > sole_b):
-        return None
-    return x._node.data
+def store_element(x: Array, key: int, value: Any) -> bool:
+    """``x[key] = value`` for an int ``key`` into an evaluated 1-d ``x`` (a scalar loop's
+    case, straight from ``Array.__setitem__``): :func:`_scalar_store`'s rules."""
+    shape = x._node.shape
+    return len(shape) == 1 and -shape[0] <= key < shape[0] and _scalar_store(x, key, value)
 
 
-def _scalar_store(x: Array, ints: tuple[int, ...], value: Any) -> bool:
-    """``x[i, j, ...] = value`` written into ``x``'s own buffer; False: not possible here
-    (the general path decides, raising as it does)."""
+
+def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
+    """``x[i, j, ...] = value`` written into ``x``'s own buffer (a pending ``x`` is
+    evaluated first: a loop of element stores then runs in place, as numpy's does);
+    False: not possible here (the general path decides, raising as it does)."""
     t = type(value)
-    if t is Array:
+    kind = x._node.dtype.kind
+    if t is float or isinstance(value, np.floating):
+        if kind != "f":
+            return False
+        v = value
+    elif t is Array:
         v = value._node.data
         if v is None or value.ndim != 0 or value.dtype != x.dtype:
             return False
-    elif t is float:
-        if x.dtype.kind != "f":
+    elif isinstance(value, np.generic):
+        if value.dtype != x.dtype:
             return False
         v = value
     elif t is int:
-        if x.dtype.kind not in "iu" or not _int_fits(value, x.dtype):
+        if kind not in "iu" or not _int_fits(value, x.dtype):
             return False
         v = value
     else:
         return False
+    if x._node.data is None:
+        x._value()
     data = _owned(x)
-    if data is None:
+    if data is not None:
+        try:
+            data[ints] = v
+            return True
+        except ValueError:
+            pass  # read-only memory (a broadcast constant, a buffer braze was lent)
+    # copy on write: x's old buffer stays with whatever else holds it, the new one is
+    # x's alone (its next stores go in place, as numpy's do)
+    node = x._node
+    if type(node.data) is not np.ndarray:
         return False
+    data = np.array(node.data, copy=True)
     data[ints] = v
+    x._node = Node(SLICE_UPDATE, (), {}, node.shape, node.dtype, data)
     return True
 
 
@@ -310,7 +332,7 @@ def _store(x: Array, key: Any, v: Array, region: tuple[int, ...]) -> bool:
         v = Array(cast_node(v._node, x.dtype))
     vdata = v._value()
     data = _owned(x)
-    if data is None:
+    if data is None or not data.flags.writeable:
         return False
     data[tuple(np_key)] = vdata
     return True

@@ -228,9 +228,12 @@ def test_constant_folding_alone() -> None:
     assert [n.op for n in out.nodes] == ["const", "broadcast_to"] and out.nodes[0].value == 3.0
     assert c["constant_folding"]["fold"] == 2
     x = bz.asarray(np.ones(3, np.float32))
-    g, _ = graph_of(x * (bz.asarray(np.float32(2.0)) + 1.0))  # 0-d leaves fold too
+    g, _ = graph_of(x * (bz.asarray(2.0, dtype=bz.float32) + 1.0))  # 0-d leaves fold too
     # (0-d arithmetic on constants runs at record time: the graph holds the folded value)
     assert sorted(live_ops(constant_folding(g))) == ["const", "input", "multiply"]
+    # a numpy scalar is data, bound at run time (a loop's x * a[i] is one schedule)
+    g, _ = graph_of(x * (bz.asarray(np.float32(2.0)) + 1.0))
+    assert sorted(live_ops(constant_folding(g))) == ["input", "input", "multiply"]
     g, _ = graph_of(bz.reshape(bz.full((2, 3), 1.5), (3, 2)).T)  # views of a constant
     out = dce(constant_folding(g))
     assert [n.op for n in out.nodes] == ["const", "broadcast_to"]

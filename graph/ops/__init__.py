@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from . import elementwise, fft, leaves, library, linalg, nn, quantized, random, reductions, views
 from .elementwise import BITCAST, CAST, WHERE
-from .leaves import CONSTANT, PARAMETER
+from .leaves import CONSTANT, PARAMETER, VALUE
 from .library import GATHER, MATMUL, SCATTER, argsort_ref, index_key, index_shape
 from .nn import ROPE, SDPA, rope_tables, sdpa_visible
 from .quantized import (
@@ -62,7 +62,8 @@ from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 __all__ = [
     "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "DOMAINS", "GATHER", "MATMUL", "OPS",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_BITS", "QUANT_GROUPS", "RANDOM_BITS",
-    "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "WHERE", "Infer", "OpDef",
+    "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",
+    "OpDef",
     "Shape", "argsort_ref", "broadcast_shapes", "check_domain", "declare", "dequantize_ref",
     "elementwise", "elementwise_dtypes", "fft", "index_key", "index_shape", "leaves", "library",
     "library_op", "linalg", "matmul_shape", "mean_ref", "nn", "qmm_ref", "quant_check",

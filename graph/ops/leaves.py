@@ -15,6 +15,11 @@ def _no_reference(*args: Any, **kw: Any) -> Any:
 
 
 CONSTANT = declare(OpDef("constant", "leaf", 0, _no_reference, doc="A leaf holding data."))
+# A 0-d constant's value is part of the graph's structure (it folds and inlines); a 0-d
+# VALUE is bound at run time, as an array leaf is: a numpy scalar, an element read in a
+# loop (graphs on x[i] are one for every i, each a schedule-cache hit)
+VALUE = declare(OpDef("value", "leaf", 0, _no_reference,
+                      doc="A leaf holding a value bound at run time, never inlined."))
 
 
 def _unbound_parameter(*args: Any, **kw: Any) -> Any:
