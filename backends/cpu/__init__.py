@@ -34,7 +34,7 @@ import numpy as np
 
 from ... import _core
 from ...graph import dtypes as dt
-from ...graph.kernel import Kernel, Schedule
+from ...graph.kernel import Kernel, KernelStep, Schedule
 from ..numpy_backend import NumpyBackend, run_schedule
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from ..replay import NativeCall, ReplayPlan
@@ -50,6 +50,10 @@ if TYPE_CHECKING:  # concurrent.futures (and logging, which it imports) load on 
 
 # bz.eval builds kernels of fewer elements that no cache holds in the background
 COLD_ELEMENTS = 1 << 16
+# a bz.eval schedule that comes back replays through a prepared plan when its planned
+# memory is at most this (the plan keeps its arena between calls; above it, the work
+# outweighs the per-step Python a plan saves)
+EVAL_REPLAY_BYTES = 1 << 25
 
 __all__ = ["CpuBackend", "available", "default_num_threads"]
 
@@ -168,8 +172,27 @@ class CpuBackend(NumpyBackend):
             return self._run(schedule, inputs)
         if self._schedules.get(id(schedule)) is not schedule:
             self.prepare(schedule, defer_cold=True)
+        elif self.fast_replay and schedule.peak_bytes <= EVAL_REPLAY_BYTES and \
+                self._built(schedule):
+            # a schedule that comes back (a loop's segment, the same eval in a loop):
+            # replayed through a prepared plan as compiled functions are, not re-derived
+            # step by step (its kernels all built: a plan would wait for a deferred one)
+            outs = self._replays.run(schedule, inputs)
+            if outs is not None:
+                return outs
         return run_schedule(schedule, inputs, run_kernel=self._run_kernel_eager,
                             alloc=self.pool.alloc, library=self.library)
+
+    def _built(self, schedule: Schedule) -> bool:
+        """No kernel of ``schedule`` is still building in the background."""
+        if not self._deferred:
+            return True
+        for step in schedule.steps:
+            if isinstance(step, KernelStep):
+                d = self._deferred.get(id(step.kernel))
+                if d is not None and d[0] is step.kernel and not d[1].done():
+                    return False
+        return True
 
     def _run_kernel_eager(self, k: Kernel, bufs: list[Any]) -> None:
         d = self._deferred.get(id(k))

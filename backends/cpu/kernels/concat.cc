@@ -15,22 +15,34 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     int64_t at = 0;  // where this input starts along the axis
     for (int64_t i = 0; i < n; ++i) {
         const int64_t* p = a + 7 + i * 6;
-        const char* src = (const char*)bufs[i];
+        const int64_t* st = p + 1;  // the input's element strides
+        const char* src = (const char*)bufs[i] + es * p[0];
         int64_t S[4] = {O[0], O[1], O[2], O[3]};
         S[ax] = p[5];
-        const int64_t shift = at * os[ax];
-        for (int64_t i0 = 0; i0 < S[0]; ++i0)
-            for (int64_t i1 = 0; i1 < S[1]; ++i1)
-                for (int64_t i2 = 0; i2 < S[2]; ++i2) {
-                    char* d = out + es * (i0 * os[0] + i1 * os[1] + i2 * os[2] + shift);
-                    const char* s = src + es * (p[0] + i0 * p[1] + i1 * p[2] + i2 * p[3]);
-                    if (p[4] == 1 || S[3] == 1) {
-                        std::memcpy(d, s, (size_t)(es * S[3]));
-                    } else {
-                        for (int64_t i3 = 0; i3 < S[3]; ++i3)
-                            std::memcpy(d + es * i3, s + es * i3 * p[4], (size_t)es);
-                    }
-                }
+        char* dst = out + es * at * os[ax];
         at += p[5];
+        // One memcpy per block contiguous in both: the trailing dims merge while the
+        // input's stride and the output's both equal the block so far (a roll's halves
+        // along the first axis are one copy each, not one per row).
+        int64_t run = 1;  // elements per memcpy
+        int d = 3;       // dims 0..d stay loops
+        while (d >= 0 && (S[d] == 1 || (st[d] == run && os[d] == run))) {
+            run *= S[d];
+            --d;
+        }
+        if (S[0] * S[1] * S[2] * S[3] == 0) continue;
+        const size_t bytes = (size_t)(es * run);
+        int64_t idx[4] = {0, 0, 0, 0};
+        for (;;) {
+            int64_t so = 0, doff = 0;
+            for (int k = 0; k <= d; ++k) {
+                so += idx[k] * st[k];
+                doff += idx[k] * os[k];
+            }
+            std::memcpy(dst + es * doff, src + es * so, bytes);
+            int k = d;  // the next block: an odometer over dims 0..d
+            while (k >= 0 && ++idx[k] == S[k]) idx[k--] = 0;
+            if (k < 0) break;
+        }
     }
 }
