@@ -124,6 +124,9 @@ class CpuBackend(NumpyBackend):
         from .rope import Rope
 
         self.library["rope"] = Rope(self)
+        from .scan import CumulativeSum
+
+        self.library["cumulative_sum"] = CumulativeSum(self)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)

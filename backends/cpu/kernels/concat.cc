@@ -25,7 +25,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         // input's stride and the output's both equal the block so far (a roll's halves
         // along the first axis are one copy each, not one per row).
         int64_t run = 1;  // elements per memcpy
-        int d = 3;       // dims 0..d stay loops
+        int d = 3;        // dims 0..d stay loops
         while (d >= 0 && (S[d] == 1 || (st[d] == run && os[d] == run))) {
             run *= S[d];
             --d;
