@@ -137,9 +137,12 @@ def _interpolate(s: Array, vi: Any, n: int, method: str, cnt: Array | None) -> A
     a, b = _gather(s, lo_i), _gather(s, hi_i)
     if method == "midpoint":
         t = where(_GEN["equal"](t, 0), 0.0, 0.5) if lazy else np.where(t == 0, 0.0, 0.5)
-    tt = astype(t, s.dtype) if lazy else _constant(t, s.dtype)
+    # numpy's lerp computes in float64 (its weights' dtype) and rounds once: in float32
+    # a + d * t cancels (-1745 + 8734 * 0.2 gives 1.80005)
+    tt = astype(t, dt.float64) if lazy else _constant(t, dt.float64)
+    a, b = astype(a, dt.float64), astype(b, dt.float64)
     d = b - a
-    return where(tt >= 0.5, b - d * (1 - tt), a + d * tt)
+    return astype(where(tt >= 0.5, b - d * (1 - tt), a + d * tt), s.dtype)
 
 
 def quantile(a: Array, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
