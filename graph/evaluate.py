@@ -66,7 +66,7 @@ def cut_targets(roots: Sequence[Node]) -> list[Node]:
     r: Node | None
     x: Node | None
     for r in roots:
-        if r.data is None and id(r) not in wanted:
+        if r.data is None and id(r) not in wanted and not _view_of_data(r):
             wanted.add(id(r))
             targets.append(r)
     order = topo_order(targets)
@@ -77,9 +77,21 @@ def cut_targets(roots: Sequence[Node]) -> list[Node]:
     r = x = None  # the loop variables hold no node into the count below
     base = _REFS_HERE if _REFS_HERE >= 0 else _calibrate()
     for n in order:
-        if id(n) not in wanted and sys.getrefcount(n) > base + inside.get(id(n), 0):
+        if id(n) not in wanted and sys.getrefcount(n) > base + inside.get(id(n), 0) and \
+                not _view_of_data(n):
             targets.append(n)
     return targets
+
+
+def _view_of_data(n: Node) -> bool:
+    """A pending view (or chain of views) of evaluated data (``X.T`` of an evaluated X):
+    free to read in place, so no cut target; evaluated, it would become a strided leaf
+    that every later schedule copies to row-major."""
+    while n.data is None:
+        if n.op.kind != "view" or len(n.inputs) != 1:
+            return False
+        n = n.inputs[0]
+    return True
 
 
 def evaluate(targets: Sequence[Node], run: Run, order: list[Node] | None = None) -> list[Any]:

@@ -912,12 +912,36 @@ def test_matvec_kernel_refuses_operands_it_would_misread() -> None:
             matvec.matvec(a, b)
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 3000), k=st.integers(1, 300), threads=st.sampled_from([1, 2]))
+@example(n=2049, k=16, threads=2)  # chunks of 1024 rows, one partial each, a short tail
+@example(n=5, k=129, threads=2)  # a second column tile and 1 column past its vectors
+def test_vecmat_kernel_matches_numpy_on_any_thread_count(n, k, threads) -> None:
+    """``v @ A`` / ``A.T @ v`` (a gradient's product): within N * 1e-6 of float64 (unit
+    normals); the row chunks depend on the shape alone, so 1 and 2 threads agree bit for
+    bit. Operands it would misread are refused."""
+    from braze.backends.cpu import matvec
+
+    rng = np.random.default_rng(n * 300 + k)
+    v, a = rng.standard_normal(n).astype(np.float32), rng.standard_normal((n, k)).astype(
+        np.float32)
+    got = matvec.vecmat(v, a, threads)
+    np.testing.assert_allclose(got, v.astype(np.float64) @ a.astype(np.float64), rtol=1e-5,
+                               atol=max(n, 1) * 1e-6)
+    np.testing.assert_array_equal(got, matvec.vecmat(v, a, 3 - threads))
+    with pytest.raises(ValueError, match="vecmat: expected"):
+        matvec.vecmat(v, a.astype(np.float64))
+    with pytest.raises(ValueError, match="vecmat: expected"):
+        matvec.vecmat(np.ones(n + 1, np.float32), a)
+
+
 @given(m=st.integers(1, 12), k=st.integers(1, 40), n=st.integers(1, 40),
-       form=st.sampled_from(["vec", "wT", "plain", "strided", "f64", "batch"]))
+       form=st.sampled_from(["vec", "wT", "plain", "strided", "f64", "batch", "xT", "rX"]))
 @settings(max_examples=40, deadline=None)
 def test_cpu_matmul_library_matches_numpy(m: int, k: int, n: int, form: str) -> None:
     """The cpu backend's matmul step: the native matvec for ``M @ v`` and ``x @ W.T``,
-    numpy's for the rest (float32 to 1e-5 relative, other dtypes exact to numpy)."""
+    the vecmat kernel for ``X.T @ v`` and ``v @ X``, numpy's for the rest (float32 to 1e-5
+    relative, other dtypes exact to numpy)."""
     from braze.backends.cpu.blas import matmul_for
 
     mm = matmul_for(lambda: 2)
@@ -929,9 +953,15 @@ def test_cpu_matmul_library_matches_numpy(m: int, k: int, n: int, form: str) -> 
          "plain": lambda: r.standard_normal((k, n)).astype(np.float32),
          "strided": lambda: r.standard_normal((k, 2 * n)).astype(np.float32)[:, ::2],
          "f64": lambda: r.standard_normal((k, n)),
-         "batch": lambda: r.standard_normal((3, k, n)).astype(np.float32)}[form]()
+         "batch": lambda: r.standard_normal((3, k, n)).astype(np.float32),
+         "xT": lambda: r.standard_normal(k).astype(np.float32),
+         "rX": lambda: r.standard_normal((m, n)).astype(np.float32)}[form]()
     if form == "f64":
         a = a.astype(np.float64)
+    elif form == "xT":  # X.T @ r of a row-major X: the vecmat kernel
+        a = r.standard_normal((k, m)).astype(np.float32).T
+    elif form == "rX":  # r @ X
+        a = a[:, 0].copy()
     want = a @ b
     got = mm({}, want.dtype, a, b)
     assert got.shape == want.shape and got.dtype == want.dtype

@@ -164,6 +164,25 @@ def test_a_growing_loop_is_cut_into_segments_that_hit_the_cache() -> None:
     np.testing.assert_allclose(np.asarray(w), want, rtol=1e-5)
 
 
+def test_a_cut_leaves_views_of_evaluated_data_pending() -> None:
+    """A gradient-descent loop's ``X.T @ r``: the cut evaluates r, not ``X.T`` (a strided
+    view that every later segment would copy to row-major), and the loop matches numpy."""
+    rng = np.random.default_rng(5)
+    xn, yn = rng.standard_normal((500, 4), dtype=np.float32), rng.standard_normal(
+        500, dtype=np.float32)
+    X, y = _evaluated(xn), _evaluated(yn)
+    r = X @ bz.ones(4) - y
+    xt = X.T
+    assert cut_targets([xt._node, r._node]) == [r._node]
+    w, want = bz.zeros(4), np.zeros(4, np.float32)
+    for _ in range(3 * _array.CUT_DEPTH):
+        w = w - 0.001 * (X.T @ (X @ w - y))
+        want = want - np.float32(0.001) * (xn.T @ (xn @ want - yn))
+        leaves = [x for n in topo_order([w._node]) for x in n.inputs if x.data is not None]
+        assert leaves and all(x.data.flags.c_contiguous for x in leaves)
+    np.testing.assert_allclose(np.asarray(w), want, rtol=1e-4, atol=1e-5)
+
+
 def test_a_cut_evaluates_held_intermediates_once() -> None:
     """A pending value Python still holds is computed in the cut's schedule and kept:
     nothing behind it is computed again when it is read."""

@@ -11,7 +11,8 @@ fewer than ``SERIAL_FLOPS`` floating-point operations therefore runs with numpy'
 limited to one thread (through :mod:`threadpoolctl`; its workers stay asleep); larger
 ones, where the threads pay for themselves, keep them all. A float32 matrix-vector
 product whose matrix is row-major (``M @ v``, ``x @ W.T`` for a few rows of x) runs the
-native matvec kernel instead (:mod:`.matvec`: OpenMP threads, no BLAS pool at all).
+native matvec kernel instead (:mod:`.matvec`: OpenMP threads, no BLAS pool at all), and
+so does ``X.T @ v`` / ``v @ X`` (the vecmat kernel: a gradient's product).
 
 >>> import numpy as np
 >>> mm = matmul_for(lambda: 2)
@@ -105,6 +106,20 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
                 except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
                     return matmul(attrs, dtype, a, b)
                 return out.reshape(-1) if b.ndim == 1 else out
+            if b.ndim == 1 and a.T.flags.c_contiguous and b.flags.c_contiguous:
+                return _vecmat(b, a.T, attrs, dtype, a, b)  # X.T @ r of a row-major X
+        elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
+                a.ndim == 1 and b.ndim == 2 and a.size and b.size and \
+                a.flags.c_contiguous and b.flags.c_contiguous:
+            return _vecmat(a, b, attrs, dtype, a, b)  # r @ X
         return matmul(attrs, dtype, a, b)
+
+    def _vecmat(v: np.ndarray, m: np.ndarray, attrs: dict[str, Any], dtype: np.dtype,
+                a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        threads = 1 if m.size < _mv.PARALLEL_WEIGHTS else num_threads()
+        try:
+            return _mv.vecmat(v, m, threads)
+        except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
+            return matmul(attrs, dtype, a, b)
 
     return run

@@ -37,7 +37,8 @@ from ..replay import NativeLibraryCall
 from . import build as _build
 from .library import KernelFamily
 
-__all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source"]
+__all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source", "vecmat",
+           "vecmat_source"]
 
 MAX_ROWS = 8  # rows of x up to which the matvec path runs (above: the GEMM path)
 PARALLEL_WEIGHTS = 1 << 16  # N*K below this runs on one thread
@@ -90,6 +91,39 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     if out.size:
         _core.launch(_KERNELS.handle(isa), [x, w, out],
                      np.array([num_threads, m, w.shape[0], k], np.int64))
+    return out
+
+
+def vecmat_source() -> tuple[str, str]:
+    """(C++ source, symbol) of the ``v @ A`` kernel (``kernels/vecmat.cc``).
+
+    >>> vecmat_source()[1]
+    'bz_vecmat_f32'
+    """
+    return _kernel_source(__package__, "kernels/vecmat.cc", {"BZ_SYMBOL": "bz_vecmat_f32"}), \
+        "bz_vecmat_f32"
+
+
+_VECMAT = KernelFamily(lambda _: vecmat_source())
+
+
+def vecmat(v: np.ndarray, a: np.ndarray, num_threads: int = 1) -> np.ndarray:
+    """``v @ a`` (``a.T @ v``) for float32 v (N,) and a row-major a (N, K): the rows in
+    fixed chunks (threads share them; the partial sums are added in chunk order, so any
+    thread count gives the same bits). A gradient's ``X.T @ r`` without a transposed copy
+    or a BLAS thread pool beside the kernels' OpenMP one.
+
+    >>> vecmat(np.ones(3, np.float32), np.arange(6, dtype=np.float32).reshape(3, 2)).tolist()
+    [6.0, 9.0]
+    """
+    if v.dtype != _F32 or a.dtype != _F32 or v.ndim != 1 or a.ndim != 2 or \
+            v.shape[0] != a.shape[0] or not (v.flags.c_contiguous and a.flags.c_contiguous):
+        raise ValueError(f"vecmat: expected C-contiguous float32 v (N,) and a (N, K), got "
+                         f"{v.dtype} {v.shape} and {a.dtype} {a.shape}")
+    out = np.empty(a.shape[1], np.float32)
+    if out.size:
+        _core.launch(_VECMAT.handle(), [v, a, out],
+                     np.array([num_threads, a.shape[0], a.shape[1]], np.int64))
     return out
 
 
