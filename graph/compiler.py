@@ -25,6 +25,7 @@ disable_passes=...)`` gives one function its own).
 constant_folding: nothing to fold
 identities: 1 rewrite (x*1 -> x)
 cse: nothing to merge
+small_reductions: no rewrites
 dce: 1 node removed
 fuse: 2 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 16 bytes

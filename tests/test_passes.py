@@ -74,16 +74,18 @@ def x32():
 # ---------------------------------------------------------------- the registry
 def test_the_registry_holds_the_basic_passes_in_pipeline_order() -> None:
     assert [(p.name, p.level) for p in PASSES.values()] == [
-        ("constant_folding", 1), ("identities", 1), ("cse", 1), ("dce", 1)]
+        ("constant_folding", 1), ("identities", 1), ("cse", 1), ("small_reductions", 2),
+        ("dce", 1)]
     assert MAX_LEVEL == 3
     assert PassConfig().names() == tuple(PASSES)
     assert make_config(opt_level=0).names() == ()
-    assert make_config(opt_level=2).names() == make_config(opt_level=1).names()  # none yet
+    assert make_config(opt_level=1).names() == ("constant_folding", "identities", "cse", "dce")
+    assert make_config(opt_level=3).names() == make_config(opt_level=2).names()  # none yet
 
 
 def test_unknown_pass_names_and_levels_are_refused_naming_the_passes() -> None:
     with pytest.raises(ValueError, match="unknown pass 'csee'; passes: constant_folding, "
-                                         "identities, cse, dce"):
+                                         "identities, cse, small_reductions, dce"):
         make_config(disable_passes=["csee"])
     with pytest.raises(ValueError, match="unknown pass"):
         bz.compile(lambda x: x, disable_passes=("nope",))
@@ -209,6 +211,7 @@ def test_explain_lists_the_passes_and_what_they_changed(x32) -> None:
         ("constant_folding", "2 constants folded"),
         ("identities", "1 rewrite (x*1 -> x)"),
         ("cse", "4 nodes merged"),  # sin(x), and three repeated constants
+        ("small_reductions", "no rewrites"),
         ("dce", "4 nodes removed"),
         ("fuse", "3 ops -> 1 kernel"),
         ("plan_memory", "1 buffer in 1 storage, peak 512 bytes"),

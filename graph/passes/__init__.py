@@ -9,6 +9,7 @@ module              level  what
 ``fold``            1      ``constant_folding``
 ``identities``      1      ``identities``: exact identities, constant powers
 ``cse``             1      ``cse``: common-subexpression elimination
+``small_reductions`` 2     reductions of <= 7 elements as elementwise chains
 ``dce``             1      ``dce``: dead-code elimination (runs last)
 ``simplify``               ``simplify()``: the level-1 passes (compatibility)
 ``fuse``            --     lowering: kernels and library steps (always runs)
@@ -21,11 +22,11 @@ pipeline itself is in :mod:`braze.graph.compiler`: ``PassConfig.run`` -> fuse ->
 plan_memory.
 
 >>> list(PASSES)
-['constant_folding', 'identities', 'cse', 'dce']
+['constant_folding', 'identities', 'cse', 'small_reductions', 'dce']
 """
 
 # each pass module registers its pass (the pipeline order is each pass's ``order``)
-from . import cse, dce, fold, identities, registry, rewrite
+from . import cse, dce, fold, identities, registry, rewrite, small_reductions
 from .registry import (
     LEVELS,
     LOWERING,
@@ -41,4 +42,4 @@ from .rewrite import Const, Match, Pat, Rule, RuleSet
 
 __all__ = ["LEVELS", "LOWERING", "MAX_LEVEL", "PASSES", "Const", "Match", "Pass", "PassConfig",
            "Pat", "Rule", "RuleSet", "config_from_env", "cse", "dce", "fold", "identities",
-           "make_config", "register", "registry", "rewrite"]
+           "make_config", "register", "registry", "rewrite", "small_reductions"]
