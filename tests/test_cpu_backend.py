@@ -935,6 +935,25 @@ def test_vecmat_kernel_matches_numpy_on_any_thread_count(n, k, threads) -> None:
         matvec.vecmat(np.ones(n + 1, np.float32), a)
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 200_000), length=st.integers(1, 300),
+       dtype=st.sampled_from([np.int32, np.int64, np.uint8]), threads=st.sampled_from([1, 2]))
+@example(n=100_000, length=1 << 16, dtype=np.int64, threads=2)  # the longest native table
+def test_bincount_kernel_counts_as_numpy(n, length, dtype, threads) -> None:
+    """Counts of 0..length-1, indices outside the range (negative too) ignored: exact, on
+    one or two threads (uint8 indices run the numpy reference)."""
+    from braze.backends.cpu.bincount import Bincount
+
+    impl = Bincount()
+    impl._num_threads = lambda: threads  # type: ignore[method-assign]
+    lo = 0 if dtype == np.uint8 else -3
+    idx = np.random.default_rng(n + length).integers(lo, min(length + 3, 255), n).astype(dtype)
+    got = impl({"length": length}, np.dtype(np.int64), idx)
+    inside = idx[(idx >= 0) & (idx < length)].astype(np.int64)
+    np.testing.assert_array_equal(got, np.bincount(inside, minlength=length)[:length])
+    assert got.dtype == np.int64 and impl.calls["native" if dtype != np.uint8 else "numpy"]
+
+
 @given(m=st.integers(1, 12), k=st.integers(1, 40), n=st.integers(1, 40),
        form=st.sampled_from(["vec", "wT", "plain", "strided", "f64", "batch", "xT", "rX"]))
 @settings(max_examples=40, deadline=None)

@@ -127,6 +127,9 @@ class CpuBackend(NumpyBackend):
         from .scan import CumulativeSum
 
         self.library["cumulative_sum"] = CumulativeSum(self)
+        from .bincount import Bincount
+
+        self.library["bincount"] = Bincount(self)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)
