@@ -20,11 +20,13 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE
+from ..graph.ops import BROADCAST, CONCAT, OPS, PERMUTE, RESHAPE, SLICE
 from ..graph.ops import broadcast_shapes as _broadcast_shapes
 from .array import Array, _no_out, as_array, cast_node
 from .creation import normalize_shape
 from .reductions import normalize_axes
+
+_ROLL = OPS["roll"]
 
 
 def reshape(x: Array, /, shape: Sequence[int], *, copy: bool | None = None) -> Array:
@@ -292,7 +294,7 @@ def roll(x: Array, /, shift: int | tuple[int, ...],
     """Shift elements along ``axis`` cyclically (``axis=None``: over the flattened array).
     ``axis`` may be passed positionally, as NumPy programs do (``roll(x, 1, 0)``).
 
-    Lazy: two slices and a concat per axis.
+    Lazy: one ``roll`` node (a roll of a pending roll merges into it).
 
     >>> import braze as bz
     >>> bz.roll(bz.arange(5), 2).tolist()
@@ -314,14 +316,16 @@ def roll(x: Array, /, shift: int | tuple[int, ...],
     for s, a in zip(shifts, axes):
         (ax,) = normalize_axes(a, x.ndim, "roll")
         total[ax] = total.get(ax, 0) + operator.index(s)
-    out = x
-    for ax, s in total.items():
-        n = x.shape[ax]
-        if n == 0 or s % n == 0:
-            continue
-        k = s % n
-        out = concat([_slice_axis(out, ax, n - k, n), _slice_axis(out, ax, 0, n - k)], axis=ax)
-    return out
+    node = x._node
+    if node.op is _ROLL and node.data is None:  # a roll of a roll: one node
+        for ax, s in zip(node.attrs["axes"], node.attrs["shifts"]):
+            total[ax] = total.get(ax, 0) + s
+        node = node.inputs[0]
+    axes = tuple(sorted(ax for ax, s in total.items() if x.shape[ax] and s % x.shape[ax]))
+    if not axes:
+        return Array(node) if node is not x._node else x
+    shifts = tuple(total[ax] % x.shape[ax] for ax in axes)
+    return Array(Node(_ROLL, (node,), {"shifts": shifts, "axes": axes}, x.shape, x.dtype))
 
 
 def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:

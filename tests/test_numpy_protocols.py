@@ -110,6 +110,29 @@ def test_scalars_and_lists_where_numpy_takes_them() -> None:
         bz.ones(2) + [[1, 2], [3]]
 
 
+def test_a_roll_of_a_roll_is_one_node_and_a_life_step_one_kernel_after_the_rolls() -> None:
+    """The game of life's np.roll(np.roll(board, i, 0), j, 1): one roll node (the shifts
+    merged), the neighbour count and the rule one fused kernel after the 8 rolls."""
+    a = (np.random.default_rng(0).random((16, 16)) < 0.3).astype(np.int8)
+    b = bz.asarray(a)
+    r = bz.roll(bz.roll(b, -1, 0), 1, 1)
+    assert r._node.op.name == "roll" and r._node.inputs[0] is b._node
+    assert r._node.attrs == {"shifts": (15, 1), "axes": (0, 1)}
+    np.testing.assert_array_equal(np.asarray(r), np.roll(np.roll(a, -1, 0), 1, 1))
+    assert bz.roll(bz.roll(b, 3, 1), -3, 1)._node is b._node  # shifts that cancel: b
+
+    def step(board):
+        n = sum(bz.roll(bz.roll(board, i, 0), j, 1)
+                for i in (-1, 0, 1) for j in (-1, 0, 1) if (i, j) != (0, 0))
+        return ((n == 3) | ((board == 1) & (n == 2))).astype(board.dtype)
+
+    rep = bz.explain(step, b)
+    assert [k.kind for k in rep.kernels].count("library") == 8 and rep.num_kernels == 9
+    n = sum(np.roll(np.roll(a, i, 0), j, 1) for i in (-1, 0, 1) for j in (-1, 0, 1)
+            if (i, j) != (0, 0))
+    np.testing.assert_array_equal(np.asarray(step(b)), ((n == 3) | ((a == 1) & (n == 2))))
+
+
 def test_roll_takes_numpys_positional_axis() -> None:
     a = np.arange(12).reshape(3, 4)
     np.testing.assert_array_equal(np.asarray(bz.roll(bz.asarray(a), 1, 0)), np.roll(a, 1, 0))

@@ -134,6 +134,16 @@ BINCOUNT = library_op("bincount", _bincount_ref, _bincount_infer,
                           "others ignored.")
 
 
+def _roll_ref(x, *, shifts, axes):
+    return np.roll(x, shifts, axis=axes)
+
+
+# x shifted cyclically by shifts[i] (0 < shift < n) along axes[i]: one node however many
+# axes (a game of life's np.roll(np.roll(b, i, 0), j, 1) is one copy, not two concats)
+library_op("roll", _roll_ref, lambda s, d, a: (s[0], d[0]),
+           doc="x rolled by attrs['shifts'] along attrs['axes'].", moves_data=True)
+
+
 def _take_along_ref(x, idx, *, axis):
     return _checked("take_along_axis", lambda: np.take_along_axis(x, idx, axis=axis))
 
