@@ -271,6 +271,28 @@ def test_matvec_steps_match_numpy(m, k, n) -> None:
         assert plan.n_native == (launches if native else launches - 1)
 
 
+@pytest.mark.parametrize("n,k", [(1000, 1000), (7, 3), (1, 5), (5, 1), (3000, 17)])
+def test_matrix_vector_steps_match_numpy(n, k) -> None:
+    """``M @ v`` and ``X.T @ r`` (a power iteration's, a gradient's): on cpu native steps
+    of the replay program (the matvec and vecmat kernels, their buffers in the matmul's
+    operand order), float32 within K * 1e-6 of numpy's BLAS; a sliced matrix is no
+    such step and keeps numpy's matmul."""
+    m, v, r = data(n, k, seed=7), data(k, seed=8), data(n, seed=9)
+
+    @bz.compile
+    def f(m, v, r):
+        return m @ v, m.T @ r, m[1:] @ v
+
+    for i in range(2):
+        got = f(bz.asarray(m), bz.asarray(v * (i + 1)), bz.asarray(r))
+        for g, w in zip(got, (m @ (v * (i + 1)), m.T @ r, m[1:] @ (v * (i + 1)))):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=max(n, k) * 1e-6)
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        steps = [st for st in plan.schedule.steps if isinstance(st, LibraryStep)]
+        assert len(steps) == 3 and plan.n_native == 2  # m[1:] starts past offset 0
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float16, np.int64, np.bool_])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat_steps_of_strided_views(dtype, axis) -> None:

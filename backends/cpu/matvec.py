@@ -20,8 +20,10 @@ token (538 MB of weights) 18.5 ms (29 GB/s) vs 25.3 ms through numpy/OpenBLAS; i
 pre-fill GEMMs (M = 104) 200-240 GFLOP/s vs OpenBLAS 156-181 (float32 pre-fill 614-669
 -> 728-769 tok/s: no OpenBLAS thread pool beside the OpenMP one either).
 
-Args (int64): threads, M, N, K (M < 0: write 1.0 to out[0] if the GEMM path is built).
-Buffers: x (M, K), W (N, K), out (M, N).
+Args (int64): threads, M, N, K (M < 0: write 1.0 to out[0] if the GEMM path is built),
+swap. Buffers: x (M, K), W (N, K), out (M, N); swap: W first (``M @ v`` as a program
+step, whose buffers come in the matmul's operand order). The vecmat kernel likewise for
+``X.T @ v`` (``vecmat``).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def gemm_available(isa: int | None = None) -> bool:
     if isa not in _GEMM:
         flag = np.zeros(1, np.float32)
         _core.launch(_KERNELS.handle(isa), [flag, flag, flag],
-                     np.array([1, -1, 0, 0], np.int64))
+                     np.array([1, -1, 0, 0, 0], np.int64))
         _GEMM[isa] = bool(flag[0])
     return _GEMM[isa]
 
@@ -90,7 +92,7 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     out = np.empty((m, w.shape[0]), np.float32)
     if out.size:
         _core.launch(_KERNELS.handle(isa), [x, w, out],
-                     np.array([num_threads, m, w.shape[0], k], np.int64))
+                     np.array([num_threads, m, w.shape[0], k, 0], np.int64))
     return out
 
 
@@ -123,7 +125,7 @@ def vecmat(v: np.ndarray, a: np.ndarray, num_threads: int = 1) -> np.ndarray:
     out = np.empty(a.shape[1], np.float32)
     if out.size:
         _core.launch(_VECMAT.handle(), [v, a, out],
-                     np.array([num_threads, a.shape[0], a.shape[1]], np.int64))
+                     np.array([num_threads, a.shape[0], a.shape[1], 0], np.int64))
     return out
 
 
@@ -132,7 +134,8 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                 ) -> NativeLibraryCall | None:
     """``matmul(x, W.T)`` as a replay-program step when x is float32, contiguous with
     at most ``MAX_ROWS`` rows and W.T is the transpose of a contiguous (N, K) float32
-    matrix; None otherwise (numpy's matmul runs). Build failures also give None.
+    matrix, or ``M @ v`` / ``X.T @ v`` of a contiguous matrix; None otherwise (numpy's
+    matmul runs). Build failures also give None.
 
     >>> from braze.graph.view import View
     >>> x, wt = View.contiguous((1, 8)), View.contiguous((4, 8)).permute((1, 0))
@@ -140,7 +143,11 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     True
     """
     (xv, xd), (wv, wd) = inputs
-    if attrs or xd != _F32 or wd != _F32 or out[1] != _F32 or len(wv.shape) != 2:
+    if attrs or xd != _F32 or wd != _F32 or out[1] != _F32:
+        return None
+    if len(xv.shape) == 2 and len(wv.shape) == 1:
+        return _vector_call(xv, wv, out, num_threads)
+    if len(wv.shape) != 2:
         return None
     k, n = wv.shape
     if xv.shape[-1] != k or not (xv.offset == 0 and xv.is_contiguous()) or n == 0 or k == 0:
@@ -159,4 +166,25 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     except _build.BuildError:
         return None
     threads = 1 if n * k * max(1, m // 8) < PARALLEL_WEIGHTS else num_threads
-    return NativeLibraryCall(h, np.array([threads, m, n, k], np.int64))
+    return NativeLibraryCall(h, np.array([threads, m, n, k, 0], np.int64))
+
+
+def _vector_call(av: View, vv: View, out: tuple[tuple[int, ...], np.dtype], num_threads: int
+                 ) -> NativeLibraryCall | None:
+    """``M @ v`` (the matvec kernel, its buffers swapped) or ``X.T @ v`` (the vecmat
+    kernel) of a contiguous float32 matrix as a program step; None otherwise."""
+    n, k = av.shape
+    if vv.shape != (k,) or out[0] != (n,) or n == 0 or k == 0 or \
+            not (vv.offset == 0 and vv.is_contiguous()) or av.offset != 0:
+        return None
+    threads = 1 if n * k < PARALLEL_WEIGHTS else num_threads
+    try:
+        if av.is_contiguous():  # M @ v
+            return NativeLibraryCall(_KERNELS.handle(), np.array([threads, 1, n, k, 1],
+                                                                 np.int64))
+        # X.T @ v of a contiguous (k, n) X: strides (1, n) (size-1 dims: stride 0)
+        if av.canonical() == View((n, k), (1 if n > 1 else 0, n if k > 1 else 0)):
+            return NativeLibraryCall(_VECMAT.handle(), np.array([threads, k, n, 1], np.int64))
+    except _build.BuildError:
+        pass
+    return None

@@ -125,7 +125,8 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
 
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t nt = a[0], M = a[1], N = a[2], K = a[3];
-    const float *x = (const float*)bufs[0], *W = (const float*)bufs[1];
+    const int sw = a[4] != 0;  // W in bufs[0], x in bufs[1] (a program step's M @ v)
+    const float *x = (const float*)bufs[sw], *W = (const float*)bufs[1 - sw];
     float* y = (float*)bufs[2];
     if (M < 0) { /* query: does this build have the GEMM path? */
         y[0] = (float)BZ_GEMM;

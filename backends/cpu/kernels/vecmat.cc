@@ -38,11 +38,13 @@ static void tile(const float* v, const float* a, int64_t rows, int64_t K, int64_
     }
 }
 
-// Args (int64): threads, N, K. Buffers: v (N), A (N, K), out (K).
+// Args (int64): threads, N, K, swap. Buffers: v (N), A (N, K), out (K); swap: A first (a
+// program step's X.T @ v).
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t nt = a[0], N = a[1], K = a[2];
-    const float* v = (const float*)bufs[0];
-    const float* A = (const float*)bufs[1];
+    const int sw = a[3] != 0;
+    const float* v = (const float*)bufs[sw];
+    const float* A = (const float*)bufs[1 - sw];
     float* out = (float*)bufs[2];
     const int64_t chunks = (N + BZ_CHUNK - 1) / BZ_CHUNK;
     if (chunks == 0) {
