@@ -214,8 +214,9 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 # ---------------------------------------------------------------- assignment in place
 def _owned(x: Array, counts: bool = False) -> Any:
     """``x``'s buffer, when ``x`` alone holds it (no other Array or pending graph holds
-    its node; no view, numpy caller or cache holds its data) and it may be written;
-    else None. (``counts``: the references as seen here, for :data:`_SOLE`.)"""
+    its node; no view, numpy caller or cache holds its data), else None; it may still be
+    read-only (the caller's write finds out). (``counts``: the references as seen here,
+    for :data:`_SOLE`.)"""
     node = x._node
     data = node.data
     if type(data) is not np.ndarray:
@@ -249,11 +250,10 @@ _SOLE = _calibrate()
 
 
 def store_element(x: Array, key: int, value: Any) -> bool:
-    """``x[key] = value`` for an int ``key`` into an evaluated 1-d ``x`` (a scalar loop's
-    case, straight from ``Array.__setitem__``): :func:`_scalar_store`'s rules."""
+    """``x[key] = value`` for an int ``key`` into a 1-d ``x`` (a scalar loop's case,
+    straight from ``Array.__setitem__``): :func:`_scalar_store`'s rules."""
     shape = x._node.shape
     return len(shape) == 1 and -shape[0] <= key < shape[0] and _scalar_store(x, key, value)
-
 
 
 def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
