@@ -64,8 +64,9 @@ __all__ = [
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_BITS", "QUANT_GROUPS", "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",
     "OpDef", "Shape", "argsort_ref", "broadcast_shapes", "check_domain", "declare",
-    "dequantize_ref", "elementwise", "elementwise_dtypes", "fft", "index_key", "index_shape", "leaves", "library",
-    "library_op", "linalg", "matmul_shape", "mean_ref", "nn", "qmm_ref", "quant_check",
-    "quantized", "random", "random_bits_ref", "reduced_shape", "reductions", "reference_eval",
-    "rope_tables", "sdpa_visible", "sum_dtype", "threefry2x32", "upcast", "views",
+    "dequantize_ref", "elementwise", "elementwise_dtypes", "fft", "index_key", "index_shape",
+    "leaves", "library", "library_op", "linalg", "matmul_shape", "mean_ref", "nn", "qmm_ref",
+    "quant_check", "quantized", "random", "random_bits_ref", "reduced_shape", "reductions",
+    "reference_eval", "rope_tables", "sdpa_visible", "sum_dtype", "threefry2x32", "upcast",
+    "views",
 ]
