@@ -432,8 +432,9 @@ def test_rows_over_several_unmergeable_reduced_dims(shape, axes) -> None:
     for fn in (centered, total, extreme):
         _compare_rows(fn, data, None)
     x = bz.asarray(data)
-    for k in compile_graph([centered(x, None)._node])[0].kernels:
-        assert len(csource.normalize(k).red) == 2
+    # (a reduction over a permuted space leaves the centering to an elementwise kernel)
+    rows = [k for k in compile_graph([centered(x, None)._node])[0].kernels if k.n_red]
+    assert rows and all(len(csource.normalize(k).red) == 2 for k in rows)
 
 
 def test_big_single_row_and_many_rows_use_threads_and_agree() -> None:

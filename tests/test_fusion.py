@@ -307,3 +307,23 @@ def test_paths_of_views_to_the_same_elements_are_one_value(uncut) -> None:
     s = bz.explain(lambda: y)
     assert s.num_kernels == 1 and len(s.kernels[0].ops) == 2 * 40
     np.testing.assert_allclose(np.asarray(y), yn, rtol=1e-5)
+
+
+def test_column_statistics_keep_their_elementwise_epilogue_contiguous() -> None:
+    """``(x - x.mean(0)) / x.std(0)`` of a tall table: the reductions iterate (8, N) (a
+    permuted space); the epilogue would store through it with a stride of 8 elements, so
+    it is its own contiguous kernel ("strided stores"); a small table stays one kernel.
+    float32 within 1e-5 of numpy."""
+    def zscore(x):
+        return (x - x.mean(axis=0)) / x.std(axis=0)
+
+    rng = np.random.default_rng(3)
+    for rows, kernels in ((fusion.group.STRIDED_STORES, 2), (64, 1)):
+        xn = rng.standard_normal((rows, 8)).astype(np.float32)
+        r = bz.explain(zscore, bz.asarray(xn))
+        assert r.num_kernels == kernels
+        if kernels == 2:
+            assert r.kernels[0].name.startswith("row_") and r.kernels[1].name.startswith("ew_")
+        np.testing.assert_allclose(np.asarray(zscore(bz.asarray(xn))),
+                                   (xn - xn.mean(axis=0)) / xn.std(axis=0), rtol=1e-5,
+                                   atol=1e-5)

@@ -21,17 +21,25 @@ roots that :mod:`.lower` turns into one kernel. Two kinds of merge, in this orde
 
 Every refusal is recorded in the shared :class:`.log.Decisions` with its reason:
 ``dependent`` (siblings where one reads the other), ``cycle`` (a path through a third
-kernel), ``recompute cost`` (above), ``iteration spaces`` (the two kernels' spaces
-differ), ``cross read`` (one reads the other's buffer elsewhere than where the merged
-kernel computes it: a transposed or shifted read, or an element value where a row
-value is needed).
+kernel), ``recompute cost`` (above), ``strided stores`` (a kernel without reductions
+would join a reduction over a permuted space -- ``x.mean(axis=0)`` of a (N, 8) table
+iterates (8, N) -- and store its ``STRIDED_STORES`` or more elements across that
+space: ``(x - mean) / std`` stays a contiguous elementwise kernel), ``iteration
+spaces`` (the two kernels' spaces differ), ``cross read`` (one reads the other's buffer
+elsewhere than where the merged kernel computes it: a transposed or shifted read, or an
+element value where a row value is needed).
 """
 
 from __future__ import annotations
 
+import math
+
 from ...view import View
 from .realize import RECOMPUTE_LIMIT, Fuser
 from .space import Layout, apply_chain, fits, member_chain, row_view_cached, stored_read
+
+# a kernel storing this many elements stays out of a reduction over a permuted space
+STRIDED_STORES = 1 << 16
 
 
 class Groups:
@@ -235,6 +243,13 @@ class Groups:
         if lay is None:
             if log.on:
                 self._refuse(ga, gb, mode, "iteration spaces")
+            return False
+        if (self.n_reduce[ga] > 0) != (self.n_reduce[gb] > 0) and \
+                lay[2] != tuple(range(len(lay[2]))) and math.prod(lay[0]) >= STRIDED_STORES:
+            if log.on:
+                self._refuse(ga, gb, mode, "strided stores", "the reduction runs over a "
+                             f"permuted space {lay[0]}: the other kernel's stores would "
+                             "stride through memory")
             return False
         if not self._cross_reads_ok(ga, gb, lay):
             if log.on:
