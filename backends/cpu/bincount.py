@@ -16,8 +16,7 @@ import numpy as np
 
 from ... import _core
 from ...graph.ops import OPS, reference_eval
-from ..kernel_sources import source as _kernel_source
-from .library import KernelFamily, NativeOp
+from .library import NativeOp, file_kernel
 
 __all__ = ["Bincount", "source"]
 
@@ -26,17 +25,7 @@ PARALLEL_ELEMENTS = 1 << 16
 _INDEX = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def source() -> tuple[str, str]:
-    """(C++ source, symbol) of the bincount kernel.
-
-    >>> source()[1]
-    'bz_bincount'
-    """
-    return _kernel_source(__package__, "kernels/bincount.cc", {"BZ_SYMBOL": "bz_bincount"}), \
-        "bz_bincount"
-
-
-_KERNELS = KernelFamily(lambda _: source())
+source, _KERNELS = file_kernel(__package__, "kernels/bincount.cc", "bz_bincount")
 
 
 class Bincount(NativeOp):

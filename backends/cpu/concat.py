@@ -21,27 +21,16 @@ from typing import Any
 import numpy as np
 
 from ...graph.view import View
-from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
 from . import build as _build
-from .library import KernelFamily
+from .library import file_kernel
 
 __all__ = ["native_call", "source"]
 
 MAX_DIMS = 4
 
 
-def source() -> tuple[str, str]:
-    """(C++ source, symbol) of the concat kernel.
-
-    >>> source()[1]
-    'bz_concat'
-    """
-    return _kernel_source(__package__, "kernels/concat.cc", {"BZ_SYMBOL": "bz_concat"}), \
-        "bz_concat"
-
-
-_KERNELS = KernelFamily(lambda _: source())
+source, _KERNELS = file_kernel(__package__, "kernels/concat.cc", "bz_concat")
 
 
 def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],

@@ -12,9 +12,10 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ..kernel_sources import source as _kernel_source
 from . import build as _build
 
-__all__ = ["KernelFamily", "NativeOp"]
+__all__ = ["KernelFamily", "NativeOp", "file_kernel"]
 
 
 class KernelFamily:
@@ -53,6 +54,21 @@ class KernelFamily:
     def handles(self) -> dict[Hashable, int]:
         """The kernels loaded so far, by key."""
         return dict(self._handles)
+
+
+def file_kernel(package: str, path: str, symbol: str
+                ) -> tuple[Callable[[], tuple[str, str]], KernelFamily]:
+    """``source()`` -> (C++ source, symbol) of a kernel file whose only parameter is
+    ``BZ_SYMBOL``, and the :class:`KernelFamily` that builds it once.
+
+    >>> source, family = file_kernel("braze.backends.cpu", "kernels/scan.cc", "bz_cumsum")
+    >>> source()[1], "bz_cumsum" in source()[0]
+    ('bz_cumsum', True)
+    """
+    def source() -> tuple[str, str]:
+        return _kernel_source(package, path, {"BZ_SYMBOL": symbol}), symbol
+
+    return source, KernelFamily(lambda _: source())
 
 
 class NativeOp:

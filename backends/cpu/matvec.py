@@ -37,7 +37,7 @@ from ...graph.view import View
 from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
 from . import build as _build
-from .library import KernelFamily
+from .library import KernelFamily, file_kernel
 
 __all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source", "vecmat",
            "vecmat_source"]
@@ -96,17 +96,7 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     return out
 
 
-def vecmat_source() -> tuple[str, str]:
-    """(C++ source, symbol) of the ``v @ A`` kernel (``kernels/vecmat.cc``).
-
-    >>> vecmat_source()[1]
-    'bz_vecmat_f32'
-    """
-    return _kernel_source(__package__, "kernels/vecmat.cc", {"BZ_SYMBOL": "bz_vecmat_f32"}), \
-        "bz_vecmat_f32"
-
-
-_VECMAT = KernelFamily(lambda _: vecmat_source())
+vecmat_source, _VECMAT = file_kernel(__package__, "kernels/vecmat.cc", "bz_vecmat_f32")
 
 
 def vecmat(v: np.ndarray, a: np.ndarray, num_threads: int = 1) -> np.ndarray:

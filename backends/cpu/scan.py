@@ -21,8 +21,7 @@ import numpy as np
 
 from ... import _core
 from ...graph.ops import OPS, reference_eval
-from ..kernel_sources import source as _kernel_source
-from .library import KernelFamily, NativeOp
+from .library import NativeOp, file_kernel
 
 __all__ = ["CumulativeSum", "source"]
 
@@ -33,17 +32,7 @@ _CODES = {(np.dtype(np.float32), np.dtype(np.float32)): 0,
           (np.dtype(np.int32), np.dtype(np.int64)): 3}
 
 
-def source() -> tuple[str, str]:
-    """(C++ source, symbol) of the scan kernel.
-
-    >>> source()[1]
-    'bz_cumsum'
-    """
-    return _kernel_source(__package__, "kernels/scan.cc", {"BZ_SYMBOL": "bz_cumsum"}), \
-        "bz_cumsum"
-
-
-_KERNELS = KernelFamily(lambda _: source())
+source, _KERNELS = file_kernel(__package__, "kernels/scan.cc", "bz_cumsum")
 
 
 class CumulativeSum(NativeOp):
