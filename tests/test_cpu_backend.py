@@ -989,6 +989,23 @@ def test_cpu_matmul_library_matches_numpy(m: int, k: int, n: int, form: str) -> 
     assert (want.dtype == f32) or np.array_equal(got, want)
 
 
+def test_eager_x_wt_of_many_rows_runs_the_native_gemm_not_blas(monkeypatch) -> None:
+    """``U @ U.T`` of 2000 rows evaluated step by step runs the native GEMM, as its
+    replay plan does: numpy's BLAS would leave its workers spinning beside the plan's
+    kernels (float32 to 1e-5 relative)."""
+    from braze.backends.cpu import blas, matvec
+
+    if not matvec.gemm_available():
+        pytest.skip("the matvec kernel has no GEMM path on this host (AVX-512 only)")
+    called: list[int] = []
+    real = blas.reference_eval
+    monkeypatch.setattr(blas, "reference_eval", lambda *a: called.append(1) or real(*a))
+    u = np.random.default_rng(0).standard_normal((200, 64)).astype(np.float32)
+    got = blas.matmul_for(lambda: 2)({}, np.dtype(np.float32), u, u.T)
+    np.testing.assert_allclose(got, u @ u.T, rtol=1e-5, atol=1e-4)
+    assert not called
+
+
 def test_small_matmuls_run_on_one_blas_thread_and_restore_it(monkeypatch) -> None:
     from braze.backends.cpu import blas
 
