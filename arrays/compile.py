@@ -50,7 +50,7 @@ from ..graph.kernel import Schedule
 from ..graph.node import Node
 from ..graph.ops import CONSTANT, OPS, PARAMETER, broadcast_shapes
 from ..graph.passes.registry import PassConfig, make_config
-from .array import TRACING, Array
+from .array import Array, tracing
 from .array import eval as _eval
 
 RETRACE_WARNING = 10
@@ -236,16 +236,14 @@ class CompiledFunction:
             else:
                 placeholders.append(x)
         args, kwargs = unflatten(struct, placeholders)
-        token = TRACING.set(True)
         try:
-            out = self.fn(*args, **kwargs)
+            with tracing():
+                out = self.fn(*args, **kwargs)
         except TypeError as e:
             if "traced by bz.compile" in str(e) and not self._static_ints and any(
                     isinstance(x, _MAYBE_RUNTIME) for x in leaves):
                 raise _NeedsStaticInts() from e
             raise
-        finally:
-            TRACING.reset(token)
         out_leaves, out_struct = flatten(out)
         targets = [o._node for o in out_leaves if isinstance(o, Array)]
         t = trace(targets)

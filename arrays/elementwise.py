@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
 from ..graph import dtypes as dt
 from ..graph.node import Node
 from ..graph.ops import OPS, WHERE, OpDef
@@ -35,16 +36,25 @@ from .array import (
 
 def _make(op: OpDef) -> Callable[..., Array]:
     """The public function of elementwise record ``op``: its summary, domain and example
-    (a doctest, collected through ``__test__``) come from the record."""
+    (a doctest, collected through ``__test__``) come from the record. A native
+    ``ElementwiseFunction`` (``csrc/functions.cpp``) in front of the Python one sends
+    calls on numpy scalars of the types seen before straight to numpy's function."""
     name = op.name
     # operand types -> numpy_scalar_fn's function for them (False: the array path)
     scalar_fns: dict[Any, Any] = {}
+
+    def scalar_fn(key: tuple[type, ...], args: tuple[Any, ...]) -> Any:
+        f = scalar_fns.get(key)
+        if f is None:
+            f = scalar_fns[key] = numpy_scalar_fn(op, args)
+            if f:
+                public._register(key, f)  # (False: its entries are full; this one serves)
+        return f
+
     if op.arity == 1:
         def fn(x: Array, /) -> Array:
             if type(x) is not Array:  # a numpy scalar in, one out, as numpy's function
-                f = scalar_fns.get(type(x))
-                if f is None:
-                    f = scalar_fns[type(x)] = numpy_scalar_fn(op, (x,))
+                f = scalar_fn((type(x),), (x,))
                 if f:
                     return f(x)
             return elementwise(op, as_array(x, name))
@@ -52,26 +62,27 @@ def _make(op: OpDef) -> Callable[..., Array]:
     else:
         def fn(x1: Array | complex, x2: Array | complex, /) -> Array:  # type: ignore[misc]
             if type(x1) is not Array and type(x2) is not Array:
-                key = (type(x1), type(x2))
-                f = scalar_fns.get(key)
-                if f is None:
-                    f = scalar_fns[key] = numpy_scalar_fn(op, (x1, x2))
+                f = scalar_fn((type(x1), type(x2)), (x1, x2))
                 if f:
                     return f(x1, x2)
             return elementwise(op, x1, x2)
         sig = "x1, x2 (arrays or Python scalars; they broadcast)"
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "braze"
+    public = _core.ElementwiseFunction(fn, op.arity)
+    for f in (fn, public):
+        f.__name__ = f.__qualname__ = name
+        f.__module__ = "braze"
+    public.__wrapped__ = fn  # (inspect.signature reads the Python function's)
     assert op.example is not None
     call, result = op.example
     imports = ">>> import braze as bz\n"
     if not op.public:  # not in the braze namespace: import it from here
         imports += f">>> from braze.arrays.elementwise import {name}\n"
         call = call.replace(f"bz.{name}(", f"{name}(", 1)
-    fn.__doc__ = (f"Elementwise {op.summary}, of {sig}.\n\n"
-                  f"Accepts {op.domain.replace('_', ' ')} dtypes; lazy.\n\n"
-                  f"{imports}>>> {call}.tolist()\n{result}\n")
-    return fn
+    fn.__doc__ = public.__doc__ = (
+        f"Elementwise {op.summary}, of {sig}.\n\n"
+        f"Accepts {op.domain.replace('_', ' ')} dtypes; lazy.\n\n"
+        f"{imports}>>> {call}.tolist()\n{result}\n")
+    return public
 
 
 # elementwise records without a generated function, and why

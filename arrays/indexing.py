@@ -33,9 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
+from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.node import Node, constant
-from ..graph.ops import GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, index_shape
+from ..graph.ops import BROADCAST, GATHER, OPS, SCATTER, SLICE, SLICE_UPDATE, index_shape
 from . import array as _array
 from .array import _SCALARS, TRACING, Array, as_array, cast_node
 
@@ -249,9 +251,29 @@ def _calibrate() -> tuple[int, int, int]:
 _SOLE = _calibrate()
 
 
+def _enable_native_elements() -> None:
+    """Let ``Array``'s native base answer element reads and stores (``csrc/elements.cpp``)
+    once numpy's object layout checks out, with the reference counts of a sole holder
+    as it reads them (the same two arrays :func:`_calibrate` reads)."""
+    from ..backends.replay import register_numpy_layout
+
+    if not register_numpy_layout():
+        return
+    a = Array(constant(np.zeros(2, np.float32)))
+    node, data, _ = _core.element_refs(a)
+    del a
+    storage = np.zeros(8, np.uint8)
+    b = Array(Node(SLICE, (), {}, (2,), np.dtype(np.float32), storage.view(np.float32)))
+    del storage
+    _core.element_access(Node, node, data, _core.element_refs(b)[2])
+
+
+_enable_native_elements()
+
+
 def store_element(x: Array, key: int, value: Any) -> bool:
     """``x[key] = value`` for an int ``key`` into a 1-d ``x`` (a scalar loop's case,
-    straight from ``Array.__setitem__``): :func:`_scalar_store`'s rules."""
+    straight from ``Array._setitem``): :func:`_scalar_store`'s rules."""
     shape = x._node.shape
     return len(shape) == 1 and -shape[0] <= key < shape[0] and _scalar_store(x, key, value)
 
@@ -281,14 +303,17 @@ def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
     else:
         return False
     if x._node.data is None:
-        x._value()
-    data = _owned(x)
+        _evaluate(x._node)
+    data = _owned(x)  # (no local may hold x's node or data here: it counts references)
     if data is not None:
         try:
             data[ints] = v
-            return True
         except ValueError:
             pass  # read-only memory (a broadcast constant, a buffer braze was lent)
+        else:
+            if type(ints) is int and data.ndim == 1 and t is not Array:
+                x._node._arm_store(t)  # the next stores of this type: the native path
+            return True
     # copy on write: x's old buffer stays with whatever else holds it, the new one is
     # x's alone (its next stores go in place, as numpy's do)
     node = x._node
@@ -298,6 +323,17 @@ def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
     data[ints] = v
     x._node = Node(SLICE_UPDATE, (), {}, node.shape, node.dtype, data)
     return True
+
+
+def _evaluate(node: Node) -> None:
+    """Evaluate ``node`` for element stores; ``bz.zeros`` / ``bz.full`` (a broadcast
+    scalar, as a loop of stores starts) by numpy's fill, without the compiler."""
+    src = node.inputs[0] if node.op is BROADCAST else None
+    if src is not None and src.data is not None and not src.shape:
+        node.data = np.full(node.shape, src.data, node.dtype)
+        node.inputs, node.depth = (), 0
+    else:
+        _current_backend().evaluate([node])
 
 
 def _int_fits(v: int, dtype: np.dtype) -> bool:

@@ -466,19 +466,33 @@ class ReplayPlan:
 
 
 _PROGRAM: list[Any] = []
+_LAYOUT: list[bool] = []
 
 
-def _program_factory() -> Any:
-    """``braze._core.Program``, after letting it read numpy.ndarray data pointers
-    directly where its view of numpy's object layout checks out on probe arrays."""
-    if not _PROGRAM:
+def register_numpy_layout() -> bool:
+    """Let the native extension read numpy.ndarray fields directly (data pointers of
+    program slots, element fast paths) where its view of numpy's object layout checks
+    out on probe arrays; whether it does (checked once)."""
+    if not _LAYOUT:
         from .. import _core
 
         base = np.zeros((4, 6), np.float32)
         probes = [base, base[:, 1:], base.T, np.zeros((), np.int8), base[1:], np.zeros(0)]
-        if all(_core.numpy_probe(a, np.ndarray) == (a.ctypes.data, a.flags.c_contiguous)
-               for a in probes):
+        ok = all(_core.numpy_probe(a, np.ndarray) == (
+            a.ctypes.data, a.flags.c_contiguous, a.ndim, 0 if a.base is None else id(a.base))
+            for a in probes)
+        if ok:
             _core.numpy_register(np.ndarray)
+        _LAYOUT.append(ok)
+    return _LAYOUT[0]
+
+
+def _program_factory() -> Any:
+    """``braze._core.Program``, reading numpy data pointers directly where it can."""
+    if not _PROGRAM:
+        from .. import _core
+
+        register_numpy_layout()
         _PROGRAM.append(_core.Program)
     return _PROGRAM[0]
 

@@ -21,9 +21,13 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <dlfcn.h>
+
+#include "numpy_layout.h"
+#include "registry.h"
 
 #include <chrono>
 #include <cstdint>
@@ -34,6 +38,8 @@
 #include <vector>
 
 namespace nb = nanobind;
+
+PyObject *g_ndarray_type = nullptr;  // numpy.ndarray once registered (numpy_layout.h)
 
 namespace {
 
@@ -153,29 +159,17 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
 // ---------------------------------------------------------------- numpy data pointers
 // Program::set runs for every dynamic slot of every replay: nanobind's ndarray cast
 // (buffer protocol / DLPack) costs ~0.3 us there. An exact numpy.ndarray is read through
-// numpy's public object layout instead (what numpy's own PyArray_DATA / PyArray_FLAGS
-// macros do), once Python has registered the type and checked the layout against
-// ndarray.ctypes on probe arrays (`numpy_probe`, `numpy_register`); anything else
-// goes through the cast.
-struct NpyArrayHead {  // the leading fields of numpy's PyArrayObject_fields
-    PyObject ob_base;
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-};
-constexpr int kNpyCContiguous = 0x0001;
-PyObject *g_ndarray_type = nullptr;
+// numpy's public object layout instead (numpy_layout.h); anything else goes through the
+// cast.
 
-// (data pointer, C-contiguous flag) of an ndarray as the layout above reads them.
-std::pair<uint64_t, bool> numpy_probe(nb::handle array, nb::handle ndarray_type) {
+// (data pointer, C-contiguous flag, ndim, base address or 0) of an ndarray as
+// numpy_layout.h reads them.
+std::tuple<uint64_t, bool, int, uint64_t> numpy_probe(nb::handle array, nb::handle ndarray_type) {
     if ((PyObject *) Py_TYPE(array.ptr()) != ndarray_type.ptr())
         throw nb::type_error("braze.numpy_probe: expected an array of exactly ndarray_type");
     auto *a = reinterpret_cast<NpyArrayHead *>(array.ptr());
-    return {(uint64_t) (uintptr_t) a->data, (a->flags & kNpyCContiguous) != 0};
+    return {(uint64_t) (uintptr_t) a->data, (a->flags & kNpyCContiguous) != 0, a->nd,
+            (uint64_t) (uintptr_t) a->base};
 }
 
 void numpy_register(nb::handle type) {
@@ -584,6 +578,8 @@ void cuda_synchronize() {
 }  // namespace
 
 NB_MODULE(_core, m) {
+    register_element_access(m);
+    register_functions(m);
     m.doc() = "braze native extension: host facts, generated-kernel loading and launching, NVRTC and the CUDA driver (both dlopened at run time).";
     m.def("cpu_features", &cpu_features,
           "ISA features of the host CPU, e.g. ['sse2', 'avx2', 'fma', ...].");
@@ -599,7 +595,8 @@ NB_MODULE(_core, m) {
           "int64 array.");
 
     m.def("numpy_probe", &numpy_probe, nb::arg("array"), nb::arg("ndarray_type"),
-          "(data pointer, C-contiguous) of a numpy.ndarray read through numpy's object layout.");
+          "(data pointer, C-contiguous, ndim, base address or 0) of a numpy.ndarray read\n"
+          "through numpy's object layout.");
     m.def("numpy_register", &numpy_register, nb::arg("type"),
           "Let Program.set/bind read numpy.ndarray pointers directly (after numpy_probe\n"
           "agreed with ndarray.ctypes).");

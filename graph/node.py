@@ -19,14 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
 from .dtypes import name as dtype_name
 
 
-class Node:
-    """One op application in the lazy graph (or a leaf holding data)."""
+class Node(_core.NodeBase):
+    """One op application in the lazy graph (or a leaf holding data). ``data`` lives in
+    the native base, where the element fast paths of ``Array`` read it."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "weak", "pending_evals",
-                 "depth", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "weak", "pending_evals", "depth",
+                 "__weakref__")
+    data: Any
 
     def __init__(
         self,

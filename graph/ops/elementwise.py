@@ -30,11 +30,12 @@ def _ew(name: str, arity: int, ref: Callable[..., Any], domain: str = "numeric",
         helpers: tuple[str, ...] = (), libm: tuple[tuple[str, int], ...] = (),
         exact_on_low: bool = False, msl_native: bool = True,
         mlx: Callable[..., Any] | None = None, mlx_bridge: str = "never",
-        exact_dtype: bool = False) -> OpDef:
+        exact_dtype: bool = False, real_ref: Callable[..., Any] | None = None) -> OpDef:
     return declare(OpDef(name, "elementwise", arity, ref, domain, cast, result,
-                         exact_dtype=exact_dtype, summary=summary, example=example, cost=cost,
-                         c=c, helpers=helpers, libm=libm, exact_on_low=exact_on_low,
-                         msl_native=msl_native, mlx=mlx, mlx_bridge=mlx_bridge))
+                         exact_dtype=exact_dtype, real_reference=real_ref, summary=summary,
+                         example=example, cost=cost, c=c, helpers=helpers, libm=libm,
+                         exact_on_low=exact_on_low, msl_native=msl_native, mlx=mlx,
+                         mlx_bridge=mlx_bridge))
 
 
 def _lm(name: str, arity: int = 1) -> tuple[tuple[str, int], ...]:
@@ -163,18 +164,21 @@ def _nextafter(x: np.ndarray, y: np.ndarray, *, dtype: np.dtype) -> np.ndarray:
 def _float1(name: str, ref: Callable[..., Any], summary: str, example: tuple[str, str],
             cost: int = TRANSCENDENTAL, *, libm: bool = True, mlx: str | None = None,
             mlx_bridge: str = "never", msl_native: bool = True,
-            c: Mapping[str, str] | None = None) -> OpDef:
+            c: Mapping[str, str] | None = None, real_ref: Callable[..., Any] | None = None
+            ) -> OpDef:
     """A unary floating op computed by libm ``name{f}`` (integer inputs in float32)."""
     return _ew(name, 1, ref, "numeric", cast="float", summary=summary, example=example,
                cost=cost, c=c or {"f": f"{name}{{f}}({{0}})"}, libm=_lm(name) if libm else (),
-               msl_native=msl_native, mlx=_mx(mlx or name), mlx_bridge=mlx_bridge)
+               msl_native=msl_native, mlx=_mx(mlx or name), mlx_bridge=mlx_bridge,
+               real_ref=real_ref)
 
 
 # ---------------------------------------------------------------- unary, floating
 _float1("exp", np.exp, "e raised to x", ("bz.exp(bz.asarray([0.0, -float('inf')]))", "[1.0, 0.0]"),
         mlx_bridge="float64")
 _float1("expm1", _expm1, "exp(x) - 1, accurate near 0",
-        ("bz.expm1(bz.asarray([0.0, 1e-10]))", "[0.0, 1.000000013351432e-10]"), msl_native=False)
+        ("bz.expm1(bz.asarray([0.0, 1e-10]))", "[0.0, 1.000000013351432e-10]"), msl_native=False,
+        real_ref=np.expm1)
 _float1("log", np.log, "natural logarithm", ("bz.log(bz.asarray([1.0, 0.0]))", "[0.0, -inf]"))
 _float1("log1p", np.log1p, "log(1 + x), accurate near 0",
         ("bz.log1p(bz.asarray([0.0, -1.0]))", "[0.0, -inf]"), msl_native=False)
@@ -196,7 +200,7 @@ _float1("atan", np.arctan, "inverse tangent", ("bz.atan(bz.asarray([0.0]))", "[0
 _float1("sinh", np.sinh, "hyperbolic sine", ("bz.sinh(bz.asarray([0.0]))", "[0.0]"))
 _float1("cosh", np.cosh, "hyperbolic cosine", ("bz.cosh(bz.asarray([0.0]))", "[1.0]"))
 _float1("tanh", _tanh, "hyperbolic tangent",
-        ("bz.tanh(bz.asarray([0.0, float('inf')]))", "[0.0, 1.0]"))
+        ("bz.tanh(bz.asarray([0.0, float('inf')]))", "[0.0, 1.0]"), real_ref=np.tanh)
 _float1("asinh", np.arcsinh, "inverse hyperbolic sine", ("bz.asinh(bz.asarray([0.0]))", "[0.0]"),
         mlx="arcsinh")
 _float1("acosh", np.arccosh, "inverse hyperbolic cosine",

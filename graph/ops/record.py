@@ -60,6 +60,9 @@ class OpDef:
     # the op only moves elements (gather, scatter...): exact in any dtype, so its reference
     # never upcasts float16/bfloat16 (a row lookup must not convert a whole table)
     moves_data: bool = False
+    # the numpy function equal to ``reference`` on real operands, where ``reference`` wraps
+    # it for complex ones: a scalar loop's numpy-scalar calls go to it directly
+    real_reference: Callable[..., Any] | None = field(default=None, repr=False)
     doc: str = field(default="", repr=False)
     # ---- the public function (elementwise ops: generated from the record)
     summary: str = ""  # one line: "e raised to x"

@@ -1,0 +1,16 @@
+# Type stubs of braze._core for mypy (`make lint` copies them beside the checked tree): the
+# two native base classes in full (elements.cpp), everything else as Any.
+from typing import Any
+
+class NodeBase:
+    data: Any
+    @property
+    def _store_type(self) -> type | None: ...
+    def _arm_store(self, value_type: type, /) -> None: ...
+
+class ArrayBase:
+    _node: Any
+    def __getitem__(self, key: Any, /) -> Any: ...
+    def __setitem__(self, key: Any, value: Any, /) -> None: ...
+
+def __getattr__(name: str) -> Any: ...

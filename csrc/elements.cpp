@@ -1,0 +1,303 @@
+// braze._core.ArrayBase and NodeBase: element reads and stores of evaluated arrays at
+// numpy's speed.
+//
+// A scalar loop (`if x[i] > m: m = x[i]` ... `out[i] = m`) spends its time in subscripts:
+// numpy answers one in a few tens of nanoseconds, and a Python-level __getitem__ costs
+// several times that before it does anything. braze.Array and braze.graph.Node derive
+// from these two types, which hold Array's `_node` and Node's `data`, so the mapping slots
+// below find an evaluated array's buffer in a few loads and hand the subscript to numpy's
+// own. Everything else calls the Python methods `Array._getitem` / `Array._setitem`, which
+// hold braze's rules (arrays/array.py):
+//
+// * read: an int per axis of an array whose node holds an exact numpy.ndarray, outside
+//   tracing: numpy's element (a numpy scalar, as numpy gives it). If numpy refuses (out
+//   of bounds), the general path raises braze's message.
+// * store: `x[i] = v` (an int) into a node that Python armed (`Node._arm_store(type)`,
+//   after it stored a value of that type in place), v of exactly that type, and the node,
+//   its data and the data's base referenced only as when x alone holds them (the counts
+//   Python calibrated): numpy's store. Anything else (another type, a shared buffer,
+//   numpy refusing: read-only memory, an integer out of range) goes to `_setitem`.
+//   Setting a node's data disarms it.
+// * While any thread traces a compiled function (`tracing(+1)` / `tracing(-1)`),
+//   everything goes to the Python methods, which record instead.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstdint>
+#include <tuple>
+
+#include "numpy_layout.h"
+#include "registry.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+struct NodeObject {
+    PyObject ob_base;
+    PyObject* data;        // the node's value (None/null: pending)
+    PyObject* store_type;  // armed: the value type stored in place without Python (or null)
+};
+
+struct ArrayObject {
+    PyObject ob_base;
+    PyObject* node;
+};
+
+PyObject* g_node_type = nullptr;   // braze.graph.node.Node, once registered
+Py_ssize_t g_sole[3] = {0, 0, 0};  // references of a sole node, its data, the data's base
+long g_tracing = 0;
+PyTypeObject* g_node_base = nullptr;  // the two types below
+PyTypeObject* g_array_base = nullptr;
+PyObject* g_getitem = nullptr;  // interned method names
+PyObject* g_setitem = nullptr;
+
+// ------------------------------------------------------------------ NodeBase
+int node_traverse(PyObject* self, visitproc visit, void* arg) {
+    auto* n = reinterpret_cast<NodeObject*>(self);
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(n->data);
+    Py_VISIT(n->store_type);
+    return 0;
+}
+
+int node_clear(PyObject* self) {
+    auto* n = reinterpret_cast<NodeObject*>(self);
+    Py_CLEAR(n->data);
+    Py_CLEAR(n->store_type);
+    return 0;
+}
+
+void node_dealloc(PyObject* self) {
+    PyTypeObject* tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    node_clear(self);
+    auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(tp, Py_tp_free));
+    free_fn(self);
+    Py_DECREF(tp);
+}
+
+PyObject* node_get_data(PyObject* self, void*) {
+    PyObject* d = reinterpret_cast<NodeObject*>(self)->data;
+    d = d ? d : Py_None;
+    Py_INCREF(d);
+    return d;
+}
+
+int node_set_data(PyObject* self, PyObject* value, void*) {
+    auto* n = reinterpret_cast<NodeObject*>(self);
+    Py_XINCREF(value);
+    PyObject* old = n->data;
+    n->data = value;
+    Py_CLEAR(n->store_type);  // a new buffer: Python decides again
+    Py_XDECREF(old);
+    return 0;
+}
+
+PyObject* node_arm_store(PyObject* self, PyObject* type) {
+    auto* n = reinterpret_cast<NodeObject*>(self);
+    Py_INCREF(type);
+    Py_XSETREF(n->store_type, type);
+    Py_RETURN_NONE;
+}
+
+PyObject* node_get_store_type(PyObject* self, void*) {
+    PyObject* t = reinterpret_cast<NodeObject*>(self)->store_type;
+    t = t ? t : Py_None;
+    Py_INCREF(t);
+    return t;
+}
+
+PyGetSetDef node_getset[] = {
+    {"data", node_get_data, node_set_data,
+     "The node's value (a numpy array or scalar), None while it is pending.", nullptr},
+    {"_store_type", node_get_store_type, nullptr,
+     "The value type the native store path writes in place (None: not armed).", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef node_methods[] = {
+    {"_arm_store", node_arm_store, METH_O,
+     "Let `x[i] = v` with v of exactly this type store into this node's data without a "
+     "Python call while the node's references show one holder (see elements.cpp)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot node_slots[] = {
+    {Py_tp_doc, (void*)"braze.graph.Node's native part: its data, read by the element "
+                       "fast paths of ArrayBase."},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_dealloc, (void*)node_dealloc},
+    {Py_tp_traverse, (void*)node_traverse},
+    {Py_tp_clear, (void*)node_clear},
+    {Py_tp_getset, node_getset},
+    {Py_tp_methods, node_methods},
+    {0, nullptr},
+};
+
+PyType_Spec node_spec = {"braze._core.NodeBase", sizeof(NodeObject), 0,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, node_slots};
+
+// ------------------------------------------------------------------ ArrayBase
+int array_traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(reinterpret_cast<ArrayObject*>(self)->node);
+    return 0;
+}
+
+int array_clear(PyObject* self) {
+    Py_CLEAR(reinterpret_cast<ArrayObject*>(self)->node);
+    return 0;
+}
+
+void array_dealloc(PyObject* self) {
+    PyTypeObject* tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    array_clear(self);
+    auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(tp, Py_tp_free));
+    free_fn(self);
+    Py_DECREF(tp);
+}
+
+PyObject* array_get_node(PyObject* self, void*) {
+    PyObject* n = reinterpret_cast<ArrayObject*>(self)->node;
+    if (!n) {
+        PyErr_SetString(PyExc_AttributeError, "_node");
+        return nullptr;
+    }
+    Py_INCREF(n);
+    return n;
+}
+
+int array_set_node(PyObject* self, PyObject* value, void*) {
+    auto* a = reinterpret_cast<ArrayObject*>(self);
+    Py_XINCREF(value);
+    Py_XSETREF(a->node, value);
+    return 0;
+}
+
+// The node of `self` when the fast paths may read it (registered, not tracing).
+NodeObject* fast_node(PyObject* self) {
+    if (!g_node_type || g_tracing) return nullptr;
+    PyObject* node = reinterpret_cast<ArrayObject*>(self)->node;
+    if (!node || (PyObject*)Py_TYPE(node) != g_node_type) return nullptr;
+    return reinterpret_cast<NodeObject*>(node);
+}
+
+bool exact_ndarray(PyObject* o) { return o && (PyObject*)Py_TYPE(o) == g_ndarray_type; }
+
+// An int per axis of an nd-dimensional array: `i` (nd 1) or a tuple of nd ints.
+bool element_key(PyObject* key, int nd) {
+    if (PyLong_CheckExact(key)) return nd == 1;
+    if (!PyTuple_CheckExact(key) || PyTuple_Size(key) != nd) return false;
+    for (int i = 0; i < nd; ++i)
+        if (!PyLong_CheckExact(PyTuple_GetItem(key, i))) return false;
+    return true;
+}
+
+PyObject* array_subscript(PyObject* self, PyObject* key) {
+    NodeObject* n = fast_node(self);
+    if (n && exact_ndarray(n->data) && element_key(key, ((NpyArrayHead*)n->data)->nd)) {
+        PyObject* r = PyObject_GetItem(n->data, key);
+        if (r && !exact_ndarray(r)) return r;
+        Py_XDECREF(r);
+        PyErr_Clear();  // (out of bounds: the general path raises braze's message)
+    }
+    return PyObject_CallMethodObjArgs(self, g_getitem, key, nullptr);
+}
+
+// Whether `n`'s data may be written in place: referenced as when one Array holds the
+// node (the counts are the ones Python calibrated with element_refs).
+bool sole_holder(NodeObject* n) {
+    PyObject* data = n->data;
+    if (Py_REFCNT((PyObject*)n) > g_sole[0] || Py_REFCNT(data) > g_sole[1]) return false;
+    PyObject* base = ((NpyArrayHead*)data)->base;
+    return !base ||
+           (exact_ndarray(base) && !((NpyArrayHead*)base)->base && Py_REFCNT(base) <= g_sole[2]);
+}
+
+int array_ass_subscript(PyObject* self, PyObject* key, PyObject* value) {
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "braze arrays do not support item deletion");
+        return -1;
+    }
+    NodeObject* n = PyLong_CheckExact(key) ? fast_node(self) : nullptr;
+    if (n && n->store_type && (PyObject*)Py_TYPE(value) == n->store_type &&
+        exact_ndarray(n->data) && sole_holder(n)) {
+        if (PyObject_SetItem(n->data, key, value) == 0) return 0;
+        PyErr_Clear();  // (numpy refused: the general path decides, raising as it does)
+    }
+    PyObject* r = PyObject_CallMethodObjArgs(self, g_setitem, key, value, nullptr);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+PyGetSetDef array_getset[] = {
+    {"_node", array_get_node, array_set_node, "The array's node in the lazy graph.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyType_Slot array_slots[] = {
+    {Py_tp_doc, (void*)"braze.Array's native part: its node, and the element fast paths "
+                       "of x[i, ...] and x[i] = v (elements.cpp)."},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_dealloc, (void*)array_dealloc},
+    {Py_tp_traverse, (void*)array_traverse},
+    {Py_tp_clear, (void*)array_clear},
+    {Py_tp_getset, array_getset},
+    {Py_mp_subscript, (void*)array_subscript},
+    {Py_mp_ass_subscript, (void*)array_ass_subscript},
+    {0, nullptr},
+};
+
+PyType_Spec array_spec = {"braze._core.ArrayBase", sizeof(ArrayObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+                          array_slots};
+
+// (node, data, base) references of an Array's node as the fast paths see them (0: none).
+std::tuple<Py_ssize_t, Py_ssize_t, Py_ssize_t> element_refs(nb::handle array) {
+    if (!g_array_base || !PyObject_TypeCheck(array.ptr(), g_array_base))
+        throw nb::type_error("braze.element_refs: expected an ArrayBase");
+    PyObject* node = reinterpret_cast<ArrayObject*>(array.ptr())->node;
+    if (!node || !g_node_base || !PyObject_TypeCheck(node, g_node_base))
+        throw nb::type_error("braze.element_refs: the array has no NodeBase node");
+    PyObject* data = reinterpret_cast<NodeObject*>(node)->data;
+    PyObject* base = exact_ndarray(data) ? ((NpyArrayHead*)data)->base : nullptr;
+    return {Py_REFCNT(node), data ? Py_REFCNT(data) : 0, base ? Py_REFCNT(base) : 0};
+}
+
+}  // namespace
+
+void register_element_access(nb::module_& m) {
+    g_getitem = PyUnicode_InternFromString("_getitem");
+    g_setitem = PyUnicode_InternFromString("_setitem");
+    PyObject* node_type = PyType_FromSpec(&node_spec);
+    PyObject* array_type = PyType_FromSpec(&array_spec);
+    if (!node_type || !array_type || !g_getitem || !g_setitem) throw nb::python_error();
+    g_node_base = (PyTypeObject*)node_type;  // (the module keeps them alive)
+    g_array_base = (PyTypeObject*)array_type;
+    m.attr("NodeBase") = nb::steal(node_type);
+    m.attr("ArrayBase") = nb::steal(array_type);
+    m.def("element_refs", &element_refs, nb::arg("array"),
+          "(node, data, data's base) reference counts of an ArrayBase's node as the element\n"
+          "fast paths read them: Python calibrates the counts of a sole holder with it.");
+    m.def(
+        "element_access",
+        [](nb::handle node_type, Py_ssize_t node, Py_ssize_t data, Py_ssize_t base) {
+            if (!g_ndarray_type)
+                throw nb::value_error("braze.element_access: numpy_register comes first");
+            Py_XINCREF(node_type.ptr());  // kept for the life of the process
+            g_node_type = node_type.ptr();
+            g_sole[0] = node;
+            g_sole[1] = data;
+            g_sole[2] = base;
+        },
+        nb::arg("node_type"), nb::arg("sole_node"), nb::arg("sole_data"), nb::arg("sole_base"),
+        "Enable ArrayBase's element fast paths for nodes of exactly `node_type`, writing in\n"
+        "place while a node, its data and the data's base have at most these references.");
+    m.def(
+        "tracing", [](long delta) { g_tracing += delta; }, nb::arg("delta"),
+        "+1 when a thread starts tracing a compiled function, -1 when it stops: while any\n"
+        "does, element reads and stores go to the Python methods (which record).");
+}
