@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -143,6 +144,10 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
             raise ValueError("asarray: a dtype change needs a copy, but copy=False")
         with np.errstate(all="ignore"):
             data = data.astype(want)
+    elif copy is None and shared and data is obj and type(obj) is np.ndarray and \
+            obj.base is None and _temporary(sys.getrefcount(obj)) and data.flags.writeable:
+        pass  # a fresh array only this call holds (bz.asarray(rng.random(n))): nobody else
+        # can write it later, so it is taken as it is (as numpy's temporary elision does)
     elif copy or (copy is None and shared and data.flags.writeable):
         data = np.array(data, copy=True)  # a snapshot: later writes to the source never show
     elif shared and data.flags.writeable:  # copy=False: zero-copy, read through a view
@@ -151,6 +156,33 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
     if isinstance(obj, np.generic):  # a numpy scalar is data (bound at run time): graphs
         return Array(Node(VALUE, (), {}, (), data.dtype, data))  # on x[i] are one for all i
     return Array(constant(data))
+
+
+# The references asarray sees to a numpy array that only its call holds (an argument
+# made in the call: ``bz.asarray(a.copy())``), calibrated below by calling asarray on one
+# such array and on one a variable holds; None where the two look alike (an interpreter
+# that lends its frames' references): every writeable array is then copied.
+_TEMPORARY_REFS: int | None = None
+_CALIBRATING: list[int] = []
+
+
+def _temporary(refs: int) -> bool:
+    if _CALIBRATING:
+        _CALIBRATING.append(refs)
+        return False
+    return _TEMPORARY_REFS is not None and refs <= _TEMPORARY_REFS
+
+
+def _calibrate_temporaries() -> int | None:
+    _CALIBRATING.append(0)
+    try:
+        asarray(np.zeros(2, np.float32))
+        held = np.zeros(2, np.float32)
+        asarray(held)
+        temporary, variable = _CALIBRATING[1:3]
+    finally:
+        _CALIBRATING.clear()
+    return temporary if temporary < variable else None
 
 
 def _cast(node: Node, dtype: np.dtype) -> Node:
@@ -814,3 +846,6 @@ __all__ = ["arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlp
            "tril_indices", "triu_indices", "diag_indices", "tril_indices_from",
            "triu_indices_from", "diag_indices_from", "ix_", "fromfunction", "frombuffer",
            "fromiter", "bartlett", "blackman", "hamming", "hanning", "kaiser"]
+
+
+_TEMPORARY_REFS = _calibrate_temporaries()

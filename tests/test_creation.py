@@ -18,6 +18,7 @@ complex128 1e-12, float16 2e-3, bfloat16 1.6e-2).
 from __future__ import annotations
 
 import math
+import sys
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -133,6 +134,31 @@ def test_a_later_write_to_the_source_never_changes_an_answer() -> None:
     z = bz.asarray(b, copy=False) * 1  # zero-copy asked for: the caller's promise
     b[0] = 42
     assert z.tolist() == [42.0, 0.0, 0.0]
+
+
+def test_a_fresh_array_only_the_call_holds_is_taken_without_a_copy() -> None:
+    """``bz.asarray(a.copy())``: nothing else holds the argument, so nothing can write it
+    later; it is taken as it is. Any other holder (a variable, a list, a view's base,
+    a read-only flag, a subclass) keeps the copy."""
+    creation = sys.modules["braze.arrays.creation"]
+    if creation._TEMPORARY_REFS is None:
+        pytest.skip("this interpreter's reference counts do not tell a temporary apart")
+    src = np.arange(6, dtype=np.float32)
+    taken = bz.asarray(src.copy())
+    assert taken._node.data.base is None and taken._node.data.flags.writeable
+    held = src.copy()
+    copied = bz.asarray(held)
+    held[0] = 42
+    listed = [src.copy()]
+    from_list = bz.asarray(listed[0])
+    listed[0][1] = 42
+    view = bz.asarray(src.copy()[1:])  # a view: its base is the temporary's buffer
+    src[2] = 42
+    assert copied.tolist() == from_list.tolist() == taken.tolist() == [0, 1, 2, 3, 4, 5]
+    assert view.tolist() == [1, 2, 3, 4, 5]
+    assert not np.shares_memory(np.asarray(copied), held)
+    taken[0] = 7.0  # its buffer is braze's now: stores go in place
+    assert taken.tolist() == [7, 1, 2, 3, 4, 5]
 
 
 @given(a=arrays(st.sampled_from(ALL_DTYPES), shape=shapes(min_side=1)))
