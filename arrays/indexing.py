@@ -266,6 +266,23 @@ def _enable_native_elements() -> None:
     b = Array(Node(SLICE, (), {}, (2,), np.dtype(np.float32), storage.view(np.float32)))
     del storage
     _core.element_access(Node, node, data, _core.element_refs(b)[2])
+    for t in _DIRECT_ELEMENTS:
+        d = np.dtype(t)
+        probe = np.array([-3.25 - 0.5j if d.kind == "c" else 0x5A], d)  # (bytes not all equal)
+        s = probe[0]
+        value = probe.tobytes()
+        boxed = _core.scalar_box(t, value)
+        if type(s) is t and t.__basicsize__ >= 16 + d.itemsize and \
+                _core.scalar_bytes(s, d.itemsize) == value and type(boxed) is t and \
+                np.array([boxed], d).tobytes() == value and np.dtype(t) is probe.dtype:
+            _core.element_type(d, t, d.itemsize, 8 * d.itemsize if d.kind == "f" and
+                               d.itemsize >= 4 else 0)
+
+
+# dtypes whose elements the native paths read and write in the buffer itself (numpy's
+# bool scalars are two singletons, so bool goes through numpy's subscript)
+_DIRECT_ELEMENTS = (np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8,
+                    np.uint16, np.uint32, np.uint64, np.float16, np.complex64, np.complex128)
 
 
 _enable_native_elements()

@@ -5,25 +5,30 @@
 // numpy answers one in a few tens of nanoseconds, and a Python-level __getitem__ costs
 // several times that before it does anything. braze.Array and braze.graph.Node derive
 // from these two types, which hold Array's `_node` and Node's `data`, so the mapping slots
-// below find an evaluated array's buffer in a few loads and hand the subscript to numpy's
-// own. Everything else calls the Python methods `Array._getitem` / `Array._setitem`, which
-// hold braze's rules (arrays/array.py):
+// below find an evaluated array's buffer in a few loads and answer from it (or hand the
+// subscript to numpy's own). Everything else calls the Python methods `Array._getitem` /
+// `Array._setitem`, which hold braze's rules (arrays/array.py):
 //
 // * read: an int per axis of an array whose node holds an exact numpy.ndarray, outside
-//   tracing: numpy's element (a numpy scalar, as numpy gives it). If numpy refuses (out
-//   of bounds), the general path raises braze's message.
+//   tracing: the element as numpy gives it (a numpy scalar), read from the buffer and
+//   boxed here for the dtypes Python registered (see "direct elements"), else through
+//   numpy's subscript. Out of bounds: the general path raises braze's message.
 // * store: `x[i] = v` (an int) into a node that Python armed (`Node._arm_store(type)`,
 //   after it stored a value of that type in place), v of exactly that type, and the node,
 //   its data and the data's base referenced only as when x alone holds them (the counts
-//   Python calibrated): numpy's store. Anything else (another type, a shared buffer,
-//   numpy refusing: read-only memory, an integer out of range) goes to `_setitem`.
-//   Setting a node's data disarms it.
+//   Python calibrated): written into the buffer (registered dtypes, writeable memory) or
+//   by numpy's store. Anything else (another type, a shared buffer, numpy refusing:
+//   read-only memory, an integer out of range) goes to `_setitem`. Setting a node's data
+//   disarms it.
 // * While any thread traces a compiled function (`tracing(+1)` / `tracing(-1)`),
 //   everything goes to the Python methods, which record instead.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 
 #include "numpy_layout.h"
@@ -195,8 +200,94 @@ bool element_key(PyObject* key, int nd) {
     return true;
 }
 
+// ------------------------------------------------------------------ direct elements
+// An element of a registered dtype is read and written in the buffer itself and boxed as
+// numpy boxes it: a numpy scalar of these types is its type's object header followed by
+// the value (numpy's PyArrayScalar layout, which Python checks on probe scalars with
+// scalar_bytes / scalar_box before it registers a dtype). Others go through numpy's
+// subscript.
+struct ElementType {
+    PyObject* descr;   // the dtype (numpy's native-order dtypes are singletons)
+    PyObject* scalar;  // its scalar type
+    allocfunc alloc;
+    int itemsize;
+    int float_bits;  // 32 / 64: a Python float is stored too (0: not a float dtype)
+};
+constexpr int kElementTypes = 16;
+ElementType g_types[kElementTypes];
+int g_ntypes = 0;
+constexpr Py_ssize_t kScalarValue = sizeof(PyObject);  // where a numpy scalar's value is
+constexpr int kNpyWriteable = 0x0400;
+
+const ElementType* element_type(PyObject* descr) {
+    for (int i = 0; i < g_ntypes; ++i)
+        if (g_types[i].descr == descr) return &g_types[i];
+    return nullptr;
+}
+
+bool axis_index(PyObject* k, Py_ssize_t dim, Py_ssize_t* out) {
+    if (!PyLong_CheckExact(k)) return false;
+    Py_ssize_t i = PyLong_AsSsize_t(k);
+    if (i == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+    }
+    if (i < 0) i += dim;
+    if (i < 0 || i >= dim) return false;
+    *out = i;
+    return true;
+}
+
+// The address of element `key` (an int per axis), or null: not such a key, or out of
+// bounds (the general path then raises braze's message).
+char* element_address(const NpyArrayHead* a, PyObject* key) {
+    Py_ssize_t i;
+    if (PyLong_CheckExact(key)) {
+        if (a->nd != 1 || !axis_index(key, a->dimensions[0], &i)) return nullptr;
+        return a->data + i * a->strides[0];
+    }
+    if (!PyTuple_CheckExact(key) || PyTuple_Size(key) != a->nd) return nullptr;
+    char* p = a->data;
+    for (int d = 0; d < a->nd; ++d) {
+        if (!axis_index(PyTuple_GetItem(key, d), a->dimensions[d], &i)) return nullptr;
+        p += i * a->strides[d];
+    }
+    return p;
+}
+
+PyObject* box(const ElementType* t, const char* p) {
+    PyObject* s = t->alloc((PyTypeObject*)t->scalar, 0);
+    if (s) std::memcpy((char*)s + kScalarValue, p, (size_t)t->itemsize);
+    return s;
+}
+
+// Stores `value` at `p` when it is this dtype's scalar (or a Python float a float dtype
+// holds without overflow); false: numpy decides.
+bool store_direct(const ElementType* t, char* p, PyObject* value) {
+    if ((PyObject*)Py_TYPE(value) == t->scalar) {
+        std::memcpy(p, (const char*)value + kScalarValue, (size_t)t->itemsize);
+        return true;
+    }
+    if (!t->float_bits || !PyFloat_CheckExact(value)) return false;
+    double d = PyFloat_AsDouble(value);
+    if (t->float_bits == 64) {
+        std::memcpy(p, &d, sizeof d);
+        return true;
+    }
+    if (std::isfinite(d) && std::fabs(d) > FLT_MAX) return false;  // (numpy warns)
+    float f = (float)d;
+    std::memcpy(p, &f, sizeof f);
+    return true;
+}
+
 PyObject* array_subscript(PyObject* self, PyObject* key) {
     NodeObject* n = fast_node(self);
+    if (n && exact_ndarray(n->data)) {
+        const auto* a = (const NpyArrayHead*)n->data;
+        if (const ElementType* t = element_type(a->descr)) {
+            if (const char* p = element_address(a, key)) return box(t, p);
+        }
+    }
     if (n && exact_ndarray(n->data) && element_key(key, ((NpyArrayHead*)n->data)->nd)) {
         PyObject* r = PyObject_GetItem(n->data, key);
         if (r && !exact_ndarray(r)) return r;
@@ -224,6 +315,12 @@ int array_ass_subscript(PyObject* self, PyObject* key, PyObject* value) {
     NodeObject* n = PyLong_CheckExact(key) ? fast_node(self) : nullptr;
     if (n && n->store_type && (PyObject*)Py_TYPE(value) == n->store_type &&
         exact_ndarray(n->data) && sole_holder(n)) {
+        auto* a = (NpyArrayHead*)n->data;
+        const ElementType* t = element_type(a->descr);
+        if (t && (a->flags & kNpyWriteable)) {
+            char* p = element_address(a, key);
+            if (p && store_direct(t, p, value)) return 0;
+        }
         if (PyObject_SetItem(n->data, key, value) == 0) return 0;
         PyErr_Clear();  // (numpy refused: the general path decides, raising as it does)
     }
@@ -267,6 +364,35 @@ std::tuple<Py_ssize_t, Py_ssize_t, Py_ssize_t> element_refs(nb::handle array) {
     return {Py_REFCNT(node), data ? Py_REFCNT(data) : 0, base ? Py_REFCNT(base) : 0};
 }
 
+// The `nbytes` bytes of a numpy scalar's value as the direct paths read them.
+nb::bytes scalar_bytes(nb::handle scalar, Py_ssize_t nbytes) {
+    if (nbytes <= 0 || nbytes > 64) throw nb::value_error("braze.scalar_bytes: 1 to 64 bytes");
+    return nb::bytes((const char*)scalar.ptr() + kScalarValue, (size_t)nbytes);
+}
+
+// A scalar of `scalar_type` boxed from `value` as the direct read path boxes elements.
+nb::object scalar_box(nb::handle scalar_type, nb::bytes value) {
+    if (!PyType_Check(scalar_type.ptr()))
+        throw nb::type_error("braze.scalar_box: expected a numpy scalar type");
+    ElementType t{nullptr, scalar_type.ptr(),
+                  (allocfunc)PyType_GetSlot((PyTypeObject*)scalar_type.ptr(), Py_tp_alloc),
+                  (int)value.size(), 0};
+    PyObject* s = t.alloc ? box(&t, value.c_str()) : nullptr;
+    if (!s) throw nb::python_error();
+    return nb::steal(s);
+}
+
+void register_element_type(nb::handle dtype, nb::handle scalar_type, int itemsize, int float_bits) {
+    if (g_ntypes == kElementTypes) throw nb::value_error("braze.element_type: table full");
+    if (!PyType_Check(scalar_type.ptr()) || itemsize <= 0 || itemsize > 64)
+        throw nb::value_error("braze.element_type: expected a scalar type and its itemsize");
+    auto alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)scalar_type.ptr(), Py_tp_alloc);
+    if (!alloc) throw nb::value_error("braze.element_type: the scalar type has no tp_alloc");
+    Py_INCREF(dtype.ptr());  // kept for the life of the process
+    Py_INCREF(scalar_type.ptr());
+    g_types[g_ntypes++] = {dtype.ptr(), scalar_type.ptr(), alloc, itemsize, float_bits};
+}
+
 }  // namespace
 
 void register_element_access(nb::module_& m) {
@@ -296,6 +422,16 @@ void register_element_access(nb::module_& m) {
         nb::arg("node_type"), nb::arg("sole_node"), nb::arg("sole_data"), nb::arg("sole_base"),
         "Enable ArrayBase's element fast paths for nodes of exactly `node_type`, writing in\n"
         "place while a node, its data and the data's base have at most these references.");
+    m.def("scalar_bytes", &scalar_bytes, nb::arg("scalar"), nb::arg("nbytes"),
+          "The value bytes of a numpy scalar as the direct element paths read them (a\n"
+          "layout probe: Python compares them with numpy's).");
+    m.def("scalar_box", &scalar_box, nb::arg("scalar_type"), nb::arg("value"),
+          "A scalar of `scalar_type` boxed from `value` bytes as the direct read path does\n"
+          "(a layout probe).");
+    m.def("element_type", &register_element_type, nb::arg("dtype"), nb::arg("scalar_type"),
+          nb::arg("itemsize"), nb::arg("float_bits"),
+          "Read and write elements of `dtype` arrays in their buffer, boxed as\n"
+          "`scalar_type` (float_bits 32/64: Python floats are stored too; 0: not).");
     m.def(
         "tracing", [](long delta) { g_tracing += delta; }, nb::arg("delta"),
         "+1 when a thread starts tracing a compiled function, -1 when it stops: while any\n"

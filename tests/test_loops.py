@@ -15,6 +15,7 @@ import inspect
 import sys
 import weakref
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -227,6 +228,45 @@ def test_native_element_stores_of_other_types_follow_the_general_rules(dtype) ->
         with pytest.raises(OverflowError):
             x[0] = 1 << 70
     np.testing.assert_array_equal(np.asarray(x), want)
+
+
+@given(values=hnp.arrays(st.sampled_from([np.float32, np.float64, np.int8, np.int64, np.uint16,
+                                            np.float16, np.complex64, np.bool_]),
+                         hnp.array_shapes(min_dims=1, max_dims=3, max_side=4)),
+       order=st.sampled_from(["C", "F"]), data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_element_reads_and_stores_match_numpy_on_any_layout(values, order, data) -> None:
+    """Element reads (the native path reads registered dtypes in the buffer itself) and
+    stores of every dtype and layout (a Fortran-ordered buffer: other strides)
+    give numpy's values and scalar types, exactly."""
+    ref = np.array(values, order=order)
+    x = bz.asarray(ref)
+    for _ in range(4):
+        key = tuple(data.draw(st.integers(-n, n - 1)) for n in ref.shape)
+        got, want = x[key], ref[key]
+        assert type(got) is type(want)
+        np.testing.assert_array_equal(got, want)
+        if ref.ndim == 1:
+            v = ref.dtype.type(data.draw(st.integers(0, 100)))
+            x[key[0]] = v
+            ref[key[0]] = v
+    np.testing.assert_array_equal(np.asarray(x), ref)
+
+
+def test_python_floats_stored_natively_round_as_numpy_and_overflow_warns() -> None:
+    x = _armed(np.zeros(3, np.float32))
+    x[1] = 0.1  # rounded to float32 as numpy rounds it
+    assert x[1] == np.float32(0.1)
+    ref = np.zeros(3, np.float32)
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        ref[2] = 1e300
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        x[2] = 1e300  # (out of float32's range: numpy's store, and its warning)
+    x[0] = float("-inf")
+    assert x.tolist() == [-np.inf, np.float32(0.1), np.inf]
+    y = _armed(np.zeros(2, np.float64))
+    y[0] = 0.1
+    assert y[0] == 0.1 and type(y[0]) is np.float64
 
 
 def test_native_element_paths_step_aside_while_tracing_and_after_data_changes() -> None:
