@@ -730,9 +730,24 @@ def _same_dtype_result(op: OpDef, d: np.dtype) -> np.dtype | None:
     return res[1] if res[0] == d else None
 
 
+_INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max))
+               for d in map(np.dtype, (np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                       np.uint16, np.uint32, np.uint64))}
+
+
+def _int_takes(v: int, d: np.dtype) -> builtins.bool:
+    """Whether a Python int beside an array of dtype ``d`` simply takes ``d`` (a float
+    dtype, or an integer one whose range holds it): promotion's answer, without it."""
+    if d.kind == "f":
+        return True
+    r = _INT_RANGES.get(d)
+    return r is not None and r[0] <= v <= r[1]
+
+
 def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
     """The common binary cases (two strong arrays of one dtype; a float array and a
-    Python float) without the general promotion machinery: ~2x cheaper dispatch.
+    Python float; an int or float array and a Python int it holds) without the general
+    promotion machinery: ~2x cheaper dispatch.
     Returns None for everything else (the general path decides, raising as it does)."""
     # (the operand cases spelled out, not a helper per operand: recording is a hot path)
     if type(a) is Array:
@@ -744,14 +759,15 @@ def _binary_fast(op: OpDef, a: Any, b: Any) -> Array | None:
             nb = b._node
             if nb.dtype != d or nb.weak:
                 return None
-        elif type(b) is float and d.kind == "f":
+        elif type(b) is float and d.kind == "f" or type(b) is int and _int_takes(b, d):
             nb = _scalar_node(b, d)
         else:
             return None
     elif type(b) is Array:
         nb = b._node
         d = nb.dtype
-        if nb.weak or type(a) is not float or d.kind != "f":
+        if nb.weak or not (type(a) is float and d.kind == "f" or
+                           type(a) is int and _int_takes(a, d)):
             return None
         na = _scalar_node(a, d)
     else:

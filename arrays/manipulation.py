@@ -300,11 +300,34 @@ def roll(x: Array, /, shift: int | tuple[int, ...],
     >>> bz.roll(bz.arange(5), 2).tolist()
     [3, 4, 0, 1, 2]
     """
-    x = as_array(x, "roll")
+    if type(x) is Array and type(shift) is int and type(axis) is int and \
+            -x.ndim <= axis < x.ndim:  # roll(x, s, axis), as loops call it: checked cheaply
+        total = {axis % x.ndim: shift}
+    else:
+        x = as_array(x, "roll")
+        total = _roll_shifts(x, shift, axis)
+        if axis is None:
+            return reshape(roll(reshape(x, (-1,)), total[0], axis=0), x.shape)
+    node = x._node
+    if node.op is _ROLL and node.data is None:  # a roll of a roll: one node
+        for ax, s in zip(node.attrs["axes"], node.attrs["shifts"]):
+            total[ax] = total.get(ax, 0) + s
+        node = node.inputs[0]
+    axes = tuple(sorted(ax for ax, s in total.items() if x.shape[ax] and s % x.shape[ax]))
+    if not axes:
+        return Array(node) if node is not x._node else x
+    shifts = tuple(total[ax] % x.shape[ax] for ax in axes)
+    return Array(Node(_ROLL, (node,), {"shifts": shifts, "axes": axes}, x.shape, x.dtype))
+
+
+def _roll_shifts(x: Array, shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None
+                 ) -> dict[int, int]:
+    """``roll``'s arguments checked and summed per axis (axis None: {0: shift}, over the
+    flattened array)."""
     if axis is None:
         if not isinstance(shift, int):
             raise TypeError(f"roll: shift must be an int when axis is None, got {shift!r}")
-        return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
+        return {0: shift}
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) != len(axes):
@@ -316,16 +339,7 @@ def roll(x: Array, /, shift: int | tuple[int, ...],
     for s, a in zip(shifts, axes):
         (ax,) = normalize_axes(a, x.ndim, "roll")
         total[ax] = total.get(ax, 0) + operator.index(s)
-    node = x._node
-    if node.op is _ROLL and node.data is None:  # a roll of a roll: one node
-        for ax, s in zip(node.attrs["axes"], node.attrs["shifts"]):
-            total[ax] = total.get(ax, 0) + s
-        node = node.inputs[0]
-    axes = tuple(sorted(ax for ax, s in total.items() if x.shape[ax] and s % x.shape[ax]))
-    if not axes:
-        return Array(node) if node is not x._node else x
-    shifts = tuple(total[ax] % x.shape[ax] for ax in axes)
-    return Array(Node(_ROLL, (node,), {"shifts": shifts, "axes": axes}, x.shape, x.dtype))
+    return total
 
 
 def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:

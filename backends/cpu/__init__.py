@@ -42,6 +42,7 @@ from . import autotune
 from . import build as _build
 from . import concat as _concat
 from . import matvec as _matvec
+from . import roll as _roll
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
 
@@ -141,6 +142,7 @@ class CpuBackend(NumpyBackend):
         self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call
+        self.native_library["roll"] = _roll.native_call
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
