@@ -730,9 +730,9 @@ def _same_dtype_result(op: OpDef, d: np.dtype) -> np.dtype | None:
     return res[1] if res[0] == d else None
 
 
-_INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max))
-               for d in map(np.dtype, (np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                       np.uint16, np.uint32, np.uint64))}
+_INT_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                         np.uint32, np.uint64)}
 
 
 def _int_takes(v: int, d: np.dtype) -> builtins.bool:
