@@ -26,7 +26,7 @@ import numpy as np
 from .. import _core
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
-from ..graph.evaluate import cut_targets
+from ..graph.evaluate import cut_targets, iteration_boundary
 from ..graph.node import Node, constant
 from ..graph.ops import (
     CAST,
@@ -938,17 +938,33 @@ CUT_DEPTH = int(os.environ.get("BRAZE_CUT_DEPTH", "32")) or sys.maxsize
 CUT_ELEMENTS = 1 << 22
 
 
-def cut(node: Node, itself: builtins.bool = False) -> None:
+def cut(node: Node, itself: builtins.bool = False, aligned: builtins.bool = True) -> None:
     """Evaluate the pending graph behind ``node``'s inputs (see :data:`CUT_DEPTH` and
-    :func:`braze.graph.evaluate.cut_targets`); ``node`` stays pending unless ``itself``
-    (an array rebound by an assignment: its next writes then go in place). Never while
+    :func:`braze.graph.evaluate.cut_targets`) up to where its loop last started an
+    iteration (:func:`~braze.graph.evaluate.iteration_boundary`: the segments repeat;
+    unless not ``aligned``), or all of it; ``node`` stays pending unless ``itself`` (an
+    array rebound by an assignment: its next writes then go in place). Never while
     tracing: a compiled function's graph is one."""
     if node.size > CUT_ELEMENTS or TRACING.get():
         return
-    targets = cut_targets((node,) if itself else node.inputs)
+    split = iteration_boundary(node.inputs) if aligned and not itself else None
+    if split is not None:
+        head, tail = split
+        targets = cut_targets(head)
+        del head
+    else:
+        targets = cut_targets((node,) if itself else node.inputs)
     if targets:
         _current_backend().evaluate(targets)
-    node.depth = 0 if itself else 1
+    del targets
+    if split is None:
+        node.depth = 0 if itself else 1
+        return
+    for n in [*tail, node]:  # (in recording order: inputs first)
+        n.depth = max([x.depth for x in n.inputs if x.data is None], default=0) + 1
+    del split, tail
+    if node.depth >= CUT_DEPTH:  # (the iteration in progress is itself this deep)
+        cut(node, aligned=False)
 
 
 def eval(*arrays: Any) -> None:  # noqa: A001 - the public name, as in MLX

@@ -10,8 +10,11 @@ The governor times each call of its plan and keeps a recent time per mode (all c
 their tuned thread counts, or all at one thread). It runs one call in the other mode —
 a *probe* — when two calls in a row took over ``SLOW`` times the recent time, and after
 every ``PROBE_EVERY`` calls (times 4, up to ``MAX_PROBE_EVERY``, each time a probe loses;
-reset when it wins); after a probe the faster mode is kept. A losing probe costs one
-call about twice as slow: ~1 % of the first 64 decode steps, then less. (No probe right
+reset when it wins); after a probe the faster mode is kept. A probe that wins is
+confirmed by re-measuring the mode it left on the next call (without backing off): the
+recent time that lost may have been a passing hiccup's (another program's threads
+winding down), and a plan kept at one thread for 64 calls ran at 0.6x. A losing probe
+costs one call about twice as slow: ~1 % of the first 64 decode steps, then less. (No probe right
 at the start: a plan called a few times — a prompt's pre-fill — would spend a call at
 one thread.) The thread count is element 0 of each call's int64 args, which the program
 reads on every call: switching rewrites those elements (the plan owns copies of them).
@@ -56,6 +59,7 @@ class ThreadGovernor:
         self._since_probe = 0
         self._slow_calls = 0
         self._probing = False
+        self._confirm = False  # the next probe re-measures the mode a probe just left
         self._t0 = 0.0
 
     def _write(self, serial: bool) -> None:
@@ -77,10 +81,14 @@ class ThreadGovernor:
         if self._probing:
             self._time[m] = dt
             self._since_probe = self._slow_calls = 0
+            confirming, self._confirm = self._confirm, False
             if self._time[m] < self._time[self.serial]:
                 self.serial = m
                 self._probe_every = PROBE_EVERY
-            else:
+                if not confirming:  # the next call re-measures the mode just left, once
+                    self._confirm = True
+                    self._since_probe = self._probe_every
+            elif not confirming:
                 self._probe_every = min(4 * self._probe_every, MAX_PROBE_EVERY)
             return
         recent = self._time[m]

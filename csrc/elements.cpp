@@ -42,7 +42,16 @@ struct NodeObject {
     PyObject ob_base;
     PyObject* data;        // the node's value (None/null: pending)
     PyObject* store_type;  // armed: the value type stored in place without Python (or null)
+    uint64_t seq;          // creation order: nodes recorded later have larger numbers
 };
+
+uint64_t g_node_seq = 0;
+
+PyObject* node_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+    PyObject* self = PyType_GenericNew(type, args, kwargs);
+    if (self) reinterpret_cast<NodeObject*>(self)->seq = ++g_node_seq;
+    return self;
+}
 
 struct ArrayObject {
     PyObject ob_base;
@@ -113,11 +122,18 @@ PyObject* node_get_store_type(PyObject* self, void*) {
     return t;
 }
 
+PyObject* node_get_seq(PyObject* self, void*) {
+    return PyLong_FromUnsignedLongLong(reinterpret_cast<NodeObject*>(self)->seq);
+}
+
 PyGetSetDef node_getset[] = {
     {"data", node_get_data, node_set_data,
      "The node's value (a numpy array or scalar), None while it is pending.", nullptr},
     {"_store_type", node_get_store_type, nullptr,
      "The value type the native store path writes in place (None: not armed).", nullptr},
+    {"_seq", node_get_seq, nullptr,
+     "Creation order (a process-wide count): a loop's graph in the order it was recorded.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -131,7 +147,7 @@ PyMethodDef node_methods[] = {
 PyType_Slot node_slots[] = {
     {Py_tp_doc, (void*)"braze.graph.Node's native part: its data, read by the element "
                        "fast paths of ArrayBase."},
-    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_new, (void*)node_new},
     {Py_tp_dealloc, (void*)node_dealloc},
     {Py_tp_traverse, (void*)node_traverse},
     {Py_tp_clear, (void*)node_clear},

@@ -83,6 +83,56 @@ def cut_targets(roots: Sequence[Node]) -> list[Node]:
     return targets
 
 
+def iteration_boundary(roots: Sequence[Node]) -> tuple[list[Node], list[Node]] | None:
+    """Where the pending graph behind ``roots`` (a loop's, cut as it grows) last started
+    an iteration: (the pending nodes recorded before that point that later ones read,
+    the pending nodes recorded from it on), or None when it shows no repetition.
+
+    In recording order a loop's graph repeats the signatures (op, shape, dtype) of its
+    body, after whatever came before the loop. Evaluating only the whole iterations, and
+    leaving the one in progress pending, starts every later segment at the same point of
+    the body: each is the same graph (one schedule, one set of kernels), where a cut at a
+    fixed depth drifts through the body and makes every segment new. The period taken is
+    the one whose repetition covers the most of the graph (the body, not a repetition
+    inside it: a sum of rolls).
+
+    >>> import braze as bz
+    >>> x = bz.ones(4)
+    >>> for _ in range(3):
+    ...     x = bz.sqrt(x * 2.0)
+    >>> head, tail = iteration_boundary([bz.exp(x)._node.inputs[0]])
+    >>> [n.op.name for n in head], [n.op.name for n in tail]  # the last iteration waits
+    (['sqrt'], ['multiply', 'sqrt'])
+    """
+    order = [n for n in topo_order(list(roots)) if n.data is None]
+    order.sort(key=lambda n: n._seq)
+    count = len(order)
+    ids: dict[tuple[Any, ...], int] = {}
+    sig = [ids.setdefault((n.op, n.shape, n.dtype), len(ids)) for n in order]
+    best = None  # (where the repetition starts, period)
+    for period in range(1, count // 2 + 1):
+        if sig[count - 2 * period:count - period] != sig[count - period:]:
+            continue  # (the last two periods differ: not this one)
+        start = count - 2 * period
+        while start > 0 and sig[start - 1] == sig[start - 1 + period]:
+            start -= 1
+        if best is None or start < best[0]:
+            best = (start, period)
+    if best is None:
+        return None
+    start, period = best
+    boundary = start + period * ((count - 1 - start) // period)
+    if boundary <= start:
+        return None
+    later = {id(n) for n in order[boundary:]}
+    head: dict[int, Node] = {}
+    for n in [*order[boundary:], *roots]:
+        for x in (n.inputs if id(n) in later else (n,)):
+            if x.data is None and id(x) not in later:
+                head[id(x)] = x
+    return list(head.values()), order[boundary:]
+
+
 def _view_of_data(n: Node) -> bool:
     """A pending view (or chain of views) of evaluated data (``X.T`` of an evaluated X):
     free to read in place, so no cut target; evaluated, it would become a strided leaf

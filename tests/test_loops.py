@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import braze as bz
 from braze.graph.compiler import CACHE
-from braze.graph.evaluate import cut_targets, topo_order
+from braze.graph.evaluate import cut_targets, iteration_boundary, topo_order
 
 _array = sys.modules["braze.arrays.array"]
 
@@ -335,6 +335,54 @@ def test_a_growing_loop_is_cut_into_segments_that_hit_the_cache() -> None:
     for _ in range(400):
         want = want * np.float32(0.5) + np.tanh(xn - want) * np.float32(0.25)
     np.testing.assert_allclose(np.asarray(w), want, rtol=1e-5)
+
+
+def _nbody(pos, vel, steps):
+    for _ in range(steps):  # 13 levels of pending nodes a step: a 32-deep cut drifts
+        d = pos[None, :, :] - pos[:, None, :]
+        r2 = (d ** 2).sum(axis=-1) + 0.01
+        inv = r2 ** -1.5
+        acc = (d * inv[:, :, None]).sum(axis=1)
+        vel = vel + 0.01 * acc
+        pos = pos + 0.01 * vel
+    return pos, vel
+
+
+def test_cuts_fall_where_an_iteration_starts_so_segments_repeat(monkeypatch) -> None:
+    """A loop whose body is not a divisor of the cut depth: cut at the last start of an
+    iteration, every segment after the first is one schedule (a cut at the depth alone
+    makes most segments new, and every new one means new kernels to build); the values
+    are numpy's (float32, 1e-4 relative)."""
+    rng = np.random.default_rng(6)
+    p0, v0 = rng.standard_normal((48, 3), dtype=np.float32), rng.standard_normal(
+        (48, 3), dtype=np.float32)
+
+    def schedules(aligned: bool) -> tuple[int, np.ndarray]:
+        if not aligned:
+            monkeypatch.setattr(_array, "iteration_boundary", lambda roots: None)
+        CACHE.clear()
+        pos, vel = _nbody(_evaluated(p0), _evaluated(v0), 24)
+        bz.eval(pos, vel)
+        monkeypatch.undo()
+        return CACHE.stats().misses, np.asarray(pos)
+
+    aligned, got = schedules(True)
+    drifting, _ = schedules(False)
+    assert aligned <= 3 < drifting, (aligned, drifting)
+    want, vel = _nbody(p0, v0, 24)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_iteration_boundaries_skip_a_prologue_and_repetitions_inside_the_body() -> None:
+    b = bz.asarray(np.zeros((6, 6), np.int8)) + 0  # (pending: a prologue node)
+    for _ in range(3):  # a body that repeats itself inside: roll, add, roll, add...
+        n = sum(bz.roll(b, i, 0) for i in (-1, 1, 2))
+        b = (n == 1).astype(b.dtype)
+    head, tail = iteration_boundary([b._node])
+    ops = [x.op.name for x in sorted(tail, key=lambda x: x._seq)]
+    assert ops == ["roll", "add", "roll", "add", "roll", "add", "equal", "cast"]
+    assert [x.op.name for x in head] == ["cast"]  # the second iteration's board
+    assert iteration_boundary([(bz.ones(3) + 1)._node]) is None  # nothing repeats
 
 
 def test_a_cut_leaves_views_of_evaluated_data_pending() -> None:
