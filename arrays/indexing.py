@@ -387,7 +387,7 @@ def _store(x: Array, key: Any, v: Array, region: tuple[int, ...]) -> bool:
     data = _owned(x)
     if data is None or not data.flags.writeable:
         return False
-    data[tuple(np_key)] = vdata
+    _current_backend().assign(data, tuple(np_key), vdata)
     return True
 
 

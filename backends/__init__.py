@@ -41,6 +41,10 @@ class Backend(Protocol):
         """Run an optimized schedule on bound input buffers (``bz.compile`` replay)."""
         ...
 
+    def assign(self, dst: Any, key: tuple[Any, ...], value: Any) -> None:
+        """``dst[key] = value`` into a host buffer only one array holds (a slice store)."""
+        ...
+
 
 _FACTORIES: dict[str, tuple[Callable[[], Backend], Callable[[], bool]]] = {}
 _INSTANCES: dict[str, Backend] = {}

@@ -111,6 +111,11 @@ class NumpyBackend:
             return values[:asked]
 
 
+    def assign(self, dst: np.ndarray, key: tuple[Any, ...], value: np.ndarray) -> None:
+        """``dst[key] = value`` into a buffer only one array holds (a slice store that
+        goes in place; ``key`` basic): numpy's store here, natively where a backend can."""
+        dst[key] = value
+
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Run a compiled schedule on input arrays (``bz.compile`` replays through this).
 

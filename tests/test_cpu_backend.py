@@ -1006,6 +1006,49 @@ def test_eager_x_wt_of_many_rows_runs_the_native_gemm_not_blas(monkeypatch) -> N
     assert not called
 
 
+@given(shape=st.lists(st.integers(1, 70), min_size=1, max_size=4), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.int8, np.float64, np.complex64, np.bool_]),
+       threads=st.sampled_from([1, 2, 3]))
+@settings(max_examples=60, deadline=None)
+def test_native_slice_stores_match_numpy(shape, data, dtype, threads) -> None:
+    """``x[key] = v`` by the native region copy (any dtype, up to 4 dims, strided and
+    broadcast values, a value in a pooled byte buffer, any thread count) equals numpy's
+    store exactly; a value overlapping the region goes through numpy's (it buffers)."""
+    from braze.backends.cpu import assign
+
+    key = []
+    for n in shape:
+        a, b = sorted(data.draw(st.tuples(st.integers(0, n), st.integers(0, n))))
+        step = data.draw(st.sampled_from([1, 1, 2, -1]))
+        key.append(slice(a, b, step) if step > 0 else slice(b - 1 if b else None,
+                                                            a - 1 if a else None, -1))
+    key = tuple(key)
+    rng = np.random.default_rng(sum(shape))
+    want = (rng.standard_normal(shape) * 9).astype(dtype)
+    got = want.copy()
+    region = want[key].shape
+    form = data.draw(st.sampled_from(["plain", "broadcast", "pooled", "reversed"]))
+    value = (rng.standard_normal(region) * 9).astype(dtype)
+    if form == "broadcast" and region:
+        value = np.broadcast_to(value[(slice(0, 1),) * len(region)], region)
+    elif form == "pooled":
+        raw = np.zeros(value.nbytes + 64, np.uint8)
+        pooled = raw[64:].view(dtype).reshape(region)
+        pooled[...] = value
+        value = pooled
+    elif form == "reversed" and region:
+        value = value[(slice(None, None, -1),) * len(region)]
+    want[key] = value
+    assign.assign(got, key, value, threads, min_bytes=1)  # (small regions natively too)
+    np.testing.assert_array_equal(got, want)
+    overlap = got.copy()
+    assign.assign(overlap, key, overlap[key][..., ::-1] if region else overlap[key], threads,
+                  min_bytes=1)
+    ref = got.copy()
+    ref[key] = ref[key][..., ::-1] if region else ref[key]
+    np.testing.assert_array_equal(overlap, ref)
+
+
 def test_small_matmuls_run_on_one_blas_thread_and_restore_it(monkeypatch) -> None:
     from braze.backends.cpu import blas
 

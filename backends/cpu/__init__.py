@@ -38,6 +38,7 @@ from ...graph.kernel import Kernel, KernelStep, Schedule
 from ..numpy_backend import NumpyBackend, run_schedule
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from ..replay import NativeCall, ReplayPlan
+from . import assign as _assign
 from . import autotune
 from . import build as _build
 from . import concat as _concat
@@ -146,6 +147,10 @@ class CpuBackend(NumpyBackend):
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
+    def assign(self, dst: np.ndarray, key: tuple[Any, ...], value: np.ndarray) -> None:
+        """``dst[key] = value`` on every thread where the region is large (:mod:`.assign`)."""
+        _assign.assign(dst, key, value, self.num_threads)
+
     def _build_plan(self, schedule: Schedule) -> ReplayPlan:
         """A replay plan whose built kernels run as ``_core.Program`` segments."""
         return ReplayPlan(schedule, self._run_kernel, self._native_call, self.library,
