@@ -74,8 +74,10 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None,
     Results are computed lazily, so an array that shares a writeable buffer would change
     its answer when the buffer is written later: a writeable numpy array (or a buffer
     exported by another library) is copied unless ``copy=False`` asks for zero-copy (the
-    caller then promises not to write it while braze may read it). Read-only buffers
-    (memory-mapped model files, ``np.asarray`` of a braze array) are shared as they are.
+    caller then promises not to write it while braze may read it), or it is a fresh array
+    only this call holds (``bz.asarray(rng.random(n))``: nothing else can write it).
+    Read-only buffers (memory-mapped model files, ``np.asarray`` of a braze array) are
+    shared as they are.
 
     Python floats become float32 and ints int64 (braze's defaults); numpy arrays keep
     their dtype.
