@@ -24,6 +24,7 @@ array(1., dtype=float32)
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,26 +35,28 @@ Run = Callable[..., Any]
 
 
 def topo_order(targets: Sequence[Node]) -> list[Node]:
-    """Un-evaluated nodes reachable from ``targets``, inputs before consumers."""
-    order: list[Node] = []
+    """Un-evaluated nodes reachable from ``targets``, inputs before consumers: in
+    recording order (``Node._seq``; a node's inputs exist before it does), which also
+    keeps a loop's repeated graphs in one order."""
     seen: set[int] = set()
+    stack: list[Node] = []
     for t in targets:
-        if t.data is not None or id(t) in seen:
-            continue
-        seen.add(id(t))
-        stack: list[tuple[Node, int]] = [(t, 0)]
-        while stack:
-            node, i = stack[-1]
-            if i < len(node.inputs):
-                stack[-1] = (node, i + 1)
-                child = node.inputs[i]
-                if child.data is None and id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, 0))
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+        if t.data is None and id(t) not in seen:
+            seen.add(id(t))
+            stack.append(t)
+    found: list[Node] = []
+    while stack:
+        n = stack.pop()
+        found.append(n)
+        for x in n.inputs:
+            if x.data is None and id(x) not in seen:
+                seen.add(id(x))
+                stack.append(x)
+    found.sort(key=_SEQ)
+    return found
+
+
+_SEQ = operator.attrgetter("_seq")
 
 
 def cut_targets(roots: Sequence[Node]) -> list[Node]:
@@ -104,8 +107,7 @@ def iteration_boundary(roots: Sequence[Node]) -> tuple[list[Node], list[Node]] |
     >>> [n.op.name for n in head], [n.op.name for n in tail]  # the last iteration waits
     (['sqrt'], ['multiply', 'sqrt'])
     """
-    order = [n for n in topo_order(list(roots)) if n.data is None]
-    order.sort(key=lambda n: n._seq)
+    order = topo_order(list(roots))  # (in recording order)
     count = len(order)
     ids: dict[tuple[Any, ...], int] = {}
     sig = [ids.setdefault((n.op, n.shape, n.dtype), len(ids)) for n in order]
