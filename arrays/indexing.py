@@ -46,6 +46,11 @@ Slices = tuple[tuple[int, int, int], ...]
 
 def _normalize(x: Array, key: Any, op: str) -> tuple[Slices, tuple[int, ...], tuple[int, ...]]:
     """(per-axis (start, stop, step), sliced shape, final shape) for a basic index."""
+    shape = x._node.shape
+    if type(key) is tuple and len(key) <= len(shape) or type(key) is slice and shape:
+        fast = _slices_only(key if type(key) is tuple else (key,), shape)
+        if fast is not None:
+            return fast
     items = key if isinstance(key, tuple) else (key,)
     n_ellipsis = sum(1 for k in items if k is Ellipsis)
     if n_ellipsis > 1:
@@ -99,6 +104,28 @@ def _normalize(x: Array, key: Any, op: str) -> tuple[Slices, tuple[int, ...], tu
             sliced.append(1)
         axis += 1
     return tuple(slices), tuple(sliced), tuple(final)
+
+
+def _slices_only(key: tuple[Any, ...], shape: tuple[int, ...]
+                 ) -> tuple[Slices, tuple[int, ...], tuple[int, ...]] | None:
+    """:func:`_normalize` of a key of plain slices only (a stencil's ``A[1:-1, :-2]``),
+    without its general machinery; None for any other key."""
+    slices: list[tuple[int, int, int]] = []
+    lengths: list[int] = []
+    for k, n in zip(key, shape):
+        if type(k) is not slice or not _plain(k):
+            return None
+        start, stop, step = k.indices(n)
+        length = len(range(start, stop, step))
+        if length == 0:  # canonical empty slice, as _normalize writes it
+            start, stop, step = 0, 0, 1
+        slices.append((start, stop, step))
+        lengths.append(length)
+    for n in shape[len(key):]:
+        slices.append((0, n, 1))
+        lengths.append(n)
+    out = tuple(lengths)
+    return tuple(slices), out, out
 
 
 def _int_key(key: Any, shape: tuple[int, ...]) -> tuple[int, ...] | None:
