@@ -61,7 +61,8 @@ def assign(dst: np.ndarray, key: tuple[Any, ...], value: np.ndarray, num_threads
             np.may_share_memory(region, value):  # (an overlap: numpy buffers it)
         dst[key] = value
         return
-    value = np.broadcast_to(value, region.shape)
+    if value.shape != region.shape:
+        value = np.broadcast_to(value, region.shape)
     base = value
     while isinstance(base.base, np.ndarray):
         base = base.base
