@@ -25,6 +25,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <dlfcn.h>
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "numpy_layout.h"
 #include "registry.h"
@@ -131,6 +136,49 @@ using Args = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::c
 
 constexpr size_t kMaxInline = 32;
 
+// ---------------------------------------------------------------- thread placement
+// An OpenMP worker woken after Python work was sometimes placed on the calling thread's
+// CPU and stayed there: every parallel region then shared one core (a loop of 2-thread
+// kernels ran 2-5x slower until the OS moved the worker). Once Python has registered the
+// workers of the main caller's team (`place_workers`), each native call from that thread
+// first checks its CPU (sched_getcpu: no system call) and, when it has moved, allows the
+// workers every CPU of the process but that one.
+#if defined(__linux__)
+std::vector<pid_t> g_workers;
+pid_t g_master = 0;
+int g_master_cpu = -1;
+cpu_set_t g_cpus;
+
+void place_workers(const std::vector<int64_t> &tids) {
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return;
+    g_cpus = cpus;
+    g_workers.assign(tids.begin(), tids.end());
+    g_master = (pid_t) syscall(SYS_gettid);
+    g_master_cpu = -1;
+}
+
+long g_moves = 0;
+
+inline void keep_workers_off_caller() {
+    if (g_workers.empty()) return;
+    thread_local pid_t self = (pid_t) syscall(SYS_gettid);
+    if (self != g_master) return;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu == g_master_cpu) return;
+    g_master_cpu = cpu;
+    ++g_moves;
+    cpu_set_t others = g_cpus;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0) return;
+    for (pid_t t : g_workers) sched_setaffinity(t, sizeof others, &others);
+}
+#else
+long g_moves = 0;
+void place_workers(const std::vector<int64_t> &) {}
+inline void keep_workers_off_caller() {}
+#endif
+
 void launch(int64_t handle, nb::list arrays, const Args &args) {
     KernelFn fn = kernel_fn(handle);
     size_t n = nb::len(arrays);
@@ -150,6 +198,7 @@ void launch(int64_t handle, nb::list arrays, const Args &args) {
         ptrs[i] = const_cast<void *>(b.data());
     }
     const int64_t *a = args.data();
+    keep_workers_off_caller();
     {
         nb::gil_scoped_release release;
         fn(ptrs, a);
@@ -267,6 +316,7 @@ private:
                 if (!ptrs_[(size_t) s])
                     throw std::runtime_error("braze.Program.run: slot " + std::to_string(s) +
                                              " has no buffer bound");
+        keep_workers_off_caller();
         nb::gil_scoped_release release;
         void *inline_ptrs[kMaxInline];
         std::vector<void *> heap_ptrs;
@@ -594,6 +644,12 @@ NB_MODULE(_core, m) {
           "data pointers of `arrays` (C-contiguous numpy arrays, never copied) and args an\n"
           "int64 array.");
 
+    m.def(
+        "placement_moves", []() { return g_moves; },
+        "How many times the placement re-set the workers' CPUs (the caller had moved).");
+    m.def("place_workers", &place_workers, nb::arg("thread_ids"),
+          "Keep these OpenMP worker threads (Linux thread ids) off the CPU the calling thread\n"
+          "runs on at each of its native calls (see core.cpp, thread placement).");
     m.def("numpy_probe", &numpy_probe, nb::arg("array"), nb::arg("ndarray_type"),
           "(data pointer, C-contiguous, ndim, base address or 0) of a numpy.ndarray read\n"
           "through numpy's object layout.");

@@ -43,6 +43,7 @@ from . import autotune
 from . import build as _build
 from . import concat as _concat
 from . import matvec as _matvec
+from . import placement as _placement
 from . import roll as _roll
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
@@ -305,6 +306,8 @@ class CpuBackend(NumpyBackend):
                 self._schedules.clear()
 
     def _prepare_kernels(self, kernels: list[Kernel], defer_cold: bool = False) -> None:
+        if not _placement.PLACED:
+            _place_workers(self.num_threads)
         with self._lock:
             todo: list[tuple[Kernel, GeneratedKernel]] = []
             for k in kernels:
@@ -367,6 +370,26 @@ class CpuBackend(NumpyBackend):
 
 
 _BUILDER: list[Any] = []  # the background build queue (its thread made on first use)
+
+
+_PLACEMENT_BUILD: list[Future[Any]] = []
+
+
+def _place_workers(num_threads: int) -> None:
+    """Register this thread's OpenMP workers for placement (:mod:`.placement`), once per
+    process, when its kernel is built (in the background on a cold cache: a first
+    ``bz.eval`` never waits for it)."""
+    if num_threads < 2 or not _placement.enabled():
+        _placement.PLACED = True
+        return
+    src, sym = _placement.source()
+    if not _PLACEMENT_BUILD:
+        if _build.is_cached(src, sym):
+            _placement.place_workers(num_threads)
+            return
+        _PLACEMENT_BUILD.append(_background_build(src, sym))
+    elif _PLACEMENT_BUILD[0].done():
+        _placement.place_workers(num_threads)
 
 
 def _background_build(source: str, symbol: str) -> Future[Any]:
