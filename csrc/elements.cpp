@@ -31,6 +31,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "heap_types.h"
 #include "numpy_layout.h"
 #include "registry.h"
 
@@ -82,20 +83,8 @@ int node_clear(PyObject* self) {
     return 0;
 }
 
-void node_dealloc(PyObject* self) {
-    PyTypeObject* tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    node_clear(self);
-    auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(tp, Py_tp_free));
-    free_fn(self);
-    Py_DECREF(tp);
-}
-
 PyObject* node_get_data(PyObject* self, void*) {
-    PyObject* d = reinterpret_cast<NodeObject*>(self)->data;
-    d = d ? d : Py_None;
-    Py_INCREF(d);
-    return d;
+    return new_reference_or_none(reinterpret_cast<NodeObject*>(self)->data);
 }
 
 int node_set_data(PyObject* self, PyObject* value, void*) {
@@ -116,10 +105,7 @@ PyObject* node_arm_store(PyObject* self, PyObject* type) {
 }
 
 PyObject* node_get_store_type(PyObject* self, void*) {
-    PyObject* t = reinterpret_cast<NodeObject*>(self)->store_type;
-    t = t ? t : Py_None;
-    Py_INCREF(t);
-    return t;
+    return new_reference_or_none(reinterpret_cast<NodeObject*>(self)->store_type);
 }
 
 PyObject* node_get_seq(PyObject* self, void*) {
@@ -148,7 +134,7 @@ PyType_Slot node_slots[] = {
     {Py_tp_doc, (void*)"braze.graph.Node's native part: its data, read by the element "
                        "fast paths of ArrayBase."},
     {Py_tp_new, (void*)node_new},
-    {Py_tp_dealloc, (void*)node_dealloc},
+    {Py_tp_dealloc, (void*)heap_type_dealloc<node_clear>},
     {Py_tp_traverse, (void*)node_traverse},
     {Py_tp_clear, (void*)node_clear},
     {Py_tp_getset, node_getset},
@@ -169,15 +155,6 @@ int array_traverse(PyObject* self, visitproc visit, void* arg) {
 int array_clear(PyObject* self) {
     Py_CLEAR(reinterpret_cast<ArrayObject*>(self)->node);
     return 0;
-}
-
-void array_dealloc(PyObject* self) {
-    PyTypeObject* tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    array_clear(self);
-    auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(tp, Py_tp_free));
-    free_fn(self);
-    Py_DECREF(tp);
 }
 
 PyObject* array_get_node(PyObject* self, void*) {
@@ -355,7 +332,7 @@ PyType_Slot array_slots[] = {
     {Py_tp_doc, (void*)"braze.Array's native part: its node, and the element fast paths "
                        "of x[i, ...] and x[i] = v (elements.cpp)."},
     {Py_tp_new, (void*)PyType_GenericNew},
-    {Py_tp_dealloc, (void*)array_dealloc},
+    {Py_tp_dealloc, (void*)heap_type_dealloc<array_clear>},
     {Py_tp_traverse, (void*)array_traverse},
     {Py_tp_clear, (void*)array_clear},
     {Py_tp_getset, array_getset},

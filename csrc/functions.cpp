@@ -13,6 +13,7 @@
 
 #include <cstddef>
 
+#include "heap_types.h"
 #include "registry.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -108,15 +109,6 @@ int function_clear(PyObject* self) {
     return 0;
 }
 
-void function_dealloc(PyObject* self) {
-    PyTypeObject* tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    function_clear(self);
-    auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(tp, Py_tp_free));
-    free_fn(self);
-    Py_DECREF(tp);
-}
-
 PyObject* function_repr(PyObject* self) {
     auto* f = reinterpret_cast<FunctionObject*>(self);
     PyObject* name = f->dict ? PyDict_GetItemString(f->dict, "__name__") : nullptr;  // borrowed
@@ -189,7 +181,7 @@ PyType_Slot function_slots[] = {
                        "those whose operand types a registered entry serves."},
     {Py_tp_new, (void*)function_new},
     {Py_tp_call, (void*)PyVectorcall_Call},
-    {Py_tp_dealloc, (void*)function_dealloc},
+    {Py_tp_dealloc, (void*)heap_type_dealloc<function_clear>},
     {Py_tp_traverse, (void*)function_traverse},
     {Py_tp_clear, (void*)function_clear},
     {Py_tp_repr, (void*)function_repr},

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from . import build as _build
 from .library import file_kernel
 
 __all__ = ["MIN_BYTES", "assign", "source"]
@@ -67,10 +66,7 @@ def assign(dst: np.ndarray, key: tuple[Any, ...], value: np.ndarray, num_threads
     while isinstance(base.base, np.ndarray):
         base = base.base
     d, s = _layout(region, dst), _layout(value, base) if base.flags.c_contiguous else None
-    try:
-        h = _KERNELS.handle() if d is not None and s is not None else None
-    except _build.BuildError:
-        h = None
+    h = _KERNELS.handle_or_none() if d is not None and s is not None else None
     if h is None or d is None or s is None:
         dst[key] = value
         return

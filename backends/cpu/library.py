@@ -51,6 +51,14 @@ class KernelFamily:
                     raise
         return self._handles[key]
 
+    def handle_or_none(self, key: Hashable = None) -> int | None:
+        """:meth:`handle`, or None when the kernel cannot be built (a program-step factory
+        then declines and numpy's reference runs)."""
+        try:
+            return self.handle(key)
+        except _build.BuildError:
+            return None
+
     def handles(self) -> dict[Hashable, int]:
         """The kernels loaded so far, by key."""
         return dict(self._handles)
