@@ -299,7 +299,7 @@ def _enable_native_elements() -> None:
         s = probe[0]
         value = probe.tobytes()
         boxed = _core.scalar_box(t, value)
-        if type(s) is t and t.__basicsize__ >= 16 + d.itemsize and \
+        if type(s) is t and t.__basicsize__ >= object.__basicsize__ + d.itemsize and \
                 _core.scalar_bytes(s, d.itemsize) == value and type(boxed) is t and \
                 np.array([boxed], d).tobytes() == value and np.dtype(t) is probe.dtype:
             _core.element_type(d, t, d.itemsize, 8 * d.itemsize if d.kind == "f" and
