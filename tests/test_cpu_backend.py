@@ -994,7 +994,8 @@ def test_cpu_matmul_library_matches_numpy(m: int, k: int, n: int, form: str) -> 
 def test_eager_x_wt_of_many_rows_runs_the_native_gemm_not_blas(monkeypatch) -> None:
     """``U @ U.T`` of 2000 rows evaluated step by step runs the native GEMM, as its
     replay plan does: numpy's BLAS would leave its workers spinning beside the plan's
-    kernels (float32 to 1e-5 relative)."""
+    kernels; so do matrix-vector products with a strided vector (copied first); float32
+    to 1e-5 relative."""
     from braze.backends.cpu import blas, matvec
 
     if not matvec.gemm_available():
@@ -1005,6 +1006,11 @@ def test_eager_x_wt_of_many_rows_runs_the_native_gemm_not_blas(monkeypatch) -> N
     u = np.random.default_rng(0).standard_normal((200, 64)).astype(np.float32)
     got = blas.matmul_for(lambda: 2)({}, np.dtype(np.float32), u, u.T)
     np.testing.assert_allclose(got, u @ u.T, rtol=1e-5, atol=1e-4)
+    ones = np.broadcast_to(np.float32(1), (64,))  # (a power iteration's first v: strided)
+    got = blas.matmul_for(lambda: 2)({}, np.dtype(np.float32), u, ones)
+    np.testing.assert_allclose(got, u @ np.ones(64, np.float32), rtol=1e-5, atol=1e-4)
+    got = blas.matmul_for(lambda: 2)({}, np.dtype(np.float32), ones[::-1], u.T.copy())
+    np.testing.assert_allclose(got, np.ones(64, np.float32) @ u.T, rtol=1e-5, atol=1e-4)
     assert not called
 
 

@@ -96,6 +96,8 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
             ) -> np.ndarray:
         if not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
                 a.ndim == 2 and a.size and b.size:
+            if b.ndim == 1 and not b.flags.c_contiguous:  # (a broadcast ones(n): copy it,
+                b = np.ascontiguousarray(b)  # the vector is small; numpy's way is slower)
             x = w = None
             if b.ndim == 1 and a.flags.c_contiguous and b.flags.c_contiguous:
                 x, w = b.reshape(1, -1), a  # M @ v: v against every row of M
@@ -112,9 +114,8 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
             if b.ndim == 1 and a.T.flags.c_contiguous and b.flags.c_contiguous:
                 return _vecmat(b, a.T, attrs, dtype, a, b)  # X.T @ r of a row-major X
         elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
-                a.ndim == 1 and b.ndim == 2 and a.size and b.size and \
-                a.flags.c_contiguous and b.flags.c_contiguous:
-            return _vecmat(a, b, attrs, dtype, a, b)  # r @ X
+                a.ndim == 1 and b.ndim == 2 and a.size and b.size and b.flags.c_contiguous:
+            return _vecmat(np.ascontiguousarray(a), b, attrs, dtype, a, b)  # r @ X
         return matmul(attrs, dtype, a, b)
 
     def _gemm() -> bool:
