@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #if defined(__linux__)
 #include <sched.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -149,7 +150,11 @@ pid_t g_master = 0;
 int g_master_cpu = -1;
 cpu_set_t g_cpus;
 
+void forget_workers_in_child() { g_workers.clear(); }  // (a fork's child has none of them)
+
 void place_workers(const std::vector<int64_t> &tids) {
+    static bool at_fork = pthread_atfork(nullptr, nullptr, forget_workers_in_child) == 0;
+    (void) at_fork;
     cpu_set_t cpus;
     if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return;
     g_cpus = cpus;
