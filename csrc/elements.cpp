@@ -89,18 +89,14 @@ PyObject* node_get_data(PyObject* self, void*) {
 
 int node_set_data(PyObject* self, PyObject* value, void*) {
     auto* n = reinterpret_cast<NodeObject*>(self);
-    Py_XINCREF(value);
-    PyObject* old = n->data;
-    n->data = value;
+    replace_reference(n->data, value);
     Py_CLEAR(n->store_type);  // a new buffer: Python decides again
-    Py_XDECREF(old);
     return 0;
 }
 
 PyObject* node_arm_store(PyObject* self, PyObject* type) {
     auto* n = reinterpret_cast<NodeObject*>(self);
-    Py_INCREF(type);
-    Py_XSETREF(n->store_type, type);
+    replace_reference(n->store_type, type);
     Py_RETURN_NONE;
 }
 
@@ -169,8 +165,7 @@ PyObject* array_get_node(PyObject* self, void*) {
 
 int array_set_node(PyObject* self, PyObject* value, void*) {
     auto* a = reinterpret_cast<ArrayObject*>(self);
-    Py_XINCREF(value);
-    Py_XSETREF(a->node, value);
+    replace_reference(a->node, value);
     return 0;
 }
 

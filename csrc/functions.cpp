@@ -136,8 +136,7 @@ PyObject* function_register(PyObject* self, PyObject* args) {
     }
     for (int i = 0; i < f->n; ++i)
         if (f->keys[i][0] == key[0] && f->keys[i][1] == key[1]) {
-            Py_INCREF(fn);
-            Py_XSETREF(f->fns[i], fn);
+            replace_reference(f->fns[i], fn);
             Py_RETURN_TRUE;
         }
     if (f->n == kEntries) Py_RETURN_FALSE;
