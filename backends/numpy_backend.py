@@ -83,7 +83,7 @@ class NumpyBackend:
                 # small one too, unless it comes back (then it is compiled and cached).
                 if len(order) <= TINY_NODES:
                     return _evaluate_tiny(targets, order)
-                traced = trace(list(targets))
+                traced = trace(list(targets), order)
                 if not CACHE.sighted(traced.key):
                     return _evaluate_tiny(targets, order)
             asked = len(targets)
@@ -99,8 +99,9 @@ class NumpyBackend:
                         targets.append(n)
                     else:
                         n.pending_evals = 1
-            schedule, leaves = compile_graph(
-                targets, traced if len(targets) == asked else None)
+            if traced is None or len(targets) != asked:
+                traced = trace(targets, order)  # (the order covers the intermediates added)
+            schedule, leaves = compile_graph(targets, traced)
             for leaf in leaves:
                 if leaf.data is None:  # a bz.compile placeholder read while tracing
                     leaf.op.reference()

@@ -94,8 +94,9 @@ class Trace:
         return g
 
 
-def trace(targets: list[Node]) -> Trace:
-    """Walk the un-evaluated graph behind ``targets`` (see :class:`Trace`)."""
+def trace(targets: list[Node], order: list[Node] | None = None) -> Trace:
+    """Walk the un-evaluated graph behind ``targets`` (see :class:`Trace`; ``order``:
+    ``topo_order(targets)`` when the caller has it already)."""
     index: dict[int, int] = {}
     leaves: list[Node] = []
     rows: list[Any] = []
@@ -116,7 +117,7 @@ def trace(targets: list[Node]) -> Trace:
                 leaves.append(n)
         return i
 
-    for n in topo_order(targets):
+    for n in topo_order(targets) if order is None else order:
         if n.op is PARAMETER:  # a traced function's input: bound at each call
             index[id(n)] = len(rows)
             rows.append(("input", (), {}, n.shape, n.dtype, len(leaves)))
