@@ -191,6 +191,21 @@ class Array(_core.ArrayBase):
             _current_backend().evaluate([node])
         return node.data
 
+    def __copy__(self) -> Array:
+        return Array(self._node)  # arrays are values: a new handle on the same node
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Array:
+        return Array(self._node)  # (a store into either copies first: see _setitem)
+
+    def __reduce__(self) -> tuple[Any, tuple[np.ndarray]]:
+        """Pickled as its value (evaluated), as numpy pickles an array.
+
+        >>> import pickle, braze as bz
+        >>> pickle.loads(pickle.dumps(bz.arange(3) * 2)).tolist()
+        [0, 2, 4]
+        """
+        return _c.asarray, (np.array(self._value(), copy=True),)
+
     def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
         data = self._value()
         if copy:

@@ -269,6 +269,22 @@ def test_python_floats_stored_natively_round_as_numpy_and_overflow_warns() -> No
     assert y[0] == 0.1 and type(y[0]) is np.float64
 
 
+def test_copies_and_pickles_are_values_under_native_stores() -> None:
+    """copy.copy / copy.deepcopy give a new handle on the same node (a store into either
+    copies first); pickle round-trips the evaluated value."""
+    import copy
+    import pickle
+
+    x = _armed(np.arange(4, dtype=np.float32))
+    shallow, deep = copy.copy(x), copy.deepcopy(x)
+    assert shallow._node is x._node and deep._node is x._node
+    x[0] = np.float32(9)
+    assert x.tolist() == [9, 1, 2, 3]
+    assert shallow.tolist() == deep.tolist() == [0, 1, 2, 3]
+    back = pickle.loads(pickle.dumps(x * 2))
+    assert type(back) is bz.Array and back.tolist() == [18, 2, 4, 6]
+
+
 def test_native_element_paths_step_aside_while_tracing_and_after_data_changes() -> None:
     x = _armed(np.arange(4, dtype=np.float32))
     with _array.tracing():
