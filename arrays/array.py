@@ -27,7 +27,7 @@ from .. import _core
 from ..backends import current as _current_backend
 from ..graph import dtypes as dt
 from ..graph.evaluate import cut_targets, iteration_boundary
-from ..graph.node import Node, constant
+from ..graph.node import Node, constant, depth_over
 from ..graph.ops import (
     CAST,
     CONSTANT,
@@ -377,20 +377,6 @@ class Array(_core.ArrayBase):
         >>> x[-1], type(x[-1]).__name__
         (np.int64(40), 'int64')
         """
-        data = self._node.data
-        if type(data) is np.ndarray and not TRACING.get():  # a scalar loop's case, inline
-            if type(key) is int:
-                if data.ndim == 1 and -data.shape[0] <= key < data.shape[0]:
-                    return data[key]
-            elif type(key) is tuple and len(key) == data.ndim:
-                for k in key:
-                    if type(k) is not int:
-                        break
-                else:
-                    try:
-                        return data[key]
-                    except IndexError:
-                        pass  # (the general path raises braze's message)
         return _ix.getitem(self, key)
 
     def _setitem(self, key: Any, value: Any, /) -> None:
@@ -405,8 +391,6 @@ class Array(_core.ArrayBase):
         >>> x.tolist(), old.tolist()
         ([7, 0, 7, 0], [0, 0, 0, 0])
         """
-        if type(key) is int and not TRACING.get() and _ix.store_element(self, key, value):
-            return  # (a scalar loop's case: one call)
         _ix.setitem(self, key, value)
 
     # ------------------------------------------------------------ methods (lazy)
@@ -976,7 +960,7 @@ def cut(node: Node, itself: builtins.bool = False, aligned: builtins.bool = True
         node.depth = 0 if itself else 1
         return
     for n in [*tail, node]:  # (in recording order: inputs first)
-        n.depth = max([x.depth for x in n.inputs if x.data is None], default=0) + 1
+        n.depth = depth_over(n.inputs)
     del split, tail
     if node.depth >= CUT_DEPTH:  # (the iteration in progress is itself this deep)
         cut(node, aligned=False)

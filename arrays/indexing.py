@@ -315,13 +315,6 @@ _DIRECT_ELEMENTS = (np.float32, np.float64, np.int64, np.int32, np.int16, np.int
 _enable_native_elements()
 
 
-def store_element(x: Array, key: int, value: Any) -> bool:
-    """``x[key] = value`` for an int ``key`` into a 1-d ``x`` (a scalar loop's case,
-    straight from ``Array._setitem``): :func:`_scalar_store`'s rules."""
-    shape = x._node.shape
-    return len(shape) == 1 and -shape[0] <= key < shape[0] and _scalar_store(x, key, value)
-
-
 def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
     """``x[i, j, ...] = value`` written into ``x``'s own buffer (a pending ``x`` is
     evaluated first: a loop of element stores then runs in place, as numpy's does);
@@ -355,7 +348,7 @@ def _scalar_store(x: Array, ints: int | tuple[int, ...], value: Any) -> bool:
         except ValueError:
             pass  # read-only memory (a broadcast constant, a buffer braze was lent)
         else:
-            if type(ints) is int and data.ndim == 1 and t is not Array:
+            if data.ndim == 1 and t is not Array:
                 x._node._arm_store(t)  # the next stores of this type: the native path
             return True
     # copy on write: x's old buffer stays with whatever else holds it, the new one is

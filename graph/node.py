@@ -70,7 +70,7 @@ class Node(_core.NodeBase):
             db = b.depth if b.data is None else 0
             self.depth = (da if da > db else db) + 1
         else:
-            self.depth = max([x.depth for x in inputs if x.data is None], default=0) + 1
+            self.depth = depth_over(inputs)
 
     @property
     def is_evaluated(self) -> bool:
@@ -83,6 +83,17 @@ class Node(_core.NodeBase):
     def __repr__(self) -> str:
         state = "evaluated" if self.data is not None else f"{len(self.inputs)} inputs"
         return f"Node({self.op.name}, shape={self.shape}, dtype={dtype_name(self.dtype)}, {state})"
+
+
+def depth_over(inputs: tuple[Node, ...]) -> int:
+    """The depth of a node over ``inputs``: one more than the deepest pending one (an
+    evaluated input counts 0). Node() spells its one- and two-input cases out (recording
+    is a hot path); a cut recounts the nodes it left pending with it.
+
+    >>> depth_over((constant(np.float32(1.0)),))
+    1
+    """
+    return max([x.depth for x in inputs if x.data is None], default=0) + 1
 
 
 def constant(value: np.ndarray | np.generic) -> Node:
