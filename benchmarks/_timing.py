@@ -1,4 +1,5 @@
-"""Timing shared by the benchmark scripts: medians of repeated runs after warm-up."""
+"""Timing shared by the benchmark scripts: medians of repeated runs after warm-up, and the
+ISA line every benchmark prints (figures of one machine kind say which)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,14 @@ def median_seconds(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -
         fn()
         runs.append(time.perf_counter() - t0)
     return statistics.median(runs)
+
+
+def isa() -> str:
+    """The CPU's vector ISA as braze's kernels use it here (``BRAZE_ISA`` included)."""
+    try:
+        from braze.backends.cpu import build
+    except ImportError:  # a peer's process without braze
+        import platform
+
+        return platform.machine()
+    return build.describe()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import sys
 import time
 import traceback
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy
-from _timing import median_seconds  # benchmarks/ is the script's directory
+from _timing import isa, median_seconds  # benchmarks/ is the script's directory
 
 import braze
 
@@ -310,19 +309,6 @@ PROGRAMS = [
             rtol=1e-4, atol=1e-3),
     Program("scalar_fill", scalar_fill, lambda r, q: (f32(r.random(300 if q else 2000)),)),
 ]
-
-
-def isa() -> str:
-    """The vector ISA braze's kernels use here (what every figure should name)."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return platform.machine()
-    if "avx512f" in flags:
-        return "x86-64 AVX-512"
-    if "avx2" in flags:
-        return "x86-64 AVX2"
-    return platform.machine()
 
 
 def _materialize(mod: Any, out: Any) -> Any:

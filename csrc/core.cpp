@@ -31,6 +31,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #include "numpy_layout.h"
 #include "registry.h"
@@ -68,9 +74,19 @@ std::vector<std::string> cpu_features() {
     BRAZE_FEATURE("avx512dq")
     BRAZE_FEATURE("avx512bf16")
     BRAZE_FEATURE("avx512fp16")
+    BRAZE_FEATURE("avx512vnni")
+    BRAZE_FEATURE("avxvnni")
 #undef BRAZE_FEATURE
 #elif defined(__aarch64__)
     out.emplace_back("neon");
+#if defined(__linux__)
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.emplace_back("asimddp");
+#elif defined(__APPLE__)
+    int dot = 0;
+    size_t len = sizeof dot;
+    if (sysctlbyname("hw.optional.arm.FEAT_DotProd", &dot, &len, nullptr, 0) == 0 && dot)
+        out.emplace_back("asimddp");
+#endif
 #endif
     return out;
 }

@@ -891,8 +891,9 @@ def test_autotuning_on_a_busy_machine_is_not_persisted(tmp_path, monkeypatch) ->
 def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
     """The replay programs' float32 x @ W.T on each instruction-set path (capped at build
     time; AVX2/AVX-512 need the host): the streaming matvec up to 8 rows, the GEMM above
-    (AVX-512; the matvec loop elsewhere), any K (tails of the 16/8-lane loops), M (of
-    the 32-row blocks) and N (of the 4- and 8-row blocks), 1 or 2 threads: within
+    (AVX-512 and AVX2; the matvec loop elsewhere), any K (tails of the 16/8-lane loops),
+    M (of the 32- and 16-row blocks) and N (of the 4-, 6- and 8-row blocks), 1 or 2
+    threads: within
     K * 1e-6 of float64 (unit normals)."""
     from braze.backends.cpu import matvec
 
@@ -999,7 +1000,7 @@ def test_eager_x_wt_of_many_rows_runs_the_native_gemm_not_blas(monkeypatch) -> N
     from braze.backends.cpu import blas, matvec
 
     if not matvec.gemm_available():
-        pytest.skip("the matvec kernel has no GEMM path on this host (AVX-512 only)")
+        pytest.skip("the matvec kernel has no GEMM path on this host (AVX-512 and AVX2 only)")
     called: list[int] = []
     real = blas.reference_eval
     monkeypatch.setattr(blas, "reference_eval", lambda *a: called.append(1) or real(*a))

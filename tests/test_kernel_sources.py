@@ -94,7 +94,8 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
     for name in ("attention.cc", "rope.cc"):  # no libmvec
         cases.append((name, next(iter(ISAS)), next(iter(ISAS.values())), {"BZ_MVEC": 0, **SYM}))
     if X86:
-        cases.append(("gemm_tile.h", "avx512", ISAS["avx512"], {}))  # AVX-512 only
+        cases.append(("gemm_tile.h", "avx512", ISAS["avx512"], {}))  # AVX-512 and AVX2 only
+        cases.append(("gemm_tile.h", "avx2", ISAS["avx2"], {}))
     return cases
 
 

@@ -16,11 +16,21 @@
   ``compilers.txt`` under the compiler binary's path, size and modification time, so a
   new process that only loads cached kernels never starts the compiler.
 
-Flags: ``-std=gnu++17 -O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
+Flags: ``-std=gnu++17 -O3 -march=<target> -fno-math-errno -fno-trapping-math -ffp-contract=off
 -fwrapv -fopenmp`` (+ ``-lmvec`` where glibc has libmvec). Never ``-ffast-math``: it
 changes IEEE semantics and, through ``crtfastmath.o``, flushes denormals process-wide.
 ``-ffp-contract=off`` keeps arithmetic bit-identical to numpy's (no FMA contraction);
 ``-fwrapv`` gives numpy's wrapping integer overflow.
+
+Target ISA (``BRAZE_ISA``, read at import; :func:`target`): ``native`` (default: every
+feature of this CPU, ``-march=native``), or a narrower level to run what a CPU of that
+kind runs -- on x86-64 ``avx512`` (native, refused without AVX-512), ``avx2``
+(``-march=x86-64-v3``: AVX2, FMA, F16C, no VNNI: an AMD Zen 2/3 or Haswell-class CPU) and
+``scalar`` (``-march=x86-64``: SSE2 only); on AArch64 ``dotprod``
+(``-march=armv8.2-a+dotprod``) and ``neon`` (``-march=armv8-a``). The hand-written kernels
+choose their paths from the compiler's ISA macros, so the level selects them too; it is
+part of every cache key. A level the CPU does not have is refused with a ValueError
+naming it (the kernels would die of SIGILL).
 """
 
 from __future__ import annotations
@@ -39,11 +49,20 @@ from pathlib import Path
 from .codegen import glibc_version, libmvec_functions
 
 __all__ = ["BuildError", "FLAGS", "build", "build_many", "cache_dir", "cache_key", "compiler",
-           "load", "load_many"]
+           "describe", "flags", "load", "load_many", "target"]
 
-FLAGS = ["-std=gnu++17", "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
-         "-ffp-contract=off", "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-w"]
+FLAGS = ["-std=gnu++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off",
+         "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-fvisibility=hidden", "-w"]
+# BRAZE_ISA level -> (-march flags, CPU features it needs: cpu_features() names)
+TARGETS: dict[str, dict[str, tuple[list[str], set[str]]]] = {
+    "x86_64": {"native": (["-march=native"], set()),
+               "avx512": (["-march=native"], {"avx512f", "avx512bw", "avx512vl"}),
+               "avx2": (["-march=x86-64-v3", "-mtune=native"], {"avx2", "fma", "f16c"}),
+               "scalar": (["-march=x86-64", "-mtune=native"], set())},
+    "aarch64": {"native": (["-march=native"], set()),
+                "dotprod": (["-march=armv8.2-a+dotprod"], {"asimddp"}),
+                "neon": (["-march=armv8-a"], set())},
+}
 BUILD_TIMEOUT = 300
 
 
@@ -115,6 +134,85 @@ def _known_versions() -> dict[str, str]:
     return dict(line.split("\t", 1) for line in text.splitlines() if line.count("\t") == 1)
 
 
+def _machine() -> str:
+    m = os.uname().machine
+    return {"AMD64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def _env_target() -> str:
+    return os.environ.get("BRAZE_ISA", "").strip().lower() or "native"
+
+
+_TARGET = _env_target()  # read at import (checked below): loaded kernels keep their level
+
+
+@functools.lru_cache(maxsize=8)
+def _target_flags(level: str) -> tuple[str, ...]:
+    levels = TARGETS.get(_machine(), {"native": (["-march=native"], set())})
+    if level not in levels:
+        raise ValueError(f"BRAZE_ISA={level!r}: this {_machine()} CPU's levels are "
+                         f"{', '.join(levels)}")
+    march, needs = levels[level]
+    have = _core_features()
+    missing = needs - set(have)
+    if missing:
+        raise ValueError(f"BRAZE_ISA={level}: this CPU has no {', '.join(sorted(missing))} "
+                         f"(it has {', '.join(have)}); kernels built for it would die of an "
+                         f"illegal instruction")
+    return tuple(march)
+
+
+def target() -> str:
+    """The ISA level kernels are built for: ``BRAZE_ISA`` as read at import (``native``
+    by default); a level this CPU lacks raises ValueError.
+
+    >>> target() in TARGETS.get(_machine(), {"native": None})
+    True
+    """
+    _target_flags(_TARGET)
+    return _TARGET
+
+
+def describe() -> str:
+    """The CPU and the ISA level kernels are built for, as every benchmark figure names it:
+    the widest vector ISA the level uses, its int8 dot product, and the level.
+
+    >>> describe().split()[0] in ("x86-64", "aarch64") or describe() != ""
+    True
+    """
+    feats = set(_core_features())
+    level = target()
+    if _machine() == "x86_64":
+        if level == "scalar":
+            return "x86-64 SSE2 (BRAZE_ISA=scalar)"
+        wide = "AVX-512" if "avx512f" in feats and level != "avx2" else \
+            "AVX2" if "avx2" in feats else "SSE2"
+        dots = [] if level == "avx2" else [n for f, n in (("avx512vnni", "AVX512-VNNI"),
+                                                          ("avxvnni", "AVX-VNNI")) if f in feats]
+        extra = f" + {', '.join(dots)}" if dots else ""
+        return f"x86-64 {wide}{extra}" + ("" if level == "native" else f" (BRAZE_ISA={level})")
+    if _machine() == "aarch64":
+        dot = "asimddp" in feats and level != "neon"
+        return f"aarch64 NEON{' + dotprod' if dot else ''}" + \
+            ("" if level == "native" else f" (BRAZE_ISA={level})")
+    return _machine()
+
+
+def _core_features() -> list[str]:
+    from ... import _core
+
+    return list(_core.cpu_features())
+
+
+def flags() -> list[str]:
+    """The compiler flags of every cpu kernel: :data:`FLAGS` and the target ISA's.
+
+    >>> "-O3" in flags() and any(f.startswith("-march=") for f in flags())
+    True
+    """
+    return [*FLAGS[:2], *_target_flags(_TARGET), *FLAGS[2:]]
+
+
 def link_flags() -> list[str]:
     return ["-lmvec"] if libmvec_functions() else []
 
@@ -140,7 +238,7 @@ def cache_key(source: str, cmd: Sequence[str] | None = None) -> str:
     if cmd is None:
         raise BuildError("no C++ compiler found (looked for $BRAZE_CXX, $CXX, c++, g++, clang++)")
     h = hashlib.sha256()
-    for part in (source, " ".join(FLAGS + link_flags()), compiler_version(tuple(cmd)), _host()):
+    for part in (source, " ".join(flags() + link_flags()), compiler_version(tuple(cmd)), _host()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -195,7 +293,7 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
     os.close(fd)
     try:
-        argv = [*cmd, *FLAGS, "-x", "c++", "-", "-o", tmp, *link_flags()]
+        argv = [*cmd, *flags(), "-x", "c++", "-", "-o", tmp, *link_flags()]
         try:
             r = subprocess.run(argv, input=source, capture_output=True, text=True,
                                timeout=BUILD_TIMEOUT)
@@ -337,3 +435,6 @@ def build_many(items: Sequence[tuple[str, str]]) -> list[Path | BuildError]:
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         return list(pool.map(one, items))
+
+
+_target_flags(_TARGET)  # a BRAZE_ISA this CPU cannot run fails here, at import, by name

@@ -67,7 +67,7 @@ _GEMM: dict[int | None, bool] = {}
 
 def gemm_available(isa: int | None = None) -> bool:
     """Whether the kernel built here has the GEMM path for more than ``MAX_ROWS`` rows
-    (AVX-512; elsewhere those products stay with numpy's BLAS)."""
+    (AVX-512 or AVX2+FMA; elsewhere those products stay with numpy's BLAS)."""
     if isa not in _GEMM:
         flag = np.zeros(1, np.float32)
         _core.launch(_KERNELS.handle(isa), [flag, flag, flag],

@@ -132,17 +132,15 @@ DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float agai
 
 
 def host_isa() -> int:
-    """The best kernel ISA level this CPU runs: 2 AVX-512, 1 AVX2+FMA, 0 scalar.
+    """The best kernel ISA level this CPU runs under the build target (``BRAZE_ISA``):
+    2 AVX-512, 1 AVX2+FMA, 0 scalar.
 
     >>> host_isa() in (0, 1, 2)
     True
     """
     feats = set(_core.cpu_features())
-    if "avx512f" in feats:
-        return 2
-    if {"avx2", "fma"} <= feats:
-        return 1
-    return 0
+    level = 2 if "avx512f" in feats else 1 if {"avx2", "fma"} <= feats else 0
+    return {"avx2": min(level, 1), "scalar": 0}.get(_build.target(), level)
 
 
 def _isa_cap(isa: int | None) -> int | None:

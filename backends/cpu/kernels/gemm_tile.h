@@ -1,43 +1,85 @@
-// The AVX-512 GEMM register tile shared by the float32 pre-fill GEMM (matvec.cc) and the
-// 4-bit one (qmatmul.cc, on dequantized rows): y[m * N + j] = w row j . x row m for the
-// nw <= 8 rows of w (row stride K) and mv <= 32 rows of x, given transposed (xT[k * ld +
-// m]). An 8 x 32 block of out^T in 16 registers: per k, 2 (masked) loads of xT, 8
-// broadcasts of w, 16 FMAs, no horizontal sums; one chain per output, summed over k in
-// order; the block goes to y through a stack buffer (scattered stores with stride N
-// touch a page per lane and were slower). Needs AVX-512F.
+// The GEMM register tile shared by the float32 pre-fill GEMM (matvec.cc) and the 4-bit one
+// (qmatmul.cc, on dequantized rows): y[m * N + j] = w row j . x row m for the nw <=
+// BZ_WX_NW rows of w (row stride K) and mv <= BZ_WX_MV rows of x, given transposed (xT[k *
+// ld + m]). A BZ_WX_NW x BZ_WX_MV block of out^T in registers: per k, 2 (masked) loads of
+// xT, BZ_WX_NW broadcasts of w, 2 * BZ_WX_NW FMAs, no horizontal sums; one chain per
+// output, summed over k in order; the block goes to y through a stack buffer (scattered
+// stores with stride N touch a page per lane and were slower).
+// BZ_WX_ISA (set by the includer, default: the best compiled): 2 AVX-512F, 8 x 32 in 16 of
+// its 32 registers; 1 AVX2+FMA, 6 x 16 in 12 of its 16 (BLIS's Haswell shape: 2 loads + 1
+// broadcast register left).
 #ifndef BZ_GEMM_TILE_H
 #define BZ_GEMM_TILE_H
-#ifndef __AVX512F__
-#error "gemm_tile.h needs AVX-512F"
-#endif
 #include <cstdint>
 #include <immintrin.h>
 #include "dispatch.h"
+#ifndef BZ_WX_ISA
+#if defined(__AVX512F__)
+#define BZ_WX_ISA 2
+#else
+#define BZ_WX_ISA 1
+#endif
+#endif
+#if BZ_WX_ISA == 2 && !defined(__AVX512F__)
+#error "gemm_tile.h: BZ_WX_ISA 2 needs AVX-512F"
+#endif
+#if BZ_WX_ISA == 1 && !(defined(__AVX2__) && defined(__FMA__))
+#error "gemm_tile.h: BZ_WX_ISA 1 needs AVX2 and FMA"
+#endif
+
+struct WX {
+#if BZ_WX_ISA == 2
+    typedef __m512 F;
+    typedef __mmask16 K;
+    enum { L = 16, NW = 8 };
+    static inline K mask(int64_t n) {
+        return n >= 16 ? (K)0xFFFF : n <= 0 ? (K)0 : (K)((1u << n) - 1u);
+    }
+    static inline F load(K k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
+    static inline F set1(float v) { return _mm512_set1_ps(v); }
+    static inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static inline F zero() { return _mm512_setzero_ps(); }
+    static inline void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+#else
+    typedef __m256 F;
+    typedef __m256i K;
+    enum { L = 8, NW = 6 };
+    static inline K mask(int64_t n) { /* lane i on iff i < n; masked lanes are never read */
+        const int c = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static inline F load(K k, const float* p) { return _mm256_maskload_ps(p, k); }
+    static inline F set1(float v) { return _mm256_set1_ps(v); }
+    static inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static inline F zero() { return _mm256_setzero_ps(); }
+    static inline void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+#endif
+};
+#define BZ_WX_NW ((int)WX::NW)
+#define BZ_WX_MV (2 * (int)WX::L)
+
 template <int NW>
 static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, int64_t mv, float* y,
                        int64_t N) {
-    __m512 acc[NW][2]; /* unrolled: registers, not memory */
+    WX::F acc[NW][2]; /* unrolled: registers, not memory */
 #pragma GCC unroll 8
-    for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    const __mmask16 k0 = mv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << mv) - 1u);
-    const __mmask16 k1 = mv >= 32   ? (__mmask16)0xFFFF
-                         : mv <= 16 ? (__mmask16)0
-                                    : (__mmask16)((1u << (mv - 16)) - 1u);
+    for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = WX::zero();
+    const WX::K k0 = WX::mask(mv), k1 = WX::mask(mv - WX::L);
     for (int64_t k = 0; k < K; ++k) {
-        const __m512 x0 = _mm512_maskz_loadu_ps(k0, xT + k * ld);
-        const __m512 x1 = _mm512_maskz_loadu_ps(k1, xT + k * ld + 16);
+        const WX::F x0 = WX::load(k0, xT + k * ld);
+        const WX::F x1 = WX::load(k1, xT + k * ld + WX::L);
 #pragma GCC unroll 8
         for (int r = 0; r < NW; ++r) {
-            const __m512 wv = _mm512_set1_ps(w[r * K + k]);
-            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
+            const WX::F wv = WX::set1(w[r * K + k]);
+            acc[r][0] = WX::fma(wv, x0, acc[r][0]);
+            acc[r][1] = WX::fma(wv, x1, acc[r][1]);
         }
     }
-    float blk[NW][32];
+    float blk[NW][BZ_WX_MV];
 #pragma GCC unroll 8
     for (int r = 0; r < NW; ++r) {
-        _mm512_storeu_ps(blk[r], acc[r][0]);
-        _mm512_storeu_ps(blk[r] + 16, acc[r][1]);
+        WX::store(blk[r], acc[r][0]);
+        WX::store(blk[r] + WX::L, acc[r][1]);
     }
     for (int64_t m = 0; m < mv; ++m)
 #pragma GCC unroll 8
@@ -46,6 +88,7 @@ static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, i
 
 static inline void bz_wx_tiles(const float* w, int64_t nw, int64_t K, const float* xT, int64_t ld,
                                int64_t mv, float* y, int64_t N) {
-    bz_dispatch<8>(nw, [&](auto r) { bz_wx_tile<decltype(r)::value>(w, K, xT, ld, mv, y, N); });
+    bz_dispatch<WX::NW>(nw,
+                        [&](auto r) { bz_wx_tile<decltype(r)::value>(w, K, xT, ld, mv, y, N); });
 }
 #endif  // BZ_GEMM_TILE_H

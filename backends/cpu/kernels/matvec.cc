@@ -1,5 +1,5 @@
-// Float32 x @ W.T (matrix-vector up to BZ_MAX_ROWS rows of x, an AVX-512 GEMM above) for
-// the cpu backend's replay programs (backends/cpu/matvec.py describes and builds it).
+// Float32 x @ W.T (matrix-vector up to BZ_MAX_ROWS rows of x, an AVX-512 or AVX2 GEMM
+// above) for the cpu backend's replay programs (backends/cpu/matvec.py describes and builds it).
 // Parameters: BZ_SYMBOL (the entry point's name); BZ_ISA_MAX, optional cap on the
 // instruction set (0 scalar, 1 AVX2+FMA, 2 AVX-512).
 #ifndef BZ_SYMBOL
@@ -77,12 +77,19 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
     }
 }
 
-#if defined(__AVX512F__) && BZ_ISA_MAX >= 2
+#if (defined(__AVX512F__) && BZ_ISA_MAX >= 2) || \
+    (defined(__AVX2__) && defined(__FMA__) && BZ_ISA_MAX >= 1)
 #define BZ_GEMM 1
 /* GEMM (M > MAX_ROWS), qmatmul's pre-fill scheme: out^T = W x^T with xT = x transposed
-   (K x M, once per call). Chunks of <= 64 rows of W (~128 KiB, L2); per 32 rows of x, the
-   chunk's 8-row tiles: 2 * 8 accumulators in registers; per k, 2 (masked) loads of xT, 8
-   broadcasts of W, 16 FMAs -- one chain per output, summed over k in order. */
+   (K x M, once per call). Chunks of <= 64 rows of W (~128 KiB, L2); per BZ_WX_MV rows of x,
+   the chunk's BZ_WX_NW-row tiles (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16 with AVX2)
+   with the accumulators in registers; per k, 2 (masked) loads of xT, BZ_WX_NW broadcasts
+   of W, 2 * BZ_WX_NW FMAs -- one chain per output, summed over k in order. */
+#if defined(__AVX512F__) && BZ_ISA_MAX >= 2
+#define BZ_WX_ISA 2
+#else
+#define BZ_WX_ISA 1
+#endif
 #include "gemm_tile.h"
 
 static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t N, int64_t K,
@@ -91,6 +98,7 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
         for (int64_t i = 0; i < M * N; ++i) y[i] = 0.f;
         return;
     }
+    constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
     /* rows of xT padded to 16 floats: every load of 16 is one aligned cache line */
     const int64_t Mp = (M + 15) / 16 * 16;
     float* xT = (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
@@ -99,20 +107,20 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
             for (int64_t k = k0; k < (k0 + 16 < K ? k0 + 16 : K); ++k)
                 for (int64_t m = m0; m < (m0 + 16 < M ? m0 + 16 : M); ++m)
                     xT[k * Mp + m] = x[m * K + k];
-    int64_t NC = (32768 / K) / 8 * 8;
-    NC = NC < 8 ? 8 : (NC > 64 ? 64 : NC);
+    int64_t NC = (32768 / K) / NW * NW;
+    NC = NC < NW ? NW : (NC > 64 / NW * NW ? 64 / NW * NW : NC);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t blocks = (N + 7) / 8;
-        const int64_t n0 = 8 * (blocks * t / T), n1 = 8 * (blocks * (t + 1) / T);
+        const int64_t blocks = (N + NW - 1) / NW;
+        const int64_t n0 = NW * (blocks * t / T), n1 = NW * (blocks * (t + 1) / T);
         const int64_t ne = n1 < N ? n1 : N;
         for (int64_t h0 = n0; h0 < ne; h0 += NC) {
             const int64_t nh = ne - h0 < NC ? ne - h0 : NC;
-            for (int64_t m0 = 0; m0 < M; m0 += 32) {
-                const int64_t mv = M - m0 < 32 ? M - m0 : 32;
-                for (int64_t j0 = 0; j0 < nh; j0 += 8)
-                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < 8 ? nh - j0 : 8, K, xT + m0, Mp, mv,
+            for (int64_t m0 = 0; m0 < M; m0 += MV) {
+                const int64_t mv = M - m0 < MV ? M - m0 : MV;
+                for (int64_t j0 = 0; j0 < nh; j0 += NW)
+                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < NW ? nh - j0 : NW, K, xT + m0, Mp, mv,
                                 y + m0 * N + h0 + j0, N);
             }
         }

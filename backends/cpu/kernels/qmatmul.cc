@@ -101,8 +101,8 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             bz_xT = (float*)malloc(sizeof(float) * (size_t)(M * K));
             bz_transpose(xp, M * t / T, M * (t + 1) / T, K, bz_xT, M);
 #pragma omp barrier
-            /* chunks of NC weight rows dequantized at once; per block of 32 rows of x,
-               the chunk's 8-row tiles in order: each row of out gets BZ_NC consecutive
+            /* chunks of NC weight rows dequantized at once; per block of BZ_WX_MV rows of
+               x, the chunk's BZ_NW-row tiles in order: each row of out gets BZ_NC consecutive
                floats (rows of out a multiple of 4 KiB apart alias in L1 otherwise) */
             int64_t NC = (BZ_CHUNK_FLOATS / K) / BZ_NW * BZ_NW;
             NC = NC < BZ_NW ? BZ_NW : (NC > BZ_NC ? BZ_NC : NC);
@@ -111,9 +111,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             for (int64_t h0 = n0; h0 < n1; h0 += NC) {
                 const int64_t nh = n1 - h0 < NC ? n1 - h0 : NC;
                 bz_dequant_rows(wq, sc, bi, sb, h0, nh, G, K, tile);
-                for (int64_t m0 = 0; m0 < M; m0 += 32) {
-                    const int64_t mv = M - m0 < 32 ? M - m0 : 32;
-                    if (mv <= 16) { /* a short last block: dot products (bz_tile_rows) */
+                for (int64_t m0 = 0; m0 < M; m0 += BZ_WX_MV) {
+                    const int64_t mv = M - m0 < BZ_WX_MV ? M - m0 : BZ_WX_MV;
+                    if (mv <= BZ_WX_MV / 2) { /* a short last block: dot products */
                         bz_tile_rows(xp + m0 * K, mv, K, tile, nh, out + m0 * N + h0, N);
                         continue;
                     }

@@ -216,15 +216,18 @@ static BZ_INLINE void bz_tile_rows(const float* xp, int64_t M, int64_t K, const 
     }
 }
 
-#if BZ_ISA == 2
-/* Pre-fill (AVX-512): out^T = W x^T. A tile of BZ_NW = 8 dequantized weight rows (row
-   major, as dequantized) against 32 rows of x transposed (xT[k * M + m], once per call:
-   M*K elements against M*N*K multiply-adds) with an 8 x 32 block of out^T in 16
-   registers: per k, 2 loads of xT, 8 broadcasts of weights, 16 FMAs, no horizontal sums
-   and no transposition of weights; the block goes to out through a stack buffer. */
-#define BZ_NW 8
-#define BZ_NC 64              /* at most this many weight rows dequantized per chunk, */
-#define BZ_CHUNK_FLOATS 32768 /* about this many floats (128 KiB: L2 keeps x^T too) */
+#if BZ_ISA >= 1
+/* Pre-fill: out^T = W x^T. A tile of BZ_NW dequantized weight rows (row major, as
+   dequantized) against BZ_WX_MV rows of x transposed (xT[k * M + m], once per call: M*K
+   elements against M*N*K multiply-adds) with the block of out^T in registers
+   (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16 with AVX2): per k, 2 loads of xT, BZ_NW
+   broadcasts of weights, 2 * BZ_NW FMAs, no horizontal sums and no transposition of
+   weights; the block goes to out through a stack buffer. */
+#define BZ_WX_ISA BZ_ISA
+#include "gemm_tile.h"
+#define BZ_NW BZ_WX_NW
+#define BZ_NC (64 / BZ_NW * BZ_NW) /* at most this many weight rows dequantized per chunk, */
+#define BZ_CHUNK_FLOATS 32768      /* about this many floats (128 KiB: L2 keeps x^T too) */
 #define BZ_WXT 1
 /* dst[c * ld + r] = src[r * C + c] for rows r in [r0, r1), all C columns: 16x16 blocks
    (both sides touch 16 cache lines per block, not one line per element). */
@@ -239,8 +242,6 @@ static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, fl
         }
     }
 }
-
-#include "gemm_tile.h"
 
 #else
 #define BZ_WXT 0

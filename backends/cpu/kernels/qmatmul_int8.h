@@ -1,6 +1,7 @@
 // The int8-activation path of the quantized matmul kernel: x quantized to int8 per block
-// of 32, integer dot products against the codes with AVX-512 VNNI or AVX-VNNI (the matvec
-// path for few rows of x, the tiled GEMM above; BZ_VNNI is 0 where neither is compiled).
+// of 32, integer dot products against the codes with AVX-512 VNNI, AVX-VNNI or, on AVX2
+// without VNNI, vpmaddubsw + vpmaddwd (4-bit codes only) -- the matvec path for few rows of
+// x, the tiled GEMM below; BZ_VNNI is 0 where none is compiled.
 // Parameters: see qmatmul_common.h.
 #ifndef BZ_QMM_INT8_H
 #define BZ_QMM_INT8_H
@@ -14,6 +15,12 @@
 #define BZ_VNNI 2
 #elif BZ_ISA >= 1 && defined(__AVXVNNI__)
 #define BZ_VNNI 1
+#elif BZ_ISA >= 1 && BZ_BITS == 4
+/* AVX2 (Zen 2/3, Haswell..Skylake client): u8 x s8 pairs to int16 with vpmaddubsw, then
+   int16 pairs to int32 with vpmaddwd against ones. vpmaddubsw saturates at 2^15; a 4-bit
+   code (<= 15) times |q| <= 127, two per lane, four per lane after the one int16 add of
+   dot2, stays below 7,620. 8-bit codes would saturate: they run the exact path. */
+#define BZ_VNNI 3
 #else
 #define BZ_VNNI 0
 #endif
@@ -97,7 +104,7 @@ struct QV {
     static BZ_INLINE float hsum(F v) { return _mm512_reduce_add_ps(v); }
 };
 #else
-/* AVX-VNNI (no AVX-512 VNNI): 32 elements (one block) per step. */
+/* AVX-VNNI or AVX2 (no AVX-512 VNNI): 32 elements (one block) per step. */
 struct QV {
     typedef __m256 F;
     typedef __m256i I;
@@ -108,8 +115,14 @@ struct QV {
         hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
     }
     static BZ_INLINE F dot2(I lo, I ql, I hi, I qh) {
+#if BZ_VNNI == 1
         const __m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, ql);
         return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(a, hi, qh));
+#else
+        const __m256i p =
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo, ql), _mm256_maddubs_epi16(hi, qh));
+        return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
     }
     static BZ_INLINE F spatc(const float* cs) {
         const __m128 two = _mm_castpd_ps(_mm_load_sd((const double*)cs));
@@ -126,7 +139,12 @@ struct QV {
     static BZ_INLINE I w8t(const uint8_t* p) { return w8(p); }
     static BZ_INLINE I qload(const int8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
     static BZ_INLINE F dot(I w, I q) {
+#if BZ_VNNI == 1
         return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, q));
+#else
+        const __m256i p = _mm256_maddubs_epi16(w, q);
+        return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
     }
     static BZ_INLINE F spat(const float* cs) { return _mm256_broadcast_ss(cs); }
     static BZ_INLINE F lds(const stype* p, int64_t n) {
