@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint bench clean
+.PHONY: run demo test lint bench clean aarch64-tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,8 +25,21 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
-test: $(STAMP) lint
+test: $(STAMP) lint aarch64-tools
 	$(BIN)/python -m pytest tests
+
+# Debian's AArch64 cross compiler and qemu-user for tests/test_aarch64.py (the NEON paths of
+# the hand-written kernels, run under emulation); where apt cannot install them (not root,
+# not Debian) those tests skip, with this note.
+aarch64-tools:
+	@if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing g++-aarch64-linux-gnu and qemu-user (tests/test_aarch64.py)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends g++-aarch64-linux-gnu qemu-user >/dev/null) || \
+	      echo "apt-get could not install them: tests/test_aarch64.py will skip"; \
+	  else echo "no aarch64-linux-gnu-g++ / qemu-aarch64: tests/test_aarch64.py will skip"; fi; \
+	fi
 
 # mypy checks braze as installed (braze.arrays = arrays/, braze = python/braze/, ...): the
 # layout is rebuilt as symlinks under build/typecheck ([tool.mypy] in pyproject.toml).

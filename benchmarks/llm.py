@@ -113,7 +113,8 @@ def _llama_python(arg: str | None) -> str | None:
     """The interpreter that imports llama_cpp (``--llama-python``, ``$LLAMA_CPP_PYTHON``,
     this one), or None."""
     for py in (arg, os.environ.get("LLAMA_CPP_PYTHON"), sys.executable):
-        if py and subprocess.run([py, "-c", "import llama_cpp"], capture_output=True).returncode == 0:
+        if py and subprocess.run([py, "-c", "import llama_cpp"],
+                                 capture_output=True).returncode == 0:
             return py
     return None
 

@@ -21,8 +21,19 @@
    code (<= 15) times |q| <= 127, two per lane, four per lane after the one int16 add of
    dot2, stays below 7,620. 8-bit codes would saturate: they run the exact path. */
 #define BZ_VNNI 3
+#elif defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+/* AArch64 with the dot-product extension (Apple M1 on, Neoverse, Cortex-A76 on): sdot,
+   s8 x s8 -> int32, 16 products per instruction; the codes shifted to signed (c - Z). */
+#define BZ_VNNI 4
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+/* AArch64 without it (Cortex-A53/A72): smull / smlal2 to int16 (two products per lane:
+   |c - Z| <= 128 times |q| <= 127, twice, stays below 32,512), sadalp to int32. */
+#define BZ_VNNI 5
 #else
 #define BZ_VNNI 0
+#endif
+#if BZ_VNNI >= 4
+#include <arm_neon.h>
 #endif
 
 #if BZ_VNNI
@@ -103,7 +114,7 @@ struct QV {
     static BZ_INLINE F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
     static BZ_INLINE float hsum(F v) { return _mm512_reduce_add_ps(v); }
 };
-#else
+#elif BZ_VNNI <= 3
 /* AVX-VNNI or AVX2 (no AVX-512 VNNI): 32 elements (one block) per step. */
 struct QV {
     typedef __m256 F;
@@ -178,11 +189,107 @@ struct QV {
         return _mm_cvtss_f32(s);
     }
 };
+#else
+/* NEON: 32 elements (one block, two registers) per step, codes in natural order and
+   shifted to signed (c - Z), so that the centring term is Z * sum(x) (bz_quant_row). No
+   de-interleaved chunks (C = 0). */
+struct QV {
+    typedef float32x4_t F;
+    struct I {
+        int8x16_t a, b;
+    };
+    enum { E = 32, L = 4, C = 0 };
+    static BZ_INLINE I w4(const uint8_t* p) {
+        const uint8x16_t v = vld1q_u8(p), f = vdupq_n_u8(15);
+        const uint8x16_t lo = vandq_u8(v, f), hi = vshrq_n_u8(v, 4);
+        const int8x16_t z = vdupq_n_s8(8);
+        return {vsubq_s8(vreinterpretq_s8_u8(vzip1q_u8(lo, hi)), z),
+                vsubq_s8(vreinterpretq_s8_u8(vzip2q_u8(lo, hi)), z)};
+    }
+    static BZ_INLINE I w8(const uint8_t* p) {
+        const uint8x16_t t = vdupq_n_u8(0x80);
+        return {vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), t)),
+                vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16), t))};
+    }
+    static BZ_INLINE I w4t(const uint8_t* p) { return w4(p); } /* never called (E = 32) */
+    static BZ_INLINE I w8t(const uint8_t* p) { return w8(p); }
+    static BZ_INLINE void w4c(const uint8_t* p, I& lo, I& hi) { lo = hi = w4(p); } /* C = 0 */
+    static BZ_INLINE I qload(const int8_t* p) { return {vld1q_s8(p), vld1q_s8(p + 16)}; }
+    static BZ_INLINE int32x4_t idot(I w, I q) {
+#if BZ_VNNI == 4
+        return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w.a, q.a), w.b, q.b);
+#else
+        const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w.a), vget_low_s8(q.a)), w.a, q.a);
+        const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w.b), vget_low_s8(q.b)), w.b, q.b);
+        return vpadalq_s16(vpaddlq_s16(p0), p1);
+#endif
+    }
+    static BZ_INLINE F dot(I w, I q) { return vcvtq_f32_s32(idot(w, q)); }
+    static BZ_INLINE F dot2(I lo, I ql, I hi, I qh) { return vaddq_f32(dot(lo, ql), dot(hi, qh)); }
+    static BZ_INLINE F spat(const float* cs) { return vdupq_n_f32(*cs); }
+    static BZ_INLINE F spatc(const float* cs) { return spat(cs); }
+    static BZ_INLINE F lds(const stype* p, int64_t n) {
+        stype t[4] = {0, 0, 0, 0};
+        memcpy(t, p, sizeof(stype) * (size_t)(n < 4 ? n : 4));
+#if BZ_HALF
+        return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(t)));
+#else
+        return vld1q_f32(t);
+#endif
+    }
+    static BZ_INLINE F expand(F v) { /* lane i <- lane i * 32 / BZ_GS */
+        return BZ_GS == 64 ? vzip1q_f32(v, v) : vdupq_laneq_f32(v, 0);
+    }
+    static BZ_INLINE F load(const float* p) { return vld1q_f32(p); }
+    static BZ_INLINE void store(float* p, F v) { vst1q_f32(p, v); }
+    static BZ_INLINE F zero() { return vdupq_n_f32(0.0f); }
+    static BZ_INLINE F add(F a, F b) { return vaddq_f32(a, b); }
+    static BZ_INLINE F mul(F a, F b) { return vmulq_f32(a, b); }
+    static BZ_INLINE F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+    static BZ_INLINE float hsum(F v) { return vaddvq_f32(v); }
+};
 #endif
 
+#define BZ_ZC (BZ_BITS == 4 ? 8.0f : 128.0f) /* the centre of the code range */
+#if BZ_VNNI >= 4
+/* One x row (K floats) -> q (int8 per block of 32, natural order, zero padded to Kp), dx
+   (one per block, zero padded to a multiple of 16), ez = Z * sum of the block's x (the
+   codes are shifted by Z: see QV), sx (sum of x over each weight group). NEON. */
+static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
+                         float* sx, bool = false) {
+    const int64_t G32 = K / 32, G = K / BZ_GS;
+    for (int64_t g = 0; g < G32; ++g) {
+        const float* xg = x + g * 32;
+        float32x4_t v[8];
+        for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(xg + 4 * i);
+        float32x4_t a = vabsq_f32(v[0]), t = v[0];
+        for (int i = 1; i < 8; ++i) {
+            a = vmaxq_f32(a, vabsq_f32(v[i]));
+            t = vaddq_f32(t, v[i]);
+        }
+        const float amax = vmaxvq_f32(a);
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int16x8_t h[4];
+        for (int i = 0; i < 4; ++i) /* vcvtnq: round to nearest even, as cvtps on x86 */
+            h[i] = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * i], id))),
+                                vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * i + 1], id))));
+        vst1q_s8(q + g * 32, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+        vst1q_s8(q + g * 32 + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
+        dx[g] = d;
+        ez[g] = BZ_ZC * vaddvq_f32(t);
+    }
+    for (int64_t k = K; k < Kp; ++k) q[k] = 0;
+    for (int64_t g = G32; g < bz_pad16(G32); ++g) dx[g] = ez[g] = 0.0f;
+    for (int64_t g = 0; g < G; ++g) {
+        float32x4_t t = vdupq_n_f32(0.0f);
+        for (int j = 0; j < BZ_GS; j += 4) t = vaddq_f32(t, vld1q_f32(x + g * BZ_GS + j));
+        sx[g] = vaddvq_f32(t);
+    }
+    for (int64_t g = G; g < bz_pad16(G); ++g) sx[g] = 0.0f;
+}
+#else
 /* One x row (K floats) -> q (int8, zero padded to Kp), dx (one per block of 32, zero
    padded to a multiple of 16), sx (sum of x over each weight group, zero padded). AVX2. */
-#define BZ_ZC (BZ_BITS == 4 ? 8.0f : 128.0f) /* the centre of the code range */
 static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
                          float* sx, bool blk = false) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -249,6 +356,7 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
     }
     for (int64_t g = G; g < bz_pad16(G); ++g) sx[g] = 0.0f;
 }
+#endif
 
 /* Quantized x, per row m: q + m*Kp (int8), dx + m*Gp and ez + m*Gp (per block of 32),
    sx + m*Gp (per weight group). */
@@ -338,7 +446,7 @@ static BZ_INLINE void bz_i8_rows(const uint8_t* wrow, int64_t rowbytes, const st
         for (int r = 0; r < R; ++r) acc[m][r] = QV::zero();
     const int8_t* q0 = qx.q + m0 * qx.Kp;
     int64_t k = 0;
-    if (BZ_BITS == 4) { /* chunks of C elements, x de-interleaved per chunk */
+    if (BZ_BITS == 4 && QV::C > 0) { /* chunks of C elements, x de-interleaved per chunk */
         for (; k + QV::C <= K; k += QV::C) {
             I lo[R], hi[R];
 #pragma GCC unroll 8

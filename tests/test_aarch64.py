@@ -1,0 +1,185 @@
+"""The hand-written cpu kernels on AArch64 (Apple silicon's ISA) without a Mac: each kernel's
+source, exactly as braze builds it, is cross-compiled with ``aarch64-linux-gnu-g++`` into a
+small harness (``tests/aarch64/harness.cc``: buffers in, buffers out, the uniform kernel
+ABI) and run under ``qemu-aarch64`` against numpy on the host -- with the dot-product
+extension (``-march=armv8.2-a+dotprod`` on ``-cpu max``) and without it (``-march=armv8-a``
+on ``-cpu cortex-a53``, which has none: a dot-product instruction there dies of SIGILL).
+
+Tolerances: the quantized matmul's exact path within ``1e-5 * (|x| @ (|code * s| +
+|b|).T)`` of float64 and its int8-activation path within the stated bound of
+``tests/test_quantized.int8_bound`` (the same as on x86); the float32 matvec/GEMM within
+``K * 1e-6`` (unit normals). Skipped where the cross compiler or qemu is missing (``.ci/run``
+installs both: Debian's ``g++-aarch64-linux-gnu`` and ``qemu-user``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from braze.arrays.quantized import pack
+
+from .test_quantized import check_qmm, int8_bound, terms64
+
+CXX = shutil.which("aarch64-linux-gnu-g++")
+QEMU = shutil.which("qemu-aarch64")
+SYSROOT = "/usr/aarch64-linux-gnu"
+HARNESS = Path(__file__).parent / "aarch64" / "harness.cc"
+# (-march, qemu -cpu, the int8 level the kernel reports: 4 sdot, 5 smull/sadalp)
+TARGETS = {"dotprod": ("armv8.2-a+dotprod", "max", 4), "neon": ("armv8-a", "cortex-a53", 5)}
+
+pytestmark = pytest.mark.skipif(
+    CXX is None or QEMU is None or platform.machine() in ("aarch64", "arm64"),
+    reason="needs aarch64-linux-gnu-g++ and qemu-aarch64 on a non-AArch64 host")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def backend_name():
+    """Host-independent: the kernels run under qemu, whatever the active backend."""
+    yield "none"
+
+
+_DIR = Path(tempfile.mkdtemp(prefix="braze-aarch64-"))
+
+
+@functools.cache
+def binary(source: str, symbol: str, target: str) -> Path:
+    """The harness linked with one kernel source (its entry point renamed bz_kernel),
+    built once per session for ``target``."""
+    march = TARGETS[target][0]
+    src = _DIR / f"{symbol}-{target}.cc"
+    src.write_text(source.replace(f"#define BZ_SYMBOL {symbol}\n", "#define BZ_SYMBOL bz_kernel\n"))
+    exe = src.with_suffix("")
+    argv = [CXX, "-std=gnu++17", "-O2", f"-march={march}", "-fopenmp", "-ffp-contract=off",
+            "-static", str(src), str(HARNESS), "-o", str(exe)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{' '.join(argv)}\n{r.stderr[-4000:]}"
+    return exe
+
+
+def run(exe: Path, target: str, bufs: list[np.ndarray], args: list[int]) -> list[np.ndarray]:
+    """The kernel over ``bufs`` (numpy arrays, written back in place and returned) under
+    qemu on the target's CPU model."""
+    fd, inp = tempfile.mkstemp(dir=_DIR)
+    os.close(fd)
+    out = inp + ".out"
+    with open(inp, "wb") as f:
+        f.write(np.int64(len(bufs)).tobytes())
+        for b in bufs:
+            raw = np.ascontiguousarray(b).tobytes()
+            f.write(np.int64(len(raw)).tobytes() + raw)
+        f.write(np.int64(len(args)).tobytes() + np.asarray(args, np.int64).tobytes())
+    r = subprocess.run([QEMU, "-L", SYSROOT, "-cpu", TARGETS[target][1], str(exe), inp, out],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"qemu-aarch64 -cpu {TARGETS[target][1]} {exe.name}: rc " \
+        f"{r.returncode}\n{r.stderr[-2000:]}"
+    data = Path(out).read_bytes()
+    os.unlink(inp)
+    os.unlink(out)
+    pos, res = 8, []
+    for b in bufs:
+        n = int(np.frombuffer(data[pos:pos + 8], np.int64)[0])
+        res.append(np.frombuffer(data[pos + 8:pos + 8 + n], b.dtype).reshape(b.shape).copy())
+        pos += 8 + n
+    return res
+
+
+def _qmm_source(bits: int, gs: int, half: bool) -> tuple[str, str]:
+    from braze.backends.cpu import qmatmul
+
+    return qmatmul.source(bits, gs, half)
+
+
+# (bits, group size, float16 scales): every code width and group size, both scale types
+QMM_VARIANTS = [(4, 32, False), (4, 64, True), (4, 128, True), (8, 32, True), (8, 128, False)]
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_qmatmul_reports_its_neon_int8_level(target: str) -> None:
+    exe = binary(*_qmm_source(4, 32, False), target)
+    box = np.zeros(2, np.int64)
+    got = run(exe, target, [box] * 6, [1, -1, 0, 0, 0])[0]
+    assert got.tolist() == [0, TARGETS[target][2]]  # no x86 level; sdot or smull/sadalp
+
+
+@st.composite
+def qmm_problems(draw):  # type: ignore[no-untyped-def]
+    bits, gs, half = draw(st.sampled_from(QMM_VARIANTS))
+    m = draw(st.sampled_from([1, 2, 3, 5, 8, 9, 17]))  # past 16: the exact path's tiles
+    n = draw(st.sampled_from([1, 3, 4, 6, 37]))
+    k = gs * draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    sdt = np.float16 if half else np.float32
+    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
+    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
+    x = (rng.standard_normal((m, k)) * draw(st.sampled_from([1e-3, 1.0, 30.0]))).astype(np.float32)
+    if draw(st.booleans()):  # outliers and an all-zero block
+        x[:, rng.integers(0, k, 3)] *= 50.0
+        x[:, :32] = 0.0
+    wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+    return x, wq, s, b, bits, gs, half, draw(st.sampled_from([1, 2]))
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=qmm_problems())
+def test_qmatmul_neon_paths_match_numpy(target: str, p) -> None:  # type: ignore[no-untyped-def]
+    """Both activation paths of the quantized matmul on NEON: the exact one within its
+    float32 bound, the int8 one (sdot or smull) within the int8 bound, for any rows of x,
+    weight rows not a multiple of the 4-row passes, 1 or 2 threads."""
+    x, wq, s, b, bits, gs, half, threads = p
+    exe = binary(*_qmm_source(bits, gs, half), target)
+    m, k = x.shape
+    n = wq.shape[0]
+    scratch = np.zeros(m * k if bits == 4 else 1, np.float32)
+    for act in (0, 1):
+        out = np.zeros((m, n), np.float32)
+        y = run(exe, target, [x, wq, s, b, out, scratch], [threads, m, n, k, act])[4]
+        if act == 0:  # the exact path; int8 runs for any rows of x without the x86 GEMM
+            check_qmm(y, x, wq, s, b, bits, gs)
+        else:
+            w64, _ = terms64(wq, s, b, bits, gs)
+            err = np.abs(y.astype(np.float64) - x.astype(np.float64) @ w64.T)
+            bound = int8_bound(x, wq, s, b, bits, gs)
+            worst = np.unravel_index(np.argmax(err / bound), err.shape)
+            assert np.all(err <= bound), f"{target}: error {err[worst]} > bound {bound[worst]}"
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 40), k=st.integers(0, 70), n=st.integers(1, 21),
+       threads=st.sampled_from([1, 2]))
+def test_matvec_kernel_on_neon_matches_numpy(target: str, m: int, k: int, n: int,
+                                             threads: int) -> None:
+    """The float32 x @ W.T of the replay programs (portable loops the compiler vectorizes
+    for NEON): within K * 1e-6 of float64 (unit normals), any K, M and N."""
+    from braze.backends.cpu import matvec
+
+    exe = binary(*matvec.source(), target)
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+    y = run(exe, target, [x, w, np.zeros((m, n), np.float32)], [threads, m, n, k, 0])[2]
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-5,
+                               atol=max(k, 1) * 1e-6)
+
+
+def test_a_dot_product_build_dies_on_a_cpu_without_it() -> None:
+    """The reason braze builds for the host's ISA (``-march=native``, BRAZE_ISA): sdot on a
+    Cortex-A53 is an illegal instruction, so the harness would catch a build for the wrong
+    CPU rather than pass it."""
+    exe = binary(*_qmm_source(4, 32, False), "dotprod")
+    x = np.ones((1, 32), np.float32)
+    wq = pack(np.full((1, 32), 3), 4)
+    s, b = np.ones((1, 1), np.float32), np.zeros((1, 1), np.float32)
+    out = np.zeros((1, 1), np.float32)
+    with pytest.raises(AssertionError, match="rc -4|rc 132"):  # SIGILL
+        run(exe, "neon", [x, wq, s, b, out, np.zeros(32, np.float32)], [1, 1, 1, 32, 1])
