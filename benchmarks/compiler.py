@@ -24,7 +24,7 @@ os.environ.setdefault("BRAZE_CUT_DEPTH", "0")
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _timing import median_seconds  # noqa: E402  # benchmarks/ is the script's directory
+from _timing import isa, median_seconds  # noqa: E402  # benchmarks/ is the script's directory
 
 import braze as bz  # noqa: E402
 from braze.graph.compiler import CACHE, optimize  # noqa: E402
@@ -85,6 +85,7 @@ def _graphs() -> dict[str, Callable[[], bz.Array]]:
 
 
 def compiler_costs() -> None:
+    print(isa())
     print(f"{'graph':34s} {'nodes':>6s} {'optimize (cold)':>16s} {'record':>8s} "
           f"{'cache hit':>10s}")
     for name, build in _graphs().items():

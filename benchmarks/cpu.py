@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _timing import median_seconds  # benchmarks/ is the script's directory
+from _timing import isa, median_seconds  # benchmarks/ is the script's directory
 
 import braze as bz
 
@@ -116,7 +116,7 @@ def main() -> None:
     rep = 5 if quick else 11
     bz.set_backend("cpu")
     rng = np.random.default_rng(0)
-    print(f"braze cpu backend: {bz.backends.current().name}, threads "
+    print(f"braze cpu backend: {bz.backends.current().name}, {isa()}, threads "
           f"{bz.backends.current().num_threads}, numpy {np.__version__}"
           + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""))
     print(f"{'workload':<28}{'numpy':>9}{'braze':>9}{'torch':>9}{'GB/s':>9}{'ratio':>9}")

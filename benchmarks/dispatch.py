@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _timing import isa  # benchmarks/ is the script's directory
 
 import braze as bz
 
@@ -62,7 +63,7 @@ def main() -> None:
         pass
 
     base = rows[0][1]
-    print("tiny 3-op graph, (x * y + 1).sum() on 8 float32, median per call")
+    print(f"tiny 3-op graph, (x * y + 1).sum() on 8 float32, median per call, {isa()}")
     print(f"{'library':40s} {'us/call':>9s} {'vs numpy':>9s}")
     for name, us in rows:
         print(f"{name:40s} {us:9.1f} {us / base:8.1f}x")

@@ -32,7 +32,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from _timing import median_seconds  # benchmarks/ is the script's directory
+from _timing import isa, median_seconds  # benchmarks/ is the script's directory
 
 import braze as bz
 from braze.arrays.quantized import pack
@@ -66,7 +66,8 @@ def shapes_table(rng: np.random.Generator, gs: int, half: bool, threads: int,
     rows = [(name, k, n, 4) for name, k, n in LAYER_SHAPES if name in ("q", "k", "gate", "down")]
     rows.append((HEAD[0], HEAD[1], HEAD[2], 8))
     print(f"M=1, float32 x, group_size={gs}, {'float16' if half else 'float32'} scales, "
-          f"{threads} threads, kernel ISA {qmatmul.ISA_NAMES[qmatmul.kernel_isa(4, gs, half)]}")
+          f"{threads} threads, {isa()}, kernel ISA "
+          f"{qmatmul.ISA_NAMES[qmatmul.kernel_isa(4, gs, half)]}")
     print(f"{'shape':>22} {'bits':>4} {'native':>8} {'int8':>8} {'bz':>8} {'np f32':>8} "
           f"{'np deq':>8} {'GB/s':>6} {'f32/nat':>7} {'deq/nat':>7}")
     reps = 7 if quick else 21

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _timing import isa  # benchmarks/ is the script's directory
 
 import braze as bz
 
@@ -77,6 +78,7 @@ def llm_decode_ms(n: int = 20, quantized: bool = False) -> tuple[float, float] |
 
 def main() -> None:
     bz.backends.set_backend("cpu")
+    print(isa())
     print(f"{'':32}{'general':>10}{'plans':>10}")
     off, on = small_call_us()
     print(f"{'compiled 3-op call, 16 floats':<32}{off:8.2f}us{on:8.2f}us")

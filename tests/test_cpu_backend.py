@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -634,6 +635,37 @@ def test_two_processes_building_the_same_kernel_both_succeed(tmp_path) -> None:
     assert len(libs) == 1  # one entry, complete
     assert not list((tmp_path / "cache").glob(".tmp-*"))
     assert build._entry_ok(libs[0], libs[0].with_suffix(".sha256"))
+
+
+_EXIT_MID_BUILD = textwrap.dedent("""
+    import threading, time
+    from braze.backends.cpu import build
+    src = "".join(f"int g{i}(int x) {{ return x * {i}; }}\\n" for i in range(30000))
+    threading.Thread(target=lambda: build.build(src, "bz_exit_test"), daemon=True).start()
+    while not build._running:
+        time.sleep(0.01)
+    print(next(iter(build._running)).pid)
+""")
+
+
+def test_a_process_exiting_mid_build_leaves_no_compiler_and_no_temporary(tmp_path) -> None:
+    """A kernel still building in a background thread when the interpreter exits: its
+    compiler (driver, cc1plus and all: their own process group) is stopped and its
+    temporary output removed (it once stayed behind as .tmp-*.so)."""
+    env = dict(os.environ, BRAZE_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", _EXIT_MID_BUILD], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    pgid = int(r.stdout.split()[-1])
+    for _ in range(100):  # the kill is asynchronous: give the kernel a moment to reap
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the compiler's process group {pgid} outlived its process")
+    assert not list((tmp_path / "cache").glob(".tmp-*"))
 
 
 # ---------------------------------------------------------------- (f) build failures

@@ -35,6 +35,7 @@ naming it (the kernels would die of SIGILL).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -43,6 +44,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 # subprocess, shlex and tempfile are imported where a kernel is built: a process that
 # only loads cached kernels never needs them
@@ -295,13 +297,23 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     try:
         argv = [*cmd, *flags(), "-x", "c++", "-", "-o", tmp, *link_flags()]
         try:
-            r = subprocess.run(argv, input=source, capture_output=True, text=True,
-                               timeout=BUILD_TIMEOUT)
-        except (OSError, subprocess.SubprocessError) as e:
+            # its own process group: stopping it stops cc1plus / as / ld too
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        except OSError as e:
             raise BuildError(f"cannot run the C++ compiler for kernel {symbol}: {e}") from None
-        if r.returncode != 0:
+        _running[proc] = tmp
+        try:
+            out, err = proc.communicate(source, timeout=BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            raise BuildError(f"building kernel {symbol} took over {BUILD_TIMEOUT} s") from None
+        finally:
+            _running.pop(proc, None)
+        if proc.returncode != 0:
             raise BuildError(f"building kernel {symbol} failed ({shlex.join(argv)})",
-                             (r.stdout + r.stderr).strip())
+                             (out + err).strip())
         digest = _checksum(Path(tmp))
         with contextlib.suppress(OSError):
             _atomic_write(lib.with_suffix(".cpp"), source.encode())
@@ -312,6 +324,29 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
             os.unlink(tmp)
     evict(lib.parent)
     return lib
+
+
+# compilers this process is running -> their temporary output: a build still running in a
+# background thread when the interpreter exits is stopped and its file removed (left alone,
+# the compiler would outlive the process and leave a .tmp-*.so in the cache)
+_running: dict[Any, str] = {}
+
+
+def _kill_group(proc: Any) -> None:
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@atexit.register
+def _stop_builds() -> None:
+    for proc, tmp in list(_running.items()):
+        _kill_group(proc)
+        with contextlib.suppress(Exception):  # not dying within 10 s
+            proc.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def max_entries() -> int:
