@@ -99,8 +99,9 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
   float32 and the result cast once (as the reference does); scales/biases of
   different dtypes or other than float32/float16 are converted to float32.
 
-``BRAZE_QMM_ISA`` (0 scalar, 1 AVX2, 2 AVX-512) caps the instruction set (tests
-exercise every path on one machine); it can only lower what the host has.
+``BRAZE_QMM_ISA`` (0 scalar, 1 AVX2, 2 AVX-512, 3 NEON) caps the instruction set (tests
+exercise every path on one machine); it can only lower what the host has (on AArch64 any
+cap below 3 is scalar). ``BRAZE_ISA`` (``build.py``) sets the compiler's target instead.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ from .library import KernelFamily, NativeOp
 __all__ = ["QuantizedMatmul", "act_mode", "host_isa", "int8_available", "kernel_isa",
            "quantized_matmul", "reload_env", "source"]
 
-ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512", 3: "neon"}
 PARALLEL_WEIGHTS = 1 << 17  # N*K*max(1, M/4) below this runs on one thread
 INT8_MAX_M = 8  # rows of x up to which int8 runs the matvec path (BZ_I8_MMAX), then GEMM
 ACT_MODES = ("auto", "int8", "float")
@@ -133,12 +134,14 @@ DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float agai
 
 def host_isa() -> int:
     """The best kernel ISA level this CPU runs under the build target (``BRAZE_ISA``):
-    2 AVX-512, 1 AVX2+FMA, 0 scalar.
+    2 AVX-512, 1 AVX2+FMA, 3 NEON (AArch64), 0 scalar.
 
-    >>> host_isa() in (0, 1, 2)
+    >>> host_isa() in (0, 1, 2, 3)
     True
     """
     feats = set(_core.cpu_features())
+    if "neon" in feats:
+        return 3
     level = 2 if "avx512f" in feats else 1 if {"avx2", "fma"} <= feats else 0
     return {"avx2": min(level, 1), "scalar": 0}.get(_build.target(), level)
 
@@ -147,8 +150,8 @@ def _isa_cap(isa: int | None) -> int | None:
     if isa is None:
         return _ENV_ISA
     if isa not in ISA_NAMES:
-        raise ValueError(f"quantized_matmul: isa must be 0 (scalar), 1 (avx2) or 2 (avx512), "
-                         f"got {isa!r}")
+        raise ValueError(f"quantized_matmul: isa must be 0 (scalar), 1 (avx2), 2 (avx512) or "
+                         f"3 (neon), got {isa!r}")
     return isa
 
 
@@ -156,8 +159,8 @@ def _env_isa() -> int | None:
     env = os.environ.get("BRAZE_QMM_ISA")
     if not env:
         return None
-    if env not in ("0", "1", "2"):
-        raise ValueError(f"BRAZE_QMM_ISA must be 0, 1 or 2, got {env!r}")
+    if env not in ("0", "1", "2", "3"):
+        raise ValueError(f"BRAZE_QMM_ISA must be 0, 1, 2 or 3, got {env!r}")
     return int(env)
 
 

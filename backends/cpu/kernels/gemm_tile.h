@@ -7,24 +7,33 @@
 // stores with stride N touch a page per lane and were slower).
 // BZ_WX_ISA (set by the includer, default: the best compiled): 2 AVX-512F, 8 x 32 in 16 of
 // its 32 registers; 1 AVX2+FMA, 6 x 16 in 12 of its 16 (BLIS's Haswell shape: 2 loads + 1
-// broadcast register left).
+// broadcast register left); 3 NEON, 8 x 8 in 16 of its 32.
 #ifndef BZ_GEMM_TILE_H
 #define BZ_GEMM_TILE_H
 #include <cstdint>
-#include <immintrin.h>
 #include "dispatch.h"
 #ifndef BZ_WX_ISA
 #if defined(__AVX512F__)
 #define BZ_WX_ISA 2
+#elif defined(__aarch64__)
+#define BZ_WX_ISA 3
 #else
 #define BZ_WX_ISA 1
 #endif
+#endif
+#if BZ_WX_ISA == 3
+#include <arm_neon.h>
+#else
+#include <immintrin.h>
 #endif
 #if BZ_WX_ISA == 2 && !defined(__AVX512F__)
 #error "gemm_tile.h: BZ_WX_ISA 2 needs AVX-512F"
 #endif
 #if BZ_WX_ISA == 1 && !(defined(__AVX2__) && defined(__FMA__))
 #error "gemm_tile.h: BZ_WX_ISA 1 needs AVX2 and FMA"
+#endif
+#if BZ_WX_ISA == 3 && !defined(__ARM_NEON)
+#error "gemm_tile.h: BZ_WX_ISA 3 needs NEON"
 #endif
 
 struct WX {
@@ -40,6 +49,26 @@ struct WX {
     static inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
     static inline F zero() { return _mm512_setzero_ps(); }
     static inline void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+#elif BZ_WX_ISA == 3
+    typedef float32x4_t F;
+    typedef uint32x4_t K;
+    enum { L = 4, NW = 8 };
+    static inline K mask(int64_t n) { /* lane i on iff i < n */
+        const uint32_t c = n <= 0 ? 0u : n >= 4 ? 4u : (uint32_t)n;
+        const uint32_t iota[4] = {0, 1, 2, 3};
+        return vcltq_u32(vld1q_u32(iota), vdupq_n_u32(c));
+    }
+    static inline F load(K k, const float* p) { /* the masked-off lanes are never read */
+        if (vminvq_u32(k)) return vld1q_f32(p);
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const uint32_t n = vaddvq_u32(vandq_u32(k, vdupq_n_u32(1)));
+        for (uint32_t i = 0; i < n; ++i) t[i] = p[i];
+        return vld1q_f32(t);
+    }
+    static inline F set1(float v) { return vdupq_n_f32(v); }
+    static inline F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+    static inline F zero() { return vdupq_n_f32(0.0f); }
+    static inline void store(float* p, F v) { vst1q_f32(p, v); }
 #else
     typedef __m256 F;
     typedef __m256i K;

@@ -14,6 +14,8 @@
 #endif
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 extern "C" int omp_get_thread_num(void);
 extern "C" int omp_get_num_threads(void);
@@ -58,6 +60,16 @@ static inline void bz_rows4(const float* x, const float* w, float* y, int64_t K,
             _mm256_storeu_ps(t, *acc[r]);
             *out[r] = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
         }
+#elif defined(__aarch64__) && defined(__ARM_NEON) && BZ_ISA_MAX >= 1
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 4 <= K; k += 4) {
+            const float32x4_t xv = vld1q_f32(xm + k);
+            a0 = vfmaq_f32(a0, vld1q_f32(w0 + k), xv);
+            a1 = vfmaq_f32(a1, vld1q_f32(w1 + k), xv);
+            a2 = vfmaq_f32(a2, vld1q_f32(w2 + k), xv);
+            a3 = vfmaq_f32(a3, vld1q_f32(w3 + k), xv);
+        }
+        s0 = vaddvq_f32(a0), s1 = vaddvq_f32(a1), s2 = vaddvq_f32(a2), s3 = vaddvq_f32(a3);
 #endif
         for (; k < K; ++k) {
             const float xk = xm[k];
@@ -77,8 +89,9 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
     }
 }
 
-#if (defined(__AVX512F__) && BZ_ISA_MAX >= 2) || \
-    (defined(__AVX2__) && defined(__FMA__) && BZ_ISA_MAX >= 1)
+#if (defined(__AVX512F__) && BZ_ISA_MAX >= 2) ||                  \
+    (defined(__AVX2__) && defined(__FMA__) && BZ_ISA_MAX >= 1) || \
+    (defined(__aarch64__) && defined(__ARM_NEON) && BZ_ISA_MAX >= 1)
 #define BZ_GEMM 1
 /* GEMM (M > MAX_ROWS), qmatmul's pre-fill scheme: out^T = W x^T with xT = x transposed
    (K x M, once per call). Chunks of <= 64 rows of W (~128 KiB, L2); per BZ_WX_MV rows of x,
@@ -87,6 +100,8 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
    of W, 2 * BZ_WX_NW FMAs -- one chain per output, summed over k in order. */
 #if defined(__AVX512F__) && BZ_ISA_MAX >= 2
 #define BZ_WX_ISA 2
+#elif defined(__aarch64__)
+#define BZ_WX_ISA 3
 #else
 #define BZ_WX_ISA 1
 #endif

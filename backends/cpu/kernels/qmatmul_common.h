@@ -5,7 +5,8 @@
 //   BZ_BITS     4 or 8: bits per weight code
 //   BZ_GS       32, 64 or 128: weights per quantization group
 //   BZ_HALF     1: scales and biases are float16 (read as raw 16-bit words), 0: float32
-//   BZ_ISA_MAX  optional cap on the instruction set: 0 scalar, 1 AVX2+FMA, 2 AVX-512
+//   BZ_ISA_MAX  optional cap on the instruction set: 0 scalar, 1 AVX2+FMA, 2 AVX-512, 3 NEON
+//               (AArch64: any cap below 3 is scalar)
 #ifndef BZ_QMM_COMMON_H
 #define BZ_QMM_COMMON_H
 #if !defined(BZ_BITS) || !defined(BZ_GS) || !defined(BZ_HALF)
@@ -17,6 +18,8 @@
 #include "dispatch.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 extern "C" int omp_get_thread_num(void);
 extern "C" int omp_get_num_threads(void);
@@ -25,11 +28,13 @@ extern "C" int omp_get_num_threads(void);
 #define BZ_ISA_HOST 2
 #elif defined(__AVX2__) && defined(__FMA__)
 #define BZ_ISA_HOST 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define BZ_ISA_HOST 3
 #else
 #define BZ_ISA_HOST 0
 #endif
 #if defined(BZ_ISA_MAX) && BZ_ISA_MAX < BZ_ISA_HOST
-#define BZ_ISA BZ_ISA_MAX
+#define BZ_ISA (BZ_ISA_HOST == 3 ? 0 : BZ_ISA_MAX)
 #else
 #define BZ_ISA BZ_ISA_HOST
 #endif
@@ -45,8 +50,8 @@ static BZ_INLINE void bz_prefetch(const void* p, int64_t n) {
     const char* c = (const char*)p;
     for (int64_t i = 0; i < n; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
 #else
-    (void)p;
-    (void)n;
+    const char* c = (const char*)p;
+    for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
 #endif
 }
 #define BZ_MB 4                         /* rows of x per unpacked weight vector */

@@ -49,6 +49,28 @@ struct VT {
     static BZ_INLINE F cvt(I v) { return _mm256_cvtepi32_ps(v); }
     static BZ_INLINE F cvt4(I v) { return cvt(_mm256_and_si256(v, _mm256_set1_epi32(15))); }
 };
+#elif BZ_ISA == 3
+struct VT { /* NEON: a block is 4 packed bytes (8 codes at 4 bits, 4 at 8) */
+    typedef float32x4_t F;
+    typedef int32x4_t I;
+    enum { L = 4, BB = 4, NR = 4 };
+    static BZ_INLINE F zero() { return vdupq_n_f32(0.0f); }
+    static BZ_INLINE F set1(float v) { return vdupq_n_f32(v); }
+    static BZ_INLINE F load(const float* p) { return vld1q_f32(p); }
+    static BZ_INLINE void store(float* p, F v) { vst1q_f32(p, v); }
+    static BZ_INLINE F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+    static BZ_INLINE F add(F a, F b) { return vaddq_f32(a, b); }
+    static BZ_INLINE float hsum(F v) { return vaddvq_f32(v); }
+    static BZ_INLINE I bytes(const uint8_t* p) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        const uint16x8_t h = vmovl_u8(vcreate_u8((uint64_t)w));
+        return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h)));
+    }
+    static BZ_INLINE I shr4(I v) { return vshrq_n_s32(v, 4); }
+    static BZ_INLINE F cvt(I v) { return vcvtq_f32_s32(v); }
+    static BZ_INLINE F cvt4(I v) { return cvt(vandq_s32(v, vdupq_n_s32(15))); }
+};
 #endif
 
 #if BZ_ISA > 0
@@ -297,6 +319,10 @@ static BZ_INLINE void bz_h2f_n(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__F16C__) && BZ_ISA >= 1
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + i))));
+#endif
+#if BZ_ISA == 3
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + i))));
 #endif
     for (; i < n; ++i) dst[i] = bz_h2f(src[i]);
 }

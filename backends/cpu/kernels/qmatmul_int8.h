@@ -15,25 +15,22 @@
 #define BZ_VNNI 2
 #elif BZ_ISA >= 1 && defined(__AVXVNNI__)
 #define BZ_VNNI 1
-#elif BZ_ISA >= 1 && BZ_BITS == 4
+#elif (BZ_ISA == 1 || BZ_ISA == 2) && BZ_BITS == 4
 /* AVX2 (Zen 2/3, Haswell..Skylake client): u8 x s8 pairs to int16 with vpmaddubsw, then
    int16 pairs to int32 with vpmaddwd against ones. vpmaddubsw saturates at 2^15; a 4-bit
    code (<= 15) times |q| <= 127, two per lane, four per lane after the one int16 add of
    dot2, stays below 7,620. 8-bit codes would saturate: they run the exact path. */
 #define BZ_VNNI 3
-#elif defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+#elif BZ_ISA == 3 && defined(__ARM_FEATURE_DOTPROD)
 /* AArch64 with the dot-product extension (Apple M1 on, Neoverse, Cortex-A76 on): sdot,
    s8 x s8 -> int32, 16 products per instruction; the codes shifted to signed (c - Z). */
 #define BZ_VNNI 4
-#elif defined(__aarch64__) && defined(__ARM_NEON)
+#elif BZ_ISA == 3
 /* AArch64 without it (Cortex-A53/A72): smull / smlal2 to int16 (two products per lane:
    |c - Z| <= 128 times |q| <= 127, twice, stays below 32,512), sadalp to int32. */
 #define BZ_VNNI 5
 #else
 #define BZ_VNNI 0
-#endif
-#if BZ_VNNI >= 4
-#include <arm_neon.h>
 #endif
 
 #if BZ_VNNI
