@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends import current as _current_backend
 from ..graph import compiler as _compiler
 from ..graph.compiler import describe, optimize
 from ..graph.ir import trace
@@ -47,6 +48,9 @@ class KernelReport:
     outputs: list[tuple[tuple[int, ...], str]]
     shape: tuple[int, ...] = ()
     kernel: Kernel | None = field(default=None, repr=False)
+    # a library call's autotuned choice on the current backend: chosen, default,
+    # timings_us of the alternatives measured, excluded (with reasons); None: not tuned
+    tactic: dict[str, Any] | None = None
 
     def source(self, target: str) -> str:
         """Generated source for ``target`` ('cpu', 'cuda' or 'metal')."""
@@ -81,6 +85,16 @@ class Report:
             lines.append(f"passes (level {self.config.level}, "
                          f"{LEVELS[self.config.level]}{off}):")
             lines += [f"  {name}: {what}" for name, what in self.passes]
+        tuned = [k for k in self.kernels if k.tactic]
+        if tuned:
+            lines.append("tactics (autotuned on this machine):")
+        for k in tuned:
+            t = k.tactic or {}
+            measured = ", ".join(f"{n} {us:.1f} us" for n, us in
+                                 sorted(t.get("timings_us", {}).items(), key=lambda kv: kv[1]))
+            lines.append(f"  {k.name}: {t.get('chosen')} (heuristic: {t.get('default')}); "
+                         f"measured {measured}")
+            lines += [f"    excluded {n}: {why}" for n, why in t.get("excluded", {}).items()]
         return "\n".join(lines)
 
     def to_dot(self) -> str:
@@ -148,6 +162,8 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> Report:
         elif isinstance(st, LibraryStep):
             ins = [(schedule.slots[i].shape, schedule.slots[i].dtype.name) for i in st.inputs]
             o = schedule.slots[st.output]
+            report = getattr(_current_backend(), "tactic_report", None)
             reports.append(KernelReport(st.op, "library", [st.op], ins,
-                                        [(o.shape, o.dtype.name)], o.shape))
+                                        [(o.shape, o.dtype.name)], o.shape,
+                                        tactic=report(st.op, st.attrs, ins) if report else None))
     return Report(schedule, reports, log, config)

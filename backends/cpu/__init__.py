@@ -148,6 +148,14 @@ class CpuBackend(NumpyBackend):
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution
+    def tactic_report(self, op: str, attrs: dict[str, Any],
+                      inputs: list[tuple[tuple[int, ...], str]]) -> dict[str, Any] | None:
+        """What autotuning chose and measured for library op ``op`` on these input
+        (shape, dtype)s (``bz.explain`` shows it), or None."""
+        impl = self.library.get(op)
+        report = getattr(impl, "tactic_report", None)
+        return report(attrs, inputs) if report is not None else None
+
     def assign(self, dst: np.ndarray, key: tuple[Any, ...], value: np.ndarray) -> None:
         """``dst[key] = value`` on every thread where the region is large (:mod:`.assign`)."""
         _assign.assign(dst, key, value, self.num_threads)

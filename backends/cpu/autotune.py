@@ -12,8 +12,10 @@ not idempotent: running it twice would be wrong). A result measured while other
 processes keep the cores busy (1-minute load average above half the cores) is used by
 this process only: such timings favour one thread, and persisting them made a 4096²
 softmax 2.3x slower in every later process. Results persist in
-``<kernel cache dir>/autotune.json``, keyed by kernel symbol and argument vector (the
-cache directory is per machine: its key includes the CPU).
+``<kernel cache dir>/autotune.json``, keyed by kernel symbol and argument vector, in the
+machine-fingerprinted format of :mod:`.tactics` (a file from another machine, or a
+corrupt one, is ignored with one warning). The library ops' implementation choices
+(tactics: kernel variants x threads) are tuned by :mod:`.tactics` itself.
 
 >>> choose([(1, 2.0e-3), (2, 1.1e-3)])
 2
@@ -21,40 +23,20 @@ cache directory is per machine: its key includes the CPU).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from . import tactics
+
 MIN_ELEMENTS = 1 << 16
-_lock = threading.Lock()
-_memory: dict[str, int] | None = None
+_FILE = tactics.TuningFile("autotune")
+busy = tactics.busy  # (tests replace it)
 
 
 def enabled() -> bool:
-    """``BRAZE_AUTOTUNE`` (default 1)."""
-    return os.environ.get("BRAZE_AUTOTUNE", "1") != "0"
-
-
-def _path() -> Path:
-    from .build import cache_dir
-
-    return cache_dir() / "autotune.json"
-
-
-def _table() -> dict[str, int]:
-    global _memory
-    if _memory is None:
-        import json
-
-        try:
-            _memory = {str(k): int(v) for k, v in json.loads(_path().read_text()).items()}
-        except (OSError, ValueError, AttributeError):
-            _memory = {}  # missing or corrupt: start over
-    return _memory
+    """``BRAZE_AUTOTUNE`` is not 0."""
+    return tactics.mode() != "0"
 
 
 def key(symbol: str, args: Any) -> str:
@@ -63,8 +45,8 @@ def key(symbol: str, args: Any) -> str:
 
 def lookup(symbol: str, args: Any) -> int | None:
     """The tuned thread count of this kernel at these arguments, if known."""
-    with _lock:
-        return _table().get(key(symbol, args))
+    v = _FILE.get(key(symbol, args))
+    return int(v) if isinstance(v, int) else None
 
 
 def choose(timings: list[tuple[int, float]]) -> int:
@@ -84,35 +66,10 @@ def tune(symbol: str, args: Any, variants: list[int], run: Callable[[int], None]
             best = min(best, time.perf_counter() - t0)
         timings.append((threads, best))
     winner = choose(timings)
-    with _lock:
-        table = _table()
-        table[key(symbol, args)] = winner
-        if busy():
-            return winner  # this process only (see the module docstring)
-        path = _path()
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            import json
-
-            tmp.write_text(json.dumps(table))
-            os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+    _FILE.put(key(symbol, args), winner, persist=not busy())  # busy: this process only
     return winner
-
-
-def busy() -> bool:
-    """Are other processes loading the cores (so timings would mislead)?"""
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        (os.cpu_count() or 1)
-    return load > cores / 2
 
 
 def reset_memory() -> None:
     """Forget the in-process copy (tests; a changed cache directory)."""
-    global _memory
-    with _lock:
-        _memory = None
+    _FILE.reset()

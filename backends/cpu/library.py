@@ -107,6 +107,12 @@ class NativeOp:
                           f"{self.op} runs with the numpy reference instead.\n{e}",
                           RuntimeWarning, stacklevel=4)
 
+    def tactic_report(self, attrs: dict[str, Any], inputs: list[tuple[tuple[int, ...], str]]
+                      ) -> dict[str, Any] | None:
+        """What autotuning chose for this op on these input (shape, dtype)s and measured
+        (``tactics.report``), or None: the op has no tactics or has not been tuned."""
+        return None
+
     def _kernel(self, get: Callable[[], int], what: str = "") -> int | None:
         try:
             return get()

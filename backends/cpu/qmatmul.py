@@ -106,6 +106,7 @@ cap below 3 is scalar). ``BRAZE_ISA`` (``build.py``) sets the compiler's target 
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from typing import Any
@@ -120,10 +121,11 @@ from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
 from . import build as _build
 from . import default_num_threads
+from . import tactics as _tactics_mod
 from .library import KernelFamily, NativeOp
 
-__all__ = ["QuantizedMatmul", "act_mode", "host_isa", "int8_available", "kernel_isa",
-           "quantized_matmul", "reload_env", "source"]
+__all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "host_isa", "int8_available",
+           "kernel_isa", "quantized_matmul", "reload_env", "source", "tactic_report"]
 
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512", 3: "neon"}
 PARALLEL_WEIGHTS = 1 << 17  # N*K*max(1, M/4) below this runs on one thread
@@ -179,11 +181,20 @@ def reload_env() -> None:
     _ENV_ACT = os.environ.get("BRAZE_QMM_ACT") or None
 
 
-def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tuple[str, str]:
+# Compile-time variants, the tactics' build axis (with the thread count, the runtime one):
+# (BZ_PF_ROWS: rows prefetched ahead, BZ_I8_RB: weight rows per int8 pass). Every variant
+# keeps one summation chain per output, so all give the same bits; the first is the
+# default build.
+VARIANTS: tuple[tuple[int, int], ...] = ((8, 4), (16, 4), (4, 4), (8, 2))
+
+
+def source(bits: int, group_size: int, half: bool, isa: int | None = None,
+           variant: tuple[int, int] = VARIANTS[0]) -> tuple[str, str]:
     """(C++ source, symbol) of the kernel for one (bits, group_size, scale dtype).
 
     ``half``: scales and biases are float16 (else float32); ``isa`` caps the
-    instruction set (None: the best the compiler's ``-march=native`` allows).
+    instruction set (None: the best the compiler's ``-march=native`` allows);
+    ``variant``: (prefetch rows, int8 rows per pass), one of ``VARIANTS``.
 
     >>> src, sym = source(4, 64, False)
     >>> sym
@@ -194,6 +205,9 @@ def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tu
     if isa is not None:
         defs["BZ_ISA_MAX"] = isa
         sym += f"_isa{isa}"
+    if variant != VARIANTS[0]:
+        defs["BZ_PF_ROWS"], defs["BZ_I8_RB"] = variant
+        sym += f"_pf{variant[0]}_rb{variant[1]}"
     defs["BZ_SYMBOL"] = sym
     return _kernel_source(__package__, "kernels/qmatmul.cc", defs), sym
 
@@ -201,9 +215,61 @@ def source(bits: int, group_size: int, half: bool, isa: int | None = None) -> tu
 _KERNELS = KernelFamily(lambda key: source(*key))
 
 
-def _handle(bits: int, group_size: int, half: bool, isa: int | None) -> int:
+def _handle(bits: int, group_size: int, half: bool, isa: int | None,
+            variant: tuple[int, int] = VARIANTS[0]) -> int:
     """The loaded kernel (built on first use); raises BuildError."""
-    return _KERNELS.handle((bits, group_size, half, isa))
+    return _KERNELS.handle((bits, group_size, half, isa, variant))
+
+
+@functools.lru_cache(maxsize=64)
+def _tactics(bits: int, group_size: int, half: bool, isa: int | None, num_threads: int
+             ) -> tuple[_tactics_mod.Tactic, ...]:
+    """Every (variant, threads) tactic of one kernel; a variant other than the default
+    build is cheap only when its kernel is cached already (BRAZE_AUTOTUNE=max builds it)."""
+    out = []
+    for variant in VARIANTS:
+        cheap = variant == VARIANTS[0] or _build.is_cached(
+            *source(bits, group_size, half, isa, variant))
+        for threads in sorted({1, num_threads}):
+            out.append(_tactics_mod.Tactic(
+                f"pf{variant[0]}-rb{variant[1]}-t{threads}",
+                {"variant": variant, "threads": threads}, cheap,
+                # rows per pass is an int8-path parameter: elsewhere it changes nothing
+                valid=functools.partial(_rows_per_pass_applies, variant[1])))
+    return tuple(out)
+
+
+def _rows_per_pass_applies(rb: int, problem: Any) -> bool:
+    return rb == VARIANTS[0][1] or bool(problem["int8"])
+
+
+def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
+                k: int, int8: bool, num_threads: int) -> str:
+    return (f"quantized_matmul:b{bits}:g{group_size}:{'f16' if half else 'f32'}:"
+            f"isa{_build.target() if isa is None else isa}:M{_tactics_mod.bucket(m)}:N{n}:K{k}:"
+            f"{'int8' if int8 else 'float'}:T{num_threads}")
+
+
+def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int
+                    ) -> _tactics_mod.Tactic:
+    """The heuristic's choice: the default build at the heuristic's thread count."""
+    return next(t for t in tactics
+                if t.params["variant"] == VARIANTS[0] and t.params["threads"] == threads)
+
+
+def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_size: int,
+                  half: bool, act: str | None = None, num_threads: int | None = None
+                  ) -> dict[str, Any] | None:
+    """What tuning found for a problem (:func:`braze.backends.cpu.tactics.report`), or None.
+
+    >>> tactic_report((1, 64), 3, 64, 4, 32, False) is None or True
+    True
+    """
+    m = int(np.prod(x_shape[:-1])) if len(x_shape) > 1 else 1
+    num_threads = num_threads or default_num_threads()
+    int8 = _int8(_levels(bits, group_size, half, _ENV_ISA)[1], m, bits, act)
+    return _tactics_mod.report(_tactic_key(bits, group_size, half, _ENV_ISA, m, n, k, int8,
+                                           num_threads))
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None) -> tuple[int, int]:
@@ -265,15 +331,17 @@ _NO_SCRATCH = np.empty(1, np.float32)  # 8 bits: x is read in place
 
 class _Weights:
     """A weight's launch-ready state, cached per (wq, scales, biases) objects: the kernel
-    handle, its VNNI level and the argument arrays per (M, threads, int8)."""
+    handle, its VNNI level, and per (M, threads, act) the tactic's handle, arguments and
+    scratch size."""
 
-    __slots__ = ("refs", "h", "vnni", "args", "__weakref__")
+    __slots__ = ("refs", "h", "vnni", "half", "args", "__weakref__")
 
-    def __init__(self, refs: tuple[Any, ...], h: int, vnni: int) -> None:
+    def __init__(self, refs: tuple[Any, ...], h: int, vnni: int, half: bool = False) -> None:
         self.refs = refs
         self.h = h
         self.vnni = vnni
-        self.args: dict[tuple[int, int, bool], np.ndarray] = {}
+        self.half = half
+        self.args: dict[tuple[int, int, str], tuple[int, np.ndarray, int]] = {}
 
 
 # (id(wq), id(scales), id(biases), group_size, bits, isa) -> _Weights; an entry holds only
@@ -305,7 +373,7 @@ def _prepared(wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size
         _wcache.pop(key, None)
 
     e = _Weights((weakref.ref(wq, drop), weakref.ref(scales, drop), weakref.ref(biases, drop)),
-                 h, vnni)
+                 h, vnni, half)
     if len(_wcache) > 4096:  # stale entries whose arrays live on elsewhere
         _wcache.clear()
     _wcache[key] = e
@@ -332,31 +400,69 @@ def _native(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarra
         scales, biases, wq = (np.ascontiguousarray(a) for a in (scales, biases, wq))
         half = scales.dtype == _F16
         e = _Weights((), _handle(bits, group_size, half, isa),
-                     _levels(bits, group_size, half, isa)[1])
+                     _levels(bits, group_size, half, isa)[1], half)
+    akey = (m, num_threads, act_mode(act))  # (BRAZE_QMM_ACT may change: reload_env)
+    launch = e.args.get(akey)
+    if launch is None:
+        launch = _launch(e, m, n, k, bits, group_size, isa, num_threads, act,
+                         (x2, wq, scales, biases))
+        if e.refs:  # (a converted copy's state is rebuilt every call: nothing to keep)
+            e.args[akey] = launch
+    h, args, scratch_len = launch
     out = np.empty((m, n), np.float32)
-    args, scratch_len = _launch_args(e, m, n, k, bits, num_threads, act)
     scratch = np.empty(scratch_len, np.float32) if scratch_len else _NO_SCRATCH
-    _core.launch(e.h, [x2, wq, scales, biases, out, scratch], args)
+    _core.launch(h, [x2, wq, scales, biases, out, scratch], args)
     return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
 
 
-def _launch_args(e: _Weights, m: int, n: int, k: int, bits: int, num_threads: int,
-                 act: str | None) -> tuple[np.ndarray, int]:
-    """The kernel's int64 args for an (M, K) x against N packed rows, and the float32
-    scratch it needs (0: none; the kernel then gets a 1-element placeholder)."""
+def _int8(vnni: int, m: int, bits: int, act: str | None) -> bool:
+    """Whether a call runs int8 activations: M <= INT8_MAX_M at 4 bits under auto (and
+    any bits under "int8"); the GEMM (M > INT8_MAX_M) at 4 bits under "int8" only (under
+    auto it flips SmolLM2's answer); never without an int8 dot product compiled."""
     mode = act_mode(act)
-    # int8: M <= INT8_MAX_M at 4 bits under auto (and any bits under "int8"); the GEMM
-    # (M > INT8_MAX_M) at 4 bits under "int8" only (under auto it flips SmolLM2's answer)
-    int8 = e.vnni > 0 and (
+    return vnni > 0 and (
         (m <= INT8_MAX_M and (mode == "int8" or (mode == "auto" and bits == 4)))
         or (m > INT8_MAX_M and bits == 4 and mode == "int8"))
+
+
+def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
+            isa: int | None, num_threads: int, act: str | None,
+            operands: tuple[np.ndarray, ...] | None) -> tuple[int, np.ndarray, int]:
+    """(kernel handle, int64 args, float32 scratch length) for an (M, K) x against N packed
+    rows: the tactic stored for the problem, or -- given the call's ``operands`` -- the one
+    tuning finds now, else the heuristic's (scratch 0: a 1-element placeholder)."""
+    int8 = _int8(e.vnni, m, bits, act)
     # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
     threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
-    akey = (m, threads, int8)
-    args = e.args.get(akey)
-    if args is None:
-        args = e.args[akey] = np.array([threads, m, n, k, int(int8)], np.int64)
-    return args, (m * k if bits == 4 and not int8 else 0)
+    scratch_len = m * k if bits == 4 and not int8 else 0
+    tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
+    default = _default_tactic(tactics, threads)
+    problem = {"m": m, "n": n, "k": k, "int8": int(int8)}
+    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads)
+
+    def handle(t: _tactics_mod.Tactic) -> int:
+        v = t.params["variant"]
+        return e.h if v == VARIANTS[0] else _handle(bits, group_size, e.half, isa, v)
+
+    def args(t: _tactics_mod.Tactic) -> np.ndarray:
+        return np.array([t.params["threads"], m, n, k, int(int8)], np.int64)
+
+    if operands is None:
+        t = _tactics_mod.stored(key, tactics, default, problem)
+    else:
+        x2, wq, scales, biases = operands
+        scratch = np.empty(max(scratch_len, 1), np.float32)
+
+        def run(t: _tactics_mod.Tactic) -> np.ndarray:
+            out = np.empty((m, n), np.float32)
+            _core.launch(handle(t), [x2, wq, scales, biases, out, scratch], args(t))
+            return out
+
+        t = _tactics_mod.select(key, tactics, default, problem, run)
+    try:
+        return handle(t), args(t), scratch_len
+    except _build.BuildError:  # a variant that no longer builds: the default's kernel
+        return e.h, args(default), scratch_len
 
 
 def _check(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray,
@@ -428,6 +534,12 @@ class QuantizedMatmul(NativeOp):
         self.calls["native"] += 1
         return out if out.dtype == out_dtype else out.astype(out_dtype)
 
+    def tactic_report(self, attrs: dict[str, Any], inputs: list[tuple[tuple[int, ...], str]]
+                      ) -> dict[str, Any] | None:
+        (xs, _), (ws, _), (_, sd), _ = inputs
+        return tactic_report(xs, ws[0], xs[-1], attrs["bits"], attrs["group_size"],
+                             sd == "float16", attrs.get("act"), self._num_threads())
+
     def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                     out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
         """The op as a step of a replay program (no Python per call): the kernel over
@@ -446,11 +558,12 @@ class QuantizedMatmul(NativeOp):
         half = sd == _F16
         try:
             e = _Weights((), _handle(bits, gs, half, _ENV_ISA),
-                         _levels(bits, gs, half, _ENV_ISA)[1])
+                         _levels(bits, gs, half, _ENV_ISA)[1], half)
         except _build.BuildError:
             return None
-        args, scratch_len = _launch_args(e, m, n, k, bits, self._num_threads(), attrs.get("act"))
-        return NativeLibraryCall(e.h, args, (max(scratch_len, 1) * 4,))
+        h, args, scratch_len = _launch(e, m, n, k, bits, gs, _ENV_ISA, self._num_threads(),
+                                       attrs.get("act"), None)
+        return NativeLibraryCall(h, args, (max(scratch_len, 1) * 4,))
 
 
 def reference(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,

@@ -469,7 +469,9 @@ static BZ_INLINE void bz_i8_rows(const uint8_t* wrow, int64_t rowbytes, const st
             out[m * N + r] = QV::hsum(QV::add(acc[m][r], QV::load(bb + (m * R + r) * QV::L)));
 }
 
+#ifndef BZ_I8_RB
 #define BZ_I8_RB 4 /* weight rows per pass */
+#endif
 
 /* Rows [n0, n1) of the output for every row of x (M <= BZ_I8_MMAX). */
 static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx, int64_t M,

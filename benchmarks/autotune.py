@@ -1,0 +1,122 @@
+"""Ablation: the autotuned tactic against the static heuristic, on every tuned op.
+
+Tuned ops: the 4-bit / 8-bit quantized matmul (tactics: 4 kernel variants -- prefetch
+distance, int8 weight rows per pass -- x 1 or all threads; ``backends/cpu/tactics.py``) at
+SmolLM2-135M's shapes, decode (M = 1) and pre-fill (M = 104); and the end-to-end LLM
+(``benchmarks/llm.py``'s protocol) with ``BRAZE_AUTOTUNE=0`` (heuristic) against ``max``
+(every tactic, variants built) in separate processes. Per shape: the heuristic's time, the
+tuner's choice and its time (hot cache: the operands stay in L2/L3, as when the tuner
+times them), every tactic measured, and the first-call cost of tuning (its timing runs;
+the variant builds are counted apart, once per machine).
+
+    .venv/bin/python benchmarks/autotune.py [--quick] [--no-llm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+from _timing import isa, median_seconds  # benchmarks/ is the script's directory
+
+from braze import _core
+from braze.arrays.quantized import pack
+from braze.backends.cpu import default_num_threads, qmatmul, tactics
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (name, K, N, bits): the fused projections of one layer and the 8-bit tied lm_head
+SHAPES = [("qkv", 576, 960, 4), ("o", 576, 576, 4), ("gate_up", 576, 3072, 4),
+          ("down", 1536, 576, 4), ("lm_head", 576, 49152, 8)]
+GS, HALF = 32, True
+
+
+def _run(e: qmatmul._Weights, bits: int, int8: bool, x: np.ndarray, wq: np.ndarray,
+         s: np.ndarray, b: np.ndarray, t: tactics.Tactic) -> None:
+    """One call of the kernel with tactic ``t`` (its variant's build, its thread count)."""
+    m, k = x.shape
+    n = wq.shape[0]
+    h = e.h if t.params["variant"] == qmatmul.VARIANTS[0] else \
+        qmatmul._handle(bits, GS, HALF, None, t.params["variant"])
+    out = np.empty((m, n), np.float32)
+    scratch = np.empty(max(m * k, 1), np.float32)
+    _core.launch(h, [x, wq, s, b, out, scratch],
+                 np.array([t.params["threads"], m, n, k, int(int8)], np.int64))
+
+
+def shapes_table(quick: bool) -> None:
+    rng = np.random.default_rng(0)
+    threads = default_num_threads()
+    os.environ["BRAZE_AUTOTUNE"] = "max"
+    print(f"quantized_matmul tactics, {isa()}, {threads} threads, group {GS}, "
+          f"float16 scales (hot cache; us)")
+    print(f"{'shape':>16} {'M':>4} {'heuristic':>10} {'tuned':>8} {'gain':>6}  {'chosen':<14} "
+          f"{'tuning ms':>9}  all tactics")
+    build_s = 0.0
+    gains = []
+    for name, k, n, bits in SHAPES:
+        wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+        s = (rng.random((n, k // GS)) * 0.1).astype(np.float16)
+        b = s.copy()
+        t0 = time.perf_counter()
+        for v in qmatmul.VARIANTS:  # the variants' builds: once per machine, not per call
+            qmatmul._handle(bits, GS, HALF, None, v)
+        build_s += time.perf_counter() - t0
+        for m in (1, 104):
+            x = rng.standard_normal((m, k)).astype(np.float32)
+            e = qmatmul._Weights((), qmatmul._handle(bits, GS, HALF, None),
+                                 qmatmul._levels(bits, GS, HALF, None)[1], HALF)
+            int8 = qmatmul._int8(e.vnni, m, bits, None)
+            key = qmatmul._tactic_key(bits, GS, HALF, None, m, n, k, int8, threads)
+            tactics.TACTICS.forget(key)  # tune afresh here, timed
+            t0 = time.perf_counter()
+            qmatmul.quantized_matmul(x, wq, s, b, group_size=GS, bits=bits, num_threads=threads)
+            first = time.perf_counter() - t0
+            rep = tactics.report(key) or {}
+            reps = 5 if quick else 15
+            run = functools.partial(_run, e, bits, int8, x, wq, s, b)
+            ts = qmatmul._tactics(bits, GS, HALF, None, min(threads, n))
+            by = {t.name: t for t in ts}
+            times = {t.name: median_seconds(functools.partial(run, t), reps, 2) * 1e6
+                     for t in ts if t.valid({"int8": int(int8)})}
+            heur, chosen = rep.get("default", "?"), rep.get("chosen", "?")
+            gain = times[heur] / times[chosen] if heur in times and chosen in times else 1.0
+            gains.append(gain)
+            others = " ".join(f"{t}={us:.0f}" for t, us in sorted(times.items(),
+                                                                   key=lambda kv: kv[1]))
+            print(f"{name + f' {k}x{n}':>16} {m:>4} {times.get(heur, 0):10.1f} "
+                  f"{times.get(chosen, 0):8.1f} {gain:5.2f}x  {chosen:<14} "
+                  f"{first * 1e3:9.1f}  {others}")
+            assert chosen in by or chosen == "?"
+    geo = float(np.exp(np.mean(np.log(gains)))) if gains else 1.0
+    print(f"geometric mean gain of the tuned choice: {geo:.3f}x over {len(gains)} problems; "
+          f"variant builds {build_s:.1f} s (cached afterwards)")
+
+
+def llm(runs: int) -> None:
+    print(f"\nend to end (benchmarks/llm.py protocol, braze-q4, {runs} processes each)")
+    for mode in ("0", "max"):
+        env = dict(os.environ, BRAZE_AUTOTUNE=mode)
+        out = subprocess.run([sys.executable, os.path.join(HERE, "llm.py"), "--runs",
+                              str(runs), "--only", "braze-q4"], env=env,
+                             capture_output=True, text=True)
+        rows = [ln for ln in out.stdout.splitlines() if ln.startswith("braze-q4")]
+        print(f"  BRAZE_AUTOTUNE={mode:<4} {rows[0] if rows else out.stderr[-500:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-llm", action="store_true")
+    args = ap.parse_args()
+    shapes_table(args.quick)
+    if not args.no_llm:
+        llm(1 if args.quick else 3)
+
+
+if __name__ == "__main__":
+    main()
