@@ -183,3 +183,94 @@ def test_a_dot_product_build_dies_on_a_cpu_without_it() -> None:
     out = np.zeros((1, 1), np.float32)
     with pytest.raises(AssertionError, match="rc -4|rc 132"):  # SIGILL
         run(exe, "neon", [x, wq, s, b, out, np.zeros(32, np.float32)], [1, 1, 1, 32, 1])
+
+
+# ---------------------------------------------------------------- the generated kernels
+@functools.cache
+def _corpus_binary() -> tuple[Path, dict[str, int]]:
+    """Every corpus kernel's generated C++ (portable: libmvec's x86 vector variants left
+    out, as ``BRAZE_NO_LIBMVEC`` does), each compiled on its own for plain ARMv8-A NEON, and
+    linked into one harness behind a dispatch table indexed by ``args[0]``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from braze.backends.cpu import codegen
+
+    from .kernel_corpus import corpus
+
+    os.environ["BRAZE_NO_LIBMVEC"] = "1"
+    try:
+        gens = [(k, codegen.generate(k)) for k in corpus()]
+    finally:
+        os.environ.pop("BRAZE_NO_LIBMVEC", None)
+    index: dict[str, int] = {}
+    objs = []
+    jobs = []
+    for k, g in gens:
+        if g.symbol in index:
+            continue
+        i = index[g.symbol] = len(index)
+        src = _DIR / f"gen{i}.cc"
+        src.write_text(g.source.replace(g.symbol, f"bz_gen{i}"))
+        objs.append(src.with_suffix(".o"))
+        jobs.append([CXX, "-std=gnu++17", "-O2", "-march=armv8-a", "-fopenmp",
+                     "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
+                     "-w", "-c", str(src), "-o", str(objs[-1])])
+
+    def compile_one(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for argv, r in zip(jobs, pool.map(compile_one, jobs)):
+            assert r.returncode == 0, f"{' '.join(argv)}\n{r.stderr[-3000:]}"
+    n = len(index)
+    table = _DIR / "gen_table.cc"
+    table.write_text(
+        "#include <cstdint>\n"
+        + "".join(f'extern "C" void bz_gen{i}(void**, const int64_t*);\n' for i in range(n))
+        + "static void (*const bz_table[])(void**, const int64_t*) = {"
+        + ", ".join(f"bz_gen{i}" for i in range(n)) + "};\n"
+        'extern "C" void bz_kernel(void** b, const int64_t* a) { bz_table[a[0]](b, a + 1); }\n')
+    exe = _DIR / "gen_corpus"
+    argv = [CXX, "-std=gnu++17", "-O2", "-march=armv8-a", "-fopenmp", "-static",
+            *map(str, objs), str(table), str(HARNESS), "-o", str(exe), "-lm"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return exe, index
+
+
+def test_generated_kernel_corpus_on_neon_matches_the_numpy_executor() -> None:
+    """The fused kernels braze generates (the corpus of tests/kernel_corpus.py: every
+    elementwise op and dtype, reductions, softmax and norms, strided views, random
+    programs) cross-compiled for ARMv8-A and run under qemu on a Cortex-A53, program by
+    program through the schedule executor, against numpy's with the CUDA emulator
+    tests' per-dtype tolerances."""
+    from braze.backends.csource import kernel_slots
+    from braze.backends.cpu import codegen
+    from braze.graph import dtypes as dt
+
+    from .kernel_corpus import corpus, programs
+    from .test_cuda_emulator import _check_programs
+
+    exe, index = _corpus_binary()
+    ran = set()
+
+    def run_kernel(k, bufs) -> None:  # type: ignore[no-untyped-def]
+        from braze.backends.csource import kernel_args
+
+        os.environ["BRAZE_NO_LIBMVEC"] = "1"
+        try:
+            sym = codegen.generate(k).symbol
+        finally:
+            os.environ.pop("BRAZE_NO_LIBMVEC", None)
+        slots = kernel_slots(k)
+        arrays = [bufs[s] for s in slots]
+        sent = [a.view(np.uint16) if a.dtype == dt.bfloat16 else a for a in arrays]
+        args = [index[sym], *kernel_args(k, num_threads=2).tolist()]
+        got = run(exe, "neon", sent, args)
+        for s, g in zip(slots, got):
+            if s in {st.slot for st in k.stores}:
+                bufs[s][...] = g.view(bufs[s].dtype).reshape(bufs[s].shape)
+        ran.add(sym)
+
+    _check_programs(programs(), run_kernel, "aarch64 ")
+    assert len(ran) >= len(corpus()) * 0.9 >= 250  # (kernels that normalize alike share one)

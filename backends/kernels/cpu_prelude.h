@@ -8,8 +8,10 @@ extern "C" void* malloc(__SIZE_TYPE__);
 extern "C" void free(void*);
 #define BZ_FN static inline
 #define BZ_HAS_DOUBLE 1
-// float16 conversions by the compiler (F16C, AVX-512 FP16) where it has _Float16
-#if defined(__FLT16_MAX__) && !defined(BZ_SOFT_HALF)
+// float16 conversions by the compiler (F16C, AVX-512 FP16, NEON) where it has _Float16 in
+// C++ (GCC for AArch64 defines __FLT16_MAX__ but takes _Float16 in C++ only from GCC 13)
+#if defined(__FLT16_MAX__) && !defined(BZ_SOFT_HALF) && \
+    !(defined(__aarch64__) && !defined(__clang__) && defined(__GNUC__) && __GNUC__ < 13)
 #define BZ_NATIVE_HALF 1
 #else
 #define BZ_NATIVE_HALF 0
