@@ -668,6 +668,36 @@ def test_a_process_exiting_mid_build_leaves_no_compiler_and_no_temporary(tmp_pat
     assert not list((tmp_path / "cache").glob(".tmp-*"))
 
 
+def test_a_cache_directory_that_cannot_exist_is_replaced_with_one_warning(tmp_path) -> None:
+    """BRAZE_CACHE_DIR under a regular file (it once raised NotADirectoryError from the
+    first evaluation): one warning, a private directory for the process, right answers."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    code = textwrap.dedent("""
+        import warnings
+        import numpy as np
+        import braze as bz
+        from braze.backends.cpu import CpuBackend, build
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x = bz.asarray(np.linspace(-1, 1, 4096, dtype=np.float32))
+            out = bz.tanh(x) * 0.5 + 2.0
+            CpuBackend(skip_tiny=False).evaluate([out._node])
+            y = bz.exp(x) - 1.0
+            CpuBackend(skip_tiny=False).evaluate([y._node])
+        np.testing.assert_allclose(np.asarray(out), np.tanh(np.asarray(x)) * 0.5 + 2.0,
+                                   rtol=1e-6)
+        msgs = [str(w.message) for w in caught if "cannot be used" in str(w.message)]
+        assert len(msgs) == 1, msgs
+        assert build.cache_dir().is_dir() and "braze-kernels-" in str(build.cache_dir())
+        print("ok", build.cache_dir())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, BRAZE_CACHE_DIR=str(blocker / "kernels")))
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-3000:]
+    assert not Path(r.stdout.split()[1]).exists()  # removed at exit
+
+
 # ---------------------------------------------------------------- (f) build failures
 def test_build_failure_falls_back_to_numpy_with_exactly_one_warning(tmp_path, monkeypatch):
     fake = tmp_path / "fake-cxx"

@@ -226,13 +226,50 @@ def _host() -> str:
     return "|".join([os.uname().machine, str(glibc_version()), ",".join(_core.cpu_features())])
 
 
-def cache_dir() -> Path:
+def configured_cache_dir() -> Path:
     """``BRAZE_CACHE_DIR``, or ``$XDG_CACHE_HOME/braze/kernels`` (``~/.cache/braze/kernels``)."""
     d = os.environ.get("BRAZE_CACHE_DIR")
     if d:
         return Path(d)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "braze" / "kernels"
+
+
+def cache_dir() -> Path:
+    """The kernel cache directory: :func:`configured_cache_dir` where it is (or can be
+    made) a writable directory; else -- under a regular file, on a read-only or foreign
+    file system -- a private temporary directory for this process, removed at exit,
+    after one warning naming the reason (kernels then build once per process).
+
+    >>> cache_dir().is_dir()
+    True
+    """
+    want = configured_cache_dir()
+    got = _usable.get(want)
+    if got is None:
+        got = _usable[want] = _usable_dir(want)
+    return got
+
+
+_usable: dict[Path, Path] = {}
+
+
+def _usable_dir(want: Path) -> Path:
+    try:
+        want.mkdir(parents=True, exist_ok=True)
+        if not os.access(want, os.W_OK | os.X_OK):
+            raise PermissionError(f"{want} is not writable")
+        return want
+    except OSError as e:
+        import tempfile
+        import warnings
+
+        tmp = Path(tempfile.mkdtemp(prefix="braze-kernels-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        warnings.warn(f"braze: the kernel cache directory {want} cannot be used ({e}); "
+                      f"kernels are cached in {tmp} for this process only", RuntimeWarning,
+                      stacklevel=4)
+        return tmp
 
 
 def cache_key(source: str, cmd: Sequence[str] | None = None) -> str:
