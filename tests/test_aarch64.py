@@ -292,9 +292,11 @@ def _drive_host_kernels() -> None:
 
     rng = np.random.default_rng(11)
     with bz.backend("cpu"):
-        q = bz.asarray(rng.standard_normal((1, 4, 5, 16)).astype(np.float32))
-        kv = [bz.asarray(rng.standard_normal((1, 2, 5, 16)).astype(np.float32)) for _ in "kv"]
-        np.asarray(bz.fast.scaled_dot_product_attention(q, *kv, scale=0.25, mask="causal"))
+        for d in (16, 64):  # (a 64-wide head: the register path)
+            q = bz.asarray(rng.standard_normal((1, 4, 5, d)).astype(np.float32))
+            kv = [bz.asarray(rng.standard_normal((1, 2, 5, d)).astype(np.float32))
+                  for _ in "kv"]
+            np.asarray(bz.fast.scaled_dot_product_attention(q, *kv, scale=0.25, mask="causal"))
         x = bz.asarray(rng.standard_normal((2, 3, 7, 32)).astype(np.float32))
         for trad in (True, False):
             np.asarray(bz.fast.rope(x, 32, traditional=trad, base=10000.0, offset=3))
@@ -341,7 +343,7 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 9  # attention, rope x2, cumsum x2, bincount x2, assign, vecmat
+    assert len(calls) >= 10  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:
         src, sym = by_handle[h]

@@ -149,7 +149,7 @@ def np_sdpa(q, k, v, scale, mask):
 
 @settings(max_examples=25)
 @given(b=st.integers(1, 2), hkv=st.integers(1, 3), rep=st.integers(1, 3),
-       t=st.integers(1, 5), extra=st.integers(0, 4), d=st.sampled_from([1, 4, 8]),
+       t=st.integers(1, 5), extra=st.integers(0, 4), d=st.sampled_from([1, 4, 8, 64]),
        kind=st.sampled_from(["none", "causal", "bool"]))
 def test_sdpa_matches_numpy_with_grouped_heads(b, hkv, rep, t, extra, d, kind) -> None:
     s = t + extra

@@ -18,17 +18,55 @@ extern "C" {
 float expf(float);
 }
 
+/* One vector of floats of the widest ISA compiled: the dot products of queries and keys
+   and the P V accumulation of a 64-wide head in registers (AVX-512 4, AVX2 8, NEON 16 of
+   them); elsewhere the portable loops below (the compiler vectorizes their fixed lanes). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#define BZ_VL 16
+typedef __m512 bzv;
+static inline bzv bzv_load(const float* p) { return _mm512_loadu_ps(p); }
+static inline void bzv_store(float* p, bzv v) { _mm512_storeu_ps(p, v); }
+static inline bzv bzv_set1(float v) { return _mm512_set1_ps(v); }
+static inline bzv bzv_zero() { return _mm512_setzero_ps(); }
+static inline bzv bzv_fma(bzv a, bzv b, bzv c) { return _mm512_fmadd_ps(a, b, c); }
+static inline bzv bzv_mul(bzv a, bzv b) { return _mm512_mul_ps(a, b); }
+static inline float bzv_sum(bzv v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BZ_VL 8
+typedef __m256 bzv;
+static inline bzv bzv_load(const float* p) { return _mm256_loadu_ps(p); }
+static inline void bzv_store(float* p, bzv v) { _mm256_storeu_ps(p, v); }
+static inline bzv bzv_set1(float v) { return _mm256_set1_ps(v); }
+static inline bzv bzv_zero() { return _mm256_setzero_ps(); }
+static inline bzv bzv_fma(bzv a, bzv b, bzv c) { return _mm256_fmadd_ps(a, b, c); }
+static inline bzv bzv_mul(bzv a, bzv b) { return _mm256_mul_ps(a, b); }
+static inline float bzv_sum(bzv v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define BZ_VL 4
+typedef float32x4_t bzv;
+static inline bzv bzv_load(const float* p) { return vld1q_f32(p); }
+static inline void bzv_store(float* p, bzv v) { vst1q_f32(p, v); }
+static inline bzv bzv_set1(float v) { return vdupq_n_f32(v); }
+static inline bzv bzv_zero() { return vdupq_n_f32(0.0f); }
+static inline bzv bzv_fma(bzv a, bzv b, bzv c) { return vfmaq_f32(c, a, b); }
+static inline bzv bzv_mul(bzv a, bzv b) { return vmulq_f32(a, b); }
+static inline float bzv_sum(bzv v) { return vaddvq_f32(v); }
 #endif
 
 static inline float bz_dot(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n) {
-#if defined(__AVX512F__)
-    if (sa == 1 && sb == 1 && n % 16 == 0) {  // one register of partial sums
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16)
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-        return _mm512_reduce_add_ps(acc);
+#ifdef BZ_VL
+    if (sa == 1 && sb == 1 && n % BZ_VL == 0) {  // one register of partial sums
+        bzv acc = bzv_zero();
+        for (int64_t i = 0; i < n; i += BZ_VL) acc = bzv_fma(bzv_load(a + i), bzv_load(b + i), acc);
+        return bzv_sum(acc);
     }
 #endif
     if (sa == 1 && sb == 1) {
@@ -140,23 +178,23 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                 for (int l = 0; l < w; ++l) part[l] += part[l + w];
             const float inv = 1.0f / part[0];
             float* y = acc.data();
-#if defined(__AVX512F__)
-            if (Dv == 64 && (L == 0 || pvs[4] == 1) && vs[4] == 1) {  // y in 4 registers
-                __m512 y0 = _mm512_setzero_ps(), y1 = y0, y2 = y0, y3 = y0;
+#ifdef BZ_VL
+            if (Dv == 64 && (L == 0 || pvs[4] == 1) && vs[4] == 1) {  // y in registers
+                constexpr int NV = 64 / BZ_VL;
+                bzv yv[NV];
+#pragma GCC unroll 16
+                for (int i = 0; i < NV; ++i) yv[i] = bzv_zero();
                 for (int64_t jj = 0; jj < n; ++jj) {
-                    const __m512 p = _mm512_set1_ps(s[jj]);
+                    const bzv p = bzv_set1(s[jj]);
                     const float* vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
                                              : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
-                    y0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), y0);
-                    y1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), y1);
-                    y2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), y2);
-                    y3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), y3);
+#pragma GCC unroll 16
+                    for (int i = 0; i < NV; ++i)
+                        yv[i] = bzv_fma(p, bzv_load(vr + i * BZ_VL), yv[i]);
                 }
-                const __m512 iv = _mm512_set1_ps(inv);
-                _mm512_storeu_ps(o, _mm512_mul_ps(y0, iv));
-                _mm512_storeu_ps(o + 16, _mm512_mul_ps(y1, iv));
-                _mm512_storeu_ps(o + 32, _mm512_mul_ps(y2, iv));
-                _mm512_storeu_ps(o + 48, _mm512_mul_ps(y3, iv));
+                const bzv iv = bzv_set1(inv);
+#pragma GCC unroll 16
+                for (int i = 0; i < NV; ++i) bzv_store(o + i * BZ_VL, bzv_mul(yv[i], iv));
                 continue;
             }
 #endif
