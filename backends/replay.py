@@ -35,6 +35,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
+from ..graph.ops import OPS
 from ..graph.view import View
 from .governor import ThreadGovernor
 from .numpy_backend import SMALL_BYTES, LibraryImpl, library_result, library_value, strided
@@ -465,6 +466,8 @@ class ReplayPlan:
             self.bufs[d] = None
 
 
+# leaf ops whose value is a function of their attributes alone (not random, not bound)
+_FIXED_LEAVES = frozenset({"arange", "linspace"})
 _PROGRAM: list[Any] = []
 _LAYOUT: list[bool] = []
 
@@ -553,8 +556,22 @@ def _concat_op(bufs: list[Any], inputs: tuple[int, ...], axis: int,
 
 def _library_op(bufs: list[Any], step: LibraryStep, dtype: np.dtype, impl: LibraryImpl | None,
                 into: np.ndarray | None, prog: Any) -> Callable[[], None]:
-    """A library op: its result is copied ``into`` the arena slot, or bound as it is."""
+    """A library op: its result is copied ``into`` the arena slot, or bound as it is. A
+    deterministic leaf (``arange``, ``linspace``: no inputs, static attributes) is
+    computed once, with the plan, and copied each call (a kernel may later reuse its
+    buffer in place)."""
     ins, out, attrs, name = step.inputs, step.output, step.attrs, step.op
+    if not ins and impl is None and OPS[name].kind == "leaf" and name in _FIXED_LEAVES:
+        fixed = library_result(name, attrs, dtype, [])
+
+        def leaf() -> None:
+            if into is not None:
+                np.copyto(into, fixed, casting="unsafe")
+                return
+            r = bufs[out] = fixed.copy()
+            if prog is not None:
+                prog.set(out, r)
+        return leaf
 
     def op() -> None:
         xs = [bufs[i] for i in ins]

@@ -417,3 +417,36 @@ def test_profile_times_each_native_call_of_a_replay() -> None:
         assert all(isinstance(name, str) and 0 <= t < 1 for name, t in calls)
         assert any(name.startswith("row_") for name in native)  # the fused softmax kernel
         assert n == len(native) + sum(1 for x in plan._op_names if x is not None)
+
+
+def test_a_fixed_leaf_is_computed_once_per_plan_and_copied_each_call(monkeypatch) -> None:
+    """``bz.arange`` inside a compiled function (a library step without inputs): its value
+    depends on its attributes alone, so a replay plan computes it once; a kernel that then
+    runs in place over its buffer never corrupts the next call."""
+    import sys
+
+    import braze as bz
+
+    leaves = sys.modules["braze.graph.ops.leaves"]
+    calls = []
+    real = leaves._arange_ref
+
+    def counting(**kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(leaves, "_arange_ref", counting)
+
+    @bz.compile
+    def f(x):  # type: ignore[no-untyped-def]
+        r = bz.arange(64, dtype=bz.float32)
+        return (r * x + 1.0) * 2.0, r
+
+    x = np.linspace(0, 1, 64, dtype=np.float32)
+    with bz.backend("cpu"):
+        for i in range(5):
+            y, r = f(bz.asarray(x + i))
+            np.testing.assert_array_equal(np.asarray(r), np.arange(64, dtype=np.float32))
+            np.testing.assert_allclose(np.asarray(y), (np.arange(64) * (x + i) + 1.0) * 2.0,
+                                       rtol=1e-6)
+    assert len(calls) <= 3  # the trace's first call, the plan's build: not once per call
