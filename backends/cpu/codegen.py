@@ -385,19 +385,29 @@ class _Gen(ExprGen):
         if nan:
             self.emit("int bz_nan = 0;")
         if self.inner_parallel:  # one big row: threads share its blocks
-            self.emit(f"#pragma omp parallel for num_threads(bz_nt) schedule(static) "
-                      f"reduction({comb}:bz_acc)" + (" reduction(|:bz_nan)" if nan else "")
-                      + " if(parallel: bz_pi)")
-        if len(red) >= 2:
-            self.open(f"for (int64_t bz_o = 0; bz_o < {' * '.join(red[:-1])}; ++bz_o)")
-            self.emit("int64_t bz_q = bz_o;")
-            for d in reversed(range(len(red) - 1)):
-                self.emit(f"const int64_t j{d} = bz_q % {red[d]}; bz_q /= {red[d]};")
-            for vi in range(self.n_loads):
-                terms = " + ".join(f"j{d} * {self.sname(vi, self.n_o + d)}"
-                                   for d in range(len(red) - 1))
-                self.emit(f"const int64_t x{vi}_{len(red) - 2} = {terms};")
-        self.open(f"for (int64_t bz_jb = 0; bz_jb < {last}; bz_jb += {SUM_BLOCK})")
+            self._gen_shared_reduce(i, a, red, acc, init, comb, upd, nan)
+        else:
+            self._gen_serial_reduce(a, red, acc, init, comb, upd, nan)
+        if op == "mean":
+            self.emit(f"v{i} = bz_acc / ({acc})bz_N;")
+        elif op in ("any", "all"):
+            self.emit(f"v{i} = bz_acc != 0;")
+        elif nan:
+            self.emit(f"v{i} = bz_nan ? __builtin_nan{fsuffix(rn)}(\"\") : bz_acc;")
+        else:
+            self.emit(f"v{i} = bz_acc;")
+        self.close()
+
+    def _combine(self, comb: str, part: str) -> None:
+        """bz_acc <- bz_acc combined with one block's partial ``part``."""
+        if comb in ("max", "min"):
+            self.emit(f"bz_acc = {part} {'>' if comb == 'max' else '<'} bz_acc ? {part} : bz_acc;")
+        else:
+            self.emit(f"bz_acc = bz_acc {comb} {part};")
+
+    def _block_partial(self, a: int, acc: str, init: str, comb: str, upd: str, nan: bool,
+                       last: str) -> None:
+        """bz_p (and bz_pn): the reduction of elements [bz_jb, bz_je) of the row."""
         self.emit(f"const int64_t bz_je = bz_jb + {SUM_BLOCK} < {last} ? bz_jb + {SUM_BLOCK}"
                   f" : {last};")
         self.emit(f"{acc} bz_p = ({acc}){init};")
@@ -411,24 +421,67 @@ class _Gen(ExprGen):
         if nan:
             self.emit(f"bz_pn |= (v{a} != v{a});")
         self.close()
-        if comb in ("max", "min"):
-            self.emit(f"bz_acc = bz_p {'>' if comb == 'max' else '<'} bz_acc ? bz_p : bz_acc;")
-        else:
-            self.emit(f"bz_acc = bz_acc {comb} bz_p;")
+
+    def _outer_red_offsets(self, red: list[str], var: str) -> None:
+        """j0..j{n-2} and each load's x{vi}_{n-2} for the flat index ``var`` over all
+        reduced dims but the last."""
+        self.emit(f"int64_t bz_q = {var};")
+        for d in reversed(range(len(red) - 1)):
+            self.emit(f"const int64_t j{d} = bz_q % {red[d]}; bz_q /= {red[d]};")
+        for vi in range(self.n_loads):
+            terms = " + ".join(f"j{d} * {self.sname(vi, self.n_o + d)}"
+                               for d in range(len(red) - 1))
+            self.emit(f"const int64_t x{vi}_{len(red) - 2} = {terms};")
+
+    def _gen_shared_reduce(self, i: int, a: int, red: list[str], acc: str, init: str,
+                           comb: str, upd: str, nan: bool) -> None:
+        """One big row's reduction shared by the threads, with the answer of one thread:
+        every block of SUM_BLOCK elements (per index of the outer reduced dims) is reduced
+        on its own into a partials array -- in parallel, each block by whichever thread --
+        and the partials are then combined by one thread in block order, exactly as the
+        serial loop does, so no thread count changes a bit of the result."""
+        last = red[-1]
+        outer = " * ".join(red[:-1]) if len(red) >= 2 else "1"
+        self.emit(f"const int64_t bz_nb = ({last} + {SUM_BLOCK - 1}) / {SUM_BLOCK};")
+        self.emit(f"const int64_t bz_nw = ({outer}) * bz_nb;")
+        self.emit(f"{acc}* bz_part = ({acc}*)malloc(sizeof({acc}) * (bz_nw > 0 ? bz_nw : 1));")
+        if nan:
+            self.emit("int* bz_partn = (int*)malloc(sizeof(int) * (bz_nw > 0 ? bz_nw : 1));")
+        self.emit("#pragma omp parallel for num_threads(bz_nt) schedule(static) "
+                  "if(parallel: bz_pi)")
+        self.open("for (int64_t bz_w = 0; bz_w < bz_nw; ++bz_w)")
+        if len(red) >= 2:
+            self._outer_red_offsets(red, "bz_w / bz_nb")
+        self.emit(f"const int64_t bz_jb = (bz_w % bz_nb) * {SUM_BLOCK};")
+        self._block_partial(a, acc, init, comb, upd, nan, last)
+        self.emit("bz_part[bz_w] = bz_p;")
+        if nan:
+            self.emit("bz_partn[bz_w] = bz_pn;")
+        self.close()
+        self.open("for (int64_t bz_w = 0; bz_w < bz_nw; ++bz_w)")
+        self._combine(comb, "bz_part[bz_w]")
+        if nan:
+            self.emit("bz_nan |= bz_partn[bz_w];")
+        self.close()
+        self.emit("free(bz_part);")
+        if nan:
+            self.emit("free(bz_partn);")
+
+    def _gen_serial_reduce(self, a: int, red: list[str], acc: str, init: str, comb: str,
+                           upd: str, nan: bool) -> None:
+        """A row's reduction by its thread: blocks in order, each combined as it ends."""
+        last = red[-1]
+        if len(red) >= 2:
+            self.open(f"for (int64_t bz_o = 0; bz_o < {' * '.join(red[:-1])}; ++bz_o)")
+            self._outer_red_offsets(red, "bz_o")
+        self.open(f"for (int64_t bz_jb = 0; bz_jb < {last}; bz_jb += {SUM_BLOCK})")
+        self._block_partial(a, acc, init, comb, upd, nan, last)
+        self._combine(comb, "bz_p")
         if nan:
             self.emit("bz_nan |= bz_pn;")
         self.close()
         if len(red) >= 2:
             self.close()
-        if op == "mean":
-            self.emit(f"v{i} = bz_acc / ({acc})bz_N;")
-        elif op in ("any", "all"):
-            self.emit(f"v{i} = bz_acc != 0;")
-        elif nan:
-            self.emit(f"v{i} = bz_nan ? __builtin_nan{fsuffix(rn)}(\"\") : bz_acc;")
-        else:
-            self.emit(f"v{i} = bz_acc;")
-        self.close()
 
     def gen_element_loop(self, red: list[str]) -> None:
         k = self.k
