@@ -698,6 +698,73 @@ def test_a_cache_directory_that_cannot_exist_is_replaced_with_one_warning(tmp_pa
     assert not Path(r.stdout.split()[1]).exists()  # removed at exit
 
 
+_KILLED_MID_BUILD = textwrap.dedent("""
+    import threading, time
+    from braze.backends.cpu import build
+    src = "".join(f"int g{i}(int x) {{ return x * {i}; }}\\n" for i in range(200000))
+    threading.Thread(target=lambda: build.build(src, "bz_killed_test"), daemon=True).start()
+    while not build._running:
+        time.sleep(0.01)
+    print(next(iter(build._running)).pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def _group_gone(pgid: int, seconds: float) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_build_dies_with_the_process_that_started_it_even_by_sigkill(tmp_path) -> None:
+    """SIGKILL leaves no atexit: the build's watcher sees its parent gone and kills the
+    compiler's whole process group (driver, cc1plus) within about a second."""
+    import signal
+
+    env = dict(os.environ, BRAZE_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.Popen([sys.executable, "-c", _KILLED_MID_BUILD], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pgid = int(p.stdout.readline())
+        time.sleep(0.3)
+        os.killpg(pgid, 0)  # compiling now
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    assert _group_gone(pgid, 10), f"the compiler's group {pgid} outlived its SIGKILLed parent"
+
+
+def test_a_build_over_its_time_or_memory_bound_fails_cleanly(tmp_path, monkeypatch) -> None:
+    """BRAZE_BUILD_TIMEOUT: the compiler's group is killed and a BuildError names the
+    bound; BRAZE_BUILD_MEMORY_MB: the compiler runs out of address space and the error
+    names the variable (the cpu backend then runs numpy's executor, with one warning)."""
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    slow = tmp_path / "slow-cxx"
+    slow.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo slow 1.0; exit 0; fi\n"
+                    "sleep 60\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("BRAZE_CXX", str(slow))
+    monkeypatch.setenv("BRAZE_BUILD_TIMEOUT", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(build.BuildError, match="took over 1 s .BRAZE_BUILD_TIMEOUT"):
+        build.build('extern "C" int f() { return 1; }', "bz_slow_test")
+    assert time.perf_counter() - t0 < 30
+    monkeypatch.delenv("BRAZE_CXX")
+    monkeypatch.delenv("BRAZE_BUILD_TIMEOUT")
+    if build.compiler() is None:
+        return
+    monkeypatch.setenv("BRAZE_BUILD_MEMORY_MB", "16")
+    with pytest.raises(build.BuildError, match="BRAZE_BUILD_MEMORY_MB"):
+        build.build('extern "C" int f() { return 2; }', "bz_small_memory_test")
+    monkeypatch.setenv("BRAZE_BUILD_MEMORY_MB", "x")
+    with pytest.raises(build.BuildError, match="must be numbers"):
+        build.build('extern "C" int f() { return 3; }', "bz_bad_limit_test")
+
+
 # ---------------------------------------------------------------- (f) build failures
 def test_build_failure_falls_back_to_numpy_with_exactly_one_warning(tmp_path, monkeypatch):
     fake = tmp_path / "fake-cxx"

@@ -65,7 +65,20 @@ TARGETS: dict[str, dict[str, tuple[list[str], set[str]]]] = {
                 "dotprod": (["-march=armv8.2-a+dotprod"], {"asimddp"}),
                 "neon": (["-march=armv8-a"], set())},
 }
-BUILD_TIMEOUT = 300
+BUILD_TIMEOUT = 300  # seconds (BRAZE_BUILD_TIMEOUT)
+BUILD_MEMORY_MB = 4096  # address space of one build (BRAZE_BUILD_MEMORY_MB; 0: unbounded)
+# A build runs under this POSIX sh wrapper, its own process group's leader: the address
+# space limit applies to the driver and everything it starts (cc1plus, as, ld), and a
+# watcher kills the whole group when the process that asked for the build dies, even by
+# SIGKILL (no compiler outlives it; one once ran on for 7 minutes at 10.7 GB).
+# $1: the parent pid, $2: the limit in KiB (0: none), then the compiler's argv (its stdin,
+# the source, passed through fd 3: a background job's stdin would be /dev/null).
+_WRAPPER = (
+    'p=$1; m=$2; shift 2; [ "$m" -gt 0 ] && ulimit -v "$m" 2>/dev/null; '
+    'exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&- 0</dev/null; '
+    '( while kill -0 "$p" 2>/dev/null; do sleep 1; done; kill -9 -$$ 2>/dev/null ) '
+    '</dev/null >/dev/null 2>&1 & w=$!; '
+    'wait "$c"; r=$?; kill "$w" 2>/dev/null; exit "$r"')
 
 
 class BuildError(RuntimeError):
@@ -333,23 +346,31 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     os.close(fd)
     try:
         argv = [*cmd, *flags(), "-x", "c++", "-", "-o", tmp, *link_flags()]
+        timeout, memory_mb = _limits()
+        sh = shutil.which("sh")
+        run = [sh, "-c", _WRAPPER, "sh", str(os.getpid()), str(memory_mb * 1024), *argv] \
+            if sh else argv
         try:
             # its own process group: stopping it stops cc1plus / as / ld too
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(run, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
         except OSError as e:
             raise BuildError(f"cannot run the C++ compiler for kernel {symbol}: {e}") from None
         _running[proc] = tmp
         try:
-            out, err = proc.communicate(source, timeout=BUILD_TIMEOUT)
+            out, err = proc.communicate(source, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             proc.communicate()
-            raise BuildError(f"building kernel {symbol} took over {BUILD_TIMEOUT} s") from None
+            raise BuildError(f"building kernel {symbol} took over {timeout:g} s "
+                             f"(BRAZE_BUILD_TIMEOUT)") from None
         finally:
             _running.pop(proc, None)
         if proc.returncode != 0:
-            raise BuildError(f"building kernel {symbol} failed ({shlex.join(argv)})",
+            starved = any(w in err.lower() for w in ("memory", "signal", "bad_alloc", "killed"))
+            hint = (f" (a build may use {memory_mb} MB: BRAZE_BUILD_MEMORY_MB)"
+                    if memory_mb and starved else "")
+            raise BuildError(f"building kernel {symbol} failed{hint} ({shlex.join(argv)})",
                              (out + err).strip())
         digest = _checksum(Path(tmp))
         with contextlib.suppress(OSError):
@@ -367,6 +388,17 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
 # background thread when the interpreter exits is stopped and its file removed (left alone,
 # the compiler would outlive the process and leave a .tmp-*.so in the cache)
 _running: dict[Any, str] = {}
+
+
+def _limits() -> tuple[float, int]:
+    """(seconds, MB) a build may take: ``BRAZE_BUILD_TIMEOUT``, ``BRAZE_BUILD_MEMORY_MB``."""
+    try:
+        timeout = float(os.environ.get("BRAZE_BUILD_TIMEOUT") or BUILD_TIMEOUT)
+        memory = int(os.environ.get("BRAZE_BUILD_MEMORY_MB") or BUILD_MEMORY_MB)
+    except ValueError as e:
+        raise BuildError(f"BRAZE_BUILD_TIMEOUT / BRAZE_BUILD_MEMORY_MB must be numbers: {e}"
+                         ) from None
+    return timeout, max(memory, 0)
 
 
 def _kill_group(proc: Any) -> None:
