@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -599,6 +600,10 @@ def test_corrupt_or_foreign_cache_entries_are_rebuilt_never_loaded(tmp_path, mon
     sidecar.unlink()
     build.build(g.source, g.symbol)
     assert sidecar.exists()
+    # 3b. zero-length and truncated libraries (a crash mid-copy): rebuilt
+    for data in (b"", good[: len(good) // 3]):
+        lib.write_bytes(data)
+        assert build.build(g.source, g.symbol).read_bytes() == good
     # 4. the loader path: a checksum-valid entry that does not load is rebuilt
     monkeypatch.setattr(build, "_loaded", {})
     tmp.write_bytes(b"junk")
@@ -606,6 +611,37 @@ def test_corrupt_or_foreign_cache_entries_are_rebuilt_never_loaded(tmp_path, mon
     sidecar.write_text(build._checksum(lib) + f" {g.symbol}\n")  # checksum matches the junk
     h = build.load(g.source, g.symbol)
     assert isinstance(h, int) and lib.read_bytes() == good
+
+
+def test_a_cache_that_fails_under_a_build_gives_a_private_build_with_one_warning(
+        tmp_path, monkeypatch) -> None:
+    """A full disk or a cache directory made read-only while running (simulated: every
+    write into the cache raises ENOSPC), and one deleted while running: the kernels still
+    build and load, once, with one warning."""
+    import errno
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "_PRIVATE", None)
+    g = _chain_source()
+    build.build(g.source, g.symbol)
+    shutil.rmtree(tmp_path / "cache")  # deleted while running: recreated
+    assert build.build(g.source, g.symbol, force=True).exists()
+    real = build._atomic_write
+
+    def full(path, data):  # type: ignore[no-untyped-def]
+        if str(path).startswith(str(tmp_path / "cache")):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(build, "_atomic_write", full)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        libs = [build.build(g.source, g.symbol, force=True) for _ in range(2)]
+    msgs = [str(w.message) for w in caught if "kernel cache failed" in str(w.message)]
+    assert len(msgs) == 1 and "No space left" in msgs[0]
+    assert all(p.exists() and not str(p).startswith(str(tmp_path)) for p in libs)
+    monkeypatch.setattr(build, "_loaded", {})
+    assert isinstance(build.load(g.source, g.symbol), int)
 
 
 _CONCURRENT = textwrap.dedent("""

@@ -327,12 +327,50 @@ def _paths(symbol: str, key: str) -> tuple[Path, Path]:
 
 
 def build(source: str, symbol: str, force: bool = False) -> Path:
-    """Path of the built library of ``source`` (compiled now unless a valid entry exists)."""
+    """Path of the built library of ``source`` (compiled now unless a valid entry exists).
+    Where the cache directory fails under it (full, made read-only or deleted while
+    running), the kernel is built into a private directory for this process instead,
+    after one warning."""
+    try:
+        return _build(source, symbol, force, None)
+    except OSError as e:
+        return _build(source, symbol, True, _private_dir(e))
+    except BuildError as e:  # the compiler could not write its output there
+        if not any(w in str(e) for w in _WRITE_ERRORS):
+            raise
+        return _build(source, symbol, True, _private_dir(OSError(str(e).splitlines()[-1])))
+
+
+_WRITE_ERRORS = ("No space left on device", "Read-only file system", "Permission denied",
+                 "Disk quota exceeded")
+
+
+def _private_dir(e: OSError) -> Path:
+    """This process's own kernel directory (made once; removed at exit), after one
+    warning naming why the cache directory failed."""
+    global _PRIVATE
+    if _PRIVATE is None:
+        import tempfile
+        import warnings
+
+        _PRIVATE = Path(tempfile.mkdtemp(prefix="braze-kernels-"))
+        atexit.register(shutil.rmtree, _PRIVATE, True)
+        warnings.warn(f"braze: writing to the kernel cache failed ({e}); kernels are built "
+                      f"in {_PRIVATE} for this process only", RuntimeWarning, stacklevel=4)
+    return _PRIVATE
+
+
+_PRIVATE: Path | None = None
+
+
+def _build(source: str, symbol: str, force: bool, directory: Path | None) -> Path:
     cmd = compiler()
     if cmd is None:
         raise BuildError("no C++ compiler found (looked for $BRAZE_CXX, $CXX, c++, g++, clang++)")
     key = cache_key(source, cmd)
     lib, sidecar = _paths(symbol, key)
+    if directory is not None:
+        lib, sidecar = directory / lib.name, directory / sidecar.name
     if not force and lib.exists() and _entry_ok(lib, sidecar):
         with contextlib.suppress(OSError):
             os.utime(lib)  # recently used: eviction removes the least recently used first
