@@ -223,11 +223,11 @@ def main() -> None:
           f"{'x llama.cpp':>17} {'weights MB':>11} {'roofline tok/s':>15} {'peak RSS MB':>12} "
           f"{'load s':>7}")
     for impl, m in med.items():
-        ratio = m["decode_tps"] / base["decode_tps"] if base else float("nan")
+        ratio = f"{m['decode_tps'] / base['decode_tps']:.2f}x" if base else "-"
         vs = (f"{m['prefill_tps'] / peer['prefill_tps']:.2f}x / "
               f"{m['decode_tps'] / peer['decode_tps']:.2f}x") if peer else "-"
         roof = BANDWIDTH / (m["weight_mb"] * 2**20)
-        print(f"{impl:<10} {m['prefill_tps']:>14.0f} {m['decode_tps']:>13.1f} {ratio:>7.2f}x "
+        print(f"{impl:<10} {m['prefill_tps']:>14.0f} {m['decode_tps']:>13.1f} {ratio:>8} "
               f"{vs:>17} {m['weight_mb']:>11.0f} {roof:>15.0f} {m['rss_mb']:>12.0f} "
               f"{m['load_s']:>7.1f}")
     if peer:
