@@ -24,6 +24,7 @@ schedule, so two threads replaying one schedule each get their own.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
@@ -234,6 +235,9 @@ class ReplayPlan:
         # array is never kept alive by an idle plan.
         self._held: list[Any] = [None] * len(self._inputs)
         self._last: list[Any] = [None] * len(self._inputs)  # weakrefs of last call's inputs
+        # the held positions, as one C-level identity check per call (itemgetter + map):
+        # (getter of the held inputs, their objects, the positions not held) or None
+        self._held_check: tuple[Any, tuple[Any, ...], list[int]] | None = None
         self._clear = list(self.dynamic)  # slots unbound after every call
         self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
                        for slot in self.fresh]
@@ -350,8 +354,13 @@ class ReplayPlan:
             return None
         held = self._held
         changed = []
+        check = self._held_check
+        positions: Any = range(len(inputs))
+        if check is not None and all(map(operator.is_, check[0](inputs), check[1])):
+            positions = check[2]  # every held input is back: look at the others only
         try:
-            for i, a in enumerate(inputs):
+            for i in positions:
+                a = inputs[i]
                 if a is held[i]:
                     continue
                 slot, shape, dtype = self._inputs[i]
@@ -456,11 +465,22 @@ class ReplayPlan:
         if moved:
             kept = {self._inputs[i][0] for i, h in enumerate(held) if h is not None}
             self._clear = [d for d in self.dynamic if d not in kept]
+            self._index_held()
+
+    def _index_held(self) -> None:
+        held = self._held
+        idx = [i for i, h in enumerate(held) if h is not None]
+        if len(idx) < 2:  # (itemgetter of one position returns the item, not a tuple)
+            self._held_check = None
+            return
+        self._held_check = (operator.itemgetter(*idx), tuple(held[i] for i in idx),
+                            [i for i, h in enumerate(held) if h is None])
 
     def _forget(self) -> None:
         """Drop every held input and unbind every dynamic slot."""
         self._held = [None] * len(self._inputs)
         self._last = [None] * len(self._inputs)
+        self._held_check = None
         self._clear = list(self.dynamic)
         for d in self.dynamic:
             self.bufs[d] = None
