@@ -278,10 +278,37 @@ def test_generated_kernel_corpus_on_neon_matches_the_numpy_executor() -> None:
 
 # ---------------------------------------------------------------- the other hand-written ones
 def _hand_written_sources() -> list[tuple[str, str]]:
-    from braze.backends.cpu import assign, attention, bincount, matvec, rope, scan
+    from braze.backends.cpu import assign, attention, bincount, concat, matvec, roll, rope, scan
 
     return [attention.source(), rope.source(), scan.source(), bincount.source(),
-            assign.source(), matvec.vecmat_source()]
+            assign.source(), matvec.vecmat_source(), concat.source(), roll.source()]
+
+
+def _program_steps(rng: np.random.Generator) -> None:
+    """concat and roll run only as replay-program steps: launched here from their step
+    factories, over strided inputs, and checked against numpy on the host too."""
+    from braze import _core
+    from braze.backends.cpu import concat, roll
+    from braze.graph.view import View
+
+    f4 = np.dtype(np.float32)
+    base = rng.standard_normal((6, 9)).astype(np.float32)
+    # views into one buffer, as a program passes them
+    for axis, parts in ((0, (base[:2, :5], base[1:5, 2:7])), (1, (base[:4, :4], base[1:5, 2:7]))):
+        views = [(View(p.shape, tuple(s // 4 for s in p.strides),
+                       (p.__array_interface__["data"][0] - base.ctypes.data) // 4), f4)
+                 for p in parts]
+        want = np.concatenate(parts, axis=axis)
+        nc = concat.native_call({"axis": axis}, views, (want.shape, f4))
+        out = np.zeros_like(want)
+        _core.launch(nc.handle, [base, base, out], nc.args)
+        np.testing.assert_array_equal(out, want)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    nc = roll.native_call({"shifts": (2, -3), "axes": (0, 1)},
+                          [(View((5, 7), (7, 1), 0), f4)], ((5, 7), f4))
+    out = np.zeros_like(x)
+    _core.launch(nc.handle, [x, out], nc.args)
+    np.testing.assert_array_equal(out, np.roll(x, (2, -3), axis=(0, 1)))
 
 
 def _drive_host_kernels() -> None:
@@ -305,6 +332,7 @@ def _drive_host_kernels() -> None:
             np.asarray(bz.cumsum(bz.asarray(c), axis=axis))
     from braze.backends.cpu import assign, bincount
 
+    _program_steps(rng)
     for idt in (np.int64, np.int32):
         bincount.Bincount()({"length": 50}, np.dtype(np.int64),
                             rng.integers(-2, 60, 5000).astype(idt))
@@ -343,7 +371,8 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 10  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat
+    assert len(calls) >= 13  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
+    # concat x2, roll
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:
         src, sym = by_handle[h]
