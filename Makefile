@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint bench clean aarch64-tools
+.PHONY: run demo test lint bench clean aarch64-tools fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,13 @@ demo: $(STAMP)
 
 test: $(STAMP) lint aarch64-tools
 	$(BIN)/python -m pytest tests
+
+# The differential fuzzer (tests/fuzz): N random programs against the reference, the cpu
+# backend's tiers and thread counts (`make test` runs BRAZE_FUZZ_EXAMPLES=40 of them)
+N ?= 1000
+fuzz: $(STAMP)
+	BRAZE_FUZZ_EXAMPLES=$(N) $(BIN)/python -m pytest tests/fuzz -p no:cacheprovider \
+	  --hypothesis-show-statistics -q
 
 # Debian's AArch64 cross compiler and qemu-user for tests/test_aarch64.py (the NEON paths of
 # the hand-written kernels, run under emulation); where apt cannot install them (not root,

@@ -1286,3 +1286,22 @@ def test_small_matmuls_run_on_one_blas_thread_and_restore_it(monkeypatch) -> Non
     big = np.ones((512, 512), np.float32)  # 2 * 512^3 flops >= SERIAL_FLOPS: all threads
     blas.matmul({}, big.dtype, big, big)
     assert seen[-1] == before
+
+
+def test_a_reduction_over_an_empty_axis_never_hosts_another_kernels_elements() -> None:
+    """Found by tests/fuzz: ``~x`` (2, 1) fused as a sibling into ``mean(x | e, axis=2)``
+    over (1, 2, 0), whose views are degenerate (every stride 0 in an empty space), stored
+    ``~x[0]`` twice. Empty and non-empty iteration spaces no longer merge (2 kernels)."""
+    x = np.array([[False], [True]])
+    e = np.zeros((1, 1, 0), bool)
+
+    def f(a, b):  # type: ignore[no-untyped-def]
+        return bz.bitwise_invert(a), bz.mean(bz.add(a, b), axis=(2,))
+
+    xa, ea = bz.asarray(x), bz.asarray(e)
+    assert bz.explain(f, xa, ea).num_kernels == 2
+    with bz.backend("cpu"):
+        inv, m = f(bz.asarray(x), bz.asarray(e))
+        CpuBackend(skip_tiny=False, tiered=False).evaluate([inv._node, m._node])
+    np.testing.assert_array_equal(np.asarray(inv), ~x)
+    assert np.asarray(m).shape == (1, 2) and np.isnan(np.asarray(m)).all()

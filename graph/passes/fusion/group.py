@@ -168,6 +168,10 @@ class Groups:
         la, lb = self.layouts.get(ga), self.layouts.get(gb)
         if la is None or lb is None:
             return None
+        if (0 in la[0]) != (0 in lb[0]):
+            # an empty iteration space (a reduction over an empty axis) has degenerate
+            # views (every stride 0): another kernel's elements cannot be computed in it
+            return None
         ra, rb = self.n_reduce[ga] > 0, self.n_reduce[gb] > 0
         if ra == rb:
             return la if la == lb else None

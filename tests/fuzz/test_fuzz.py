@@ -1,0 +1,97 @@
+"""Differential fuzzer: random programs (tests/fuzz/graphs.py) evaluated by the reference
+(the ``numpy`` backend) and by the ``cpu`` backend -- eagerly, under ``bz.compile`` (its
+first call and its replay) and at 1 and 2 threads -- compared with per-dtype tolerances
+against the reference, and bit for bit between the cpu backend's tiers that must agree:
+a compiled function's first call and its replay, 1 and 2 threads.
+
+``BRAZE_FUZZ_EXAMPLES`` programs per run (default 40; ``make fuzz N=...`` sets it).
+Tolerances: exact for bool and integers; float16 2e-3, bfloat16 2e-2, float32 1e-5, float64
+1e-12 relative, with an absolute floor of that times 16 x (1 + the largest magnitude of the
+output), for reductions and cancellations whose roundings differ between numpy's functions
+and the kernels' (libmvec: <= 4 ulp)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import braze as bz
+from braze.backends import cpu as cpu_mod
+from braze.graph import dtypes as dt
+
+from .graphs import build, programs
+
+EXAMPLES = int(os.environ.get("BRAZE_FUZZ_EXAMPLES", "40"))
+RTOL = {dt.float16: 2e-3, dt.bfloat16: 2e-2, np.dtype(np.float32): 1e-5,
+        np.dtype(np.float64): 1e-12}
+
+pytestmark = pytest.mark.skipif(not cpu_mod.available(), reason="no C++ compiler")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def backend_name():
+    """Backends are chosen per evaluation here: run once."""
+    yield "fuzz"
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: {got.shape} {got.dtype} != {want.shape} {want.dtype}"
+    if want.dtype.kind not in "fc" and want.dtype not in (dt.float16, dt.bfloat16):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    rtol = RTOL.get(want.dtype, 1e-5)
+    finite = np.isfinite(w)
+    big = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * 16 * (1.0 + big), equal_nan=True,
+                               err_msg=what)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), what
+
+
+def _values(outs: list[bz.Array]) -> list[np.ndarray]:
+    bz.eval(*outs)
+    return [np.array(o) for o in outs]
+
+
+@pytest.fixture(scope="module")
+def kernels_always():  # type: ignore[no-untyped-def]
+    """The registered cpu backend with every kernel built before it runs (no numpy tier
+    while a kernel builds in the background, no op-by-op path for tiny graphs): what is
+    compared is the generated code."""
+    b = bz.backends.get("cpu")
+    saved = b.tiered, b.skip_tiny
+    b.tiered, b.skip_tiny = False, False
+    yield
+    b.tiered, b.skip_tiny = saved
+
+
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=programs())
+def test_cpu_backend_matches_the_reference_and_itself(kernels_always, spec) -> None:  # type: ignore[no-untyped-def]
+    with np.errstate(all="ignore"):
+        with bz.backend("numpy"):
+            want = _values(build(spec))
+        with bz.backend("cpu"):
+            eager = _values(build(spec))
+            f = bz.compile(lambda *xs: build(spec, list(xs)))
+            first = _values(f(*[bz.asarray(a.copy()) for a in spec[0]]))
+            again = _values(f(*[bz.asarray(a.copy()) for a in spec[0]]))
+        threads = []
+        for n in (1, 2):
+            b = cpu_mod.CpuBackend(num_threads=n, skip_tiny=False, tiered=False)
+            outs = build(spec)
+            threads.append([np.array(v) for v in b.evaluate([o._node for o in outs])])
+    for i, w in enumerate(want):
+        _close(eager[i], w, f"output {i}, eager")
+        _close(first[i], w, f"output {i}, compiled")
+        _same_bits(again[i], first[i], f"output {i}: a compiled replay against its first call")
+        _close(threads[0][i], w, f"output {i}, 1 thread")
+        _same_bits(threads[1][i], threads[0][i], f"output {i}: 2 threads against 1")
