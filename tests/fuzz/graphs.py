@@ -132,8 +132,9 @@ def _step(kind: str, x: bz.Array, y: bz.Array, r: int) -> bz.Array:
 
 
 def build(spec: tuple[list[np.ndarray], list[tuple[str, tuple[Any, ...]]], list[int]],
-          inputs: list[bz.Array] | None = None) -> list[bz.Array]:
-    """The program's outputs, recorded now (on whatever backend will evaluate them)."""
+          inputs: list[bz.Array] | None = None, everything: bool = False) -> list[bz.Array]:
+    """The program's outputs (``everything``: every value), recorded now (on whatever
+    backend will evaluate them)."""
     arrays, steps, outs = spec
     vals = list(inputs) if inputs is not None else [bz.asarray(a.copy()) for a in arrays]
     for kind, (a, b, r) in steps:
@@ -146,4 +147,4 @@ def build(spec: tuple[list[np.ndarray], list[tuple[str, tuple[Any, ...]]], list[
         except (TypeError, ValueError):
             v = x
         vals.append(v)
-    return [vals[o] for o in outs]
+    return vals if everything else [vals[o] for o in outs]
