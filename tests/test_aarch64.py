@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from braze.arrays.quantized import pack
 
-from .test_quantized import check_qmm, int8_bound, terms64
+from .test_quantized import _int8_operands, check_qmm, int8_bound, terms64
 
 CXX = shutil.which("aarch64-linux-gnu-g++")
 QEMU = shutil.which("qemu-aarch64")
@@ -117,14 +117,9 @@ def qmm_problems(draw):  # type: ignore[no-untyped-def]
     m = draw(st.sampled_from([1, 2, 3, 5, 8, 9, 17]))  # past 16: the exact path's tiles
     n = draw(st.sampled_from([1, 3, 4, 6, 37]))
     k = gs * draw(st.integers(1, 3))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    sdt = np.float16 if half else np.float32
-    s = (rng.random((n, k // gs)) * 0.1).astype(sdt)
-    b = (rng.standard_normal((n, k // gs)) * 0.5).astype(sdt)
-    x = (rng.standard_normal((m, k)) * draw(st.sampled_from([1e-3, 1.0, 30.0]))).astype(np.float32)
-    if draw(st.booleans()):  # outliers and an all-zero block
-        x[:, rng.integers(0, k, 3)] *= 50.0
-        x[:, :32] = 0.0
+    rng, x, s, b = _int8_operands(draw, m, n, k, gs)  # (the x86 int8 tests' operands)
+    sdt = np.float16 if half else np.float32  # the variant's scale dtype: one build each
+    s, b = s.astype(sdt), b.astype(sdt)
     wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
     return x, wq, s, b, bits, gs, half, draw(st.sampled_from([1, 2]))
 

@@ -98,12 +98,8 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
    the chunk's BZ_WX_NW-row tiles (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16 with AVX2)
    with the accumulators in registers; per k, 2 (masked) loads of xT, BZ_WX_NW broadcasts
    of W, 2 * BZ_WX_NW FMAs -- one chain per output, summed over k in order. */
-#if defined(__AVX512F__) && BZ_ISA_MAX >= 2
-#define BZ_WX_ISA 2
-#elif defined(__aarch64__)
-#define BZ_WX_ISA 3
-#else
-#define BZ_WX_ISA 1
+#if defined(__x86_64__) && BZ_ISA_MAX < 2
+#define BZ_WX_ISA 1 /* capped below AVX-512 (else gemm_tile.h takes the best compiled) */
 #endif
 #include "gemm_tile.h"
 
