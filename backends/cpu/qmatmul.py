@@ -99,6 +99,11 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
   float32 and the result cast once (as the reference does); scales/biases of
   different dtypes or other than float32/float16 are converted to float32.
 
+* **Tactics** (:mod:`.tactics`): the kernel's compile-time ``VARIANTS`` (prefetch distance,
+  int8 weight rows per pass) x 1 or all threads, all giving the same bits; the first call of
+  a problem (bucketed M, N, K, activations) times the cheap ones on its operands
+  (``BRAZE_AUTOTUNE=max``: all, building the variants), replay plans use the stored winner.
+
 ``BRAZE_QMM_ISA`` (0 scalar, 1 AVX2, 2 AVX-512, 3 NEON) caps the instruction set (tests
 exercise every path on one machine); it can only lower what the host has (on AArch64 any
 cap below 3 is scalar). ``BRAZE_ISA`` (``build.py``) sets the compiler's target instead.
@@ -260,9 +265,15 @@ def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int
 def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_size: int,
                   half: bool, act: str | None = None, num_threads: int | None = None
                   ) -> dict[str, Any] | None:
-    """What tuning found for a problem (:func:`braze.backends.cpu.tactics.report`), or None.
+    """What tuning found for a problem (:func:`braze.backends.cpu.tactics.report`), or None
+    (not tuned: ``BRAZE_AUTOTUNE=0``, or no other tactic applies, as on one core).
 
-    >>> tactic_report((1, 64), 3, 64, 4, 32, False) is None or True
+    >>> from braze.arrays.quantized import pack
+    >>> wq, s = pack(np.zeros((64, 64)), 4), np.ones((64, 2), np.float32)
+    >>> b = np.zeros((64, 2), np.float32)
+    >>> _ = quantized_matmul(np.ones((1, 64), np.float32), wq, s, b, group_size=32, bits=4)
+    >>> rep = tactic_report((1, 64), 64, 64, 4, 32, False)
+    >>> rep is None or rep["chosen"] in rep["timings_us"]
     True
     """
     m = int(np.prod(x_shape[:-1])) if len(x_shape) > 1 else 1
