@@ -212,7 +212,10 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray],
     for t, step in enumerate(s.steps):
         if isinstance(step, KernelStep):
             for st in step.kernel.stores:
-                bufs[st.slot] = _slot_array(s, st.slot, storages, owners, alloc)
+                try:
+                    bufs[st.slot] = _slot_array(s, st.slot, storages, owners, alloc)
+                except MemoryError as e:
+                    raise allocation_error(s, st.slot, e) from None
             run_kernel(step.kernel, bufs)
         elif isinstance(step, LibraryStep):
             ins = [bufs[i] for i in step.inputs]
@@ -234,6 +237,28 @@ def run_schedule(s: Schedule, inputs: list[np.ndarray],
                 if slot not in s.output_slots:
                     bufs[slot] = None
     return [bufs[o] for o in s.output_slots]
+
+
+def allocation_error(s: Schedule, slot: int, e: MemoryError) -> MemoryError:
+    """A MemoryError naming the size, the slot's shape and dtype and the step that writes
+    it (numpy's own names only a flat byte array)."""
+    info = s.slots[slot]
+    what = "an input"
+    for step in s.steps:
+        if isinstance(step, KernelStep) and any(st.slot == slot for st in step.kernel.stores):
+            what = f"kernel {step.kernel.name} ({' '.join(step.kernel.ops) or 'copy'})"
+        elif isinstance(step, LibraryStep) and step.output == slot:
+            what = f"library op {step.op}"
+    return MemoryError(f"braze: cannot allocate {_size(info.nbytes)} for the output "
+                       f"{info.shape} {info.dtype} of {what}: {e}")
+
+
+def _size(nbytes: int) -> str:
+    """``nbytes`` for a reader: 4.00 TiB."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} bytes"
 
 
 def _c_order(a: np.ndarray) -> np.ndarray:

@@ -39,7 +39,14 @@ from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS
 from ..graph.view import View
 from .governor import ThreadGovernor
-from .numpy_backend import SMALL_BYTES, LibraryImpl, library_result, library_value, strided
+from .numpy_backend import (
+    SMALL_BYTES,
+    LibraryImpl,
+    allocation_error,
+    library_result,
+    library_value,
+    strided,
+)
 
 _LOW = (np.dtype(np.float16), np.dtype("bfloat16"))
 MAX_IDLE_PLANS = 4  # per schedule: concurrent replays beyond this build throwaway plans
@@ -148,8 +155,11 @@ class ReplayPlan:
             mem = storages.get(sid)
             if mem is None:
                 size = s.storage_bytes[sid]
-                mem = storages[sid] = (np.empty(size, np.uint8) if size < SMALL_BYTES
-                                       else self._alloc(size))
+                try:
+                    mem = storages[sid] = (np.empty(size, np.uint8) if size < SMALL_BYTES
+                                           else self._alloc(size))
+                except MemoryError as e:
+                    raise allocation_error(s, slot, e) from None
                 self.arena_bytes += size
             self.bufs[slot] = mem[:info.nbytes].view(info.dtype).reshape(info.shape)
 
@@ -375,10 +385,13 @@ class ReplayPlan:
             self._note_inputs(inputs, changed)
         try:
             for slot, shape, dtype, nbytes in self._fresh:
-                if nbytes < SMALL_BYTES:
-                    bufs[slot] = np.empty(shape, dtype)
-                else:
-                    bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
+                try:
+                    if nbytes < SMALL_BYTES:
+                        bufs[slot] = np.empty(shape, dtype)
+                    else:
+                        bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
+                except MemoryError as e:
+                    raise allocation_error(self.schedule, slot, e) from None
             if self._bind_native:
                 self.program.bind([bufs[d] for d in self._bind_native])
             governor = self.governor
