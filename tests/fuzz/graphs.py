@@ -1,4 +1,5 @@
-"""Random braze programs for the differential fuzzer (tests/fuzz/test_fuzz.py).
+"""Random braze programs for the differential fuzzer (tests/fuzz/test_fuzz.py) over every
+dtype braze computes (bool, integers, float16, bfloat16, float32/64, complex64).
 
 A program is a spec -- input arrays and steps over earlier values -- replayed by
 :func:`build` under any backend (recording is backend-independent; evaluating marks the
@@ -7,7 +8,7 @@ whose compute dtype is the value's (unary and binary, with broadcasting), casts 
 every real dtype, reductions over random axes (keepdims or not), views (slices with steps,
 negative ones included, transposes, broadcasts, reshapes, expand_dims, squeeze), ``where``,
 ``matmul`` of float values, ``take`` with an index array, ``concatenate``; inputs of every
-real dtype, 0-d and empty included, sometimes one large 1-d input (so that the cpu backend's
+dtype, 0-d and empty included, sometimes one large 1-d input (so that the cpu backend's
 threads share a kernel).
 """
 
@@ -26,7 +27,7 @@ from ..helpers import elementwise_ops
 
 DTYPES = [dt.bool_, np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32),
           np.dtype(np.int64), dt.float16, dt.bfloat16, np.dtype(np.float32),
-          np.dtype(np.float64)]
+          np.dtype(np.float64), np.dtype(np.complex64)]
 REDUCTIONS = ["sum", "prod", "max", "min", "mean", "any", "all"]
 BIG = (1 << 17) + 3  # elements of the occasional large input
 
@@ -37,6 +38,8 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], d: np.dtype) -> np
     if d.kind in "iu":
         lo = 0 if d.kind == "u" else -5
         return rng.integers(lo, 6, shape).astype(d)
+    if d.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(d)
     v = rng.standard_normal(shape) * 2.0
     return v.astype(np.float32).astype(d)
 

@@ -1,13 +1,14 @@
 """Differential fuzzer: random programs (tests/fuzz/graphs.py) evaluated by the reference
-(the ``numpy`` backend) and by the ``cpu`` backend -- eagerly, under ``bz.compile`` (its
-first call and its replay) and at 1 and 2 threads -- compared with per-dtype tolerances
-against the reference, and bit for bit between the cpu backend's tiers that must agree:
-a compiled function's first call and its replay, 1 and 2 threads.
+(the ``numpy`` backend), by the ``cpu`` backend -- eagerly, under ``bz.compile`` (its
+first call and its replay) and at 1 and 2 threads -- and by the ``mlx`` backend where it
+is installed (``BRAZE_FUZZ_BACKENDS``), compared with per-dtype tolerances against the
+reference, and bit for bit between the cpu backend's tiers that must agree: a compiled
+function's first call and its replay, 1 and 2 threads.
 
 ``BRAZE_FUZZ_EXAMPLES`` programs per run (default 40; ``make fuzz N=...`` sets it).
-Tolerances: exact for bool and integers; for floats, by the *least precise* float dtype
-any value of the program has (a float32 transcendental 1 ulp apart stays 1 float32 ulp apart
-in a float64 sum): float16 2e-3, bfloat16 2e-2, float32 1e-5, float64 1e-12 relative, with an
+Tolerances: exact for bool and integers; for floats (complex: each part), by the *least
+precise* float dtype any value of the program has (a float32 transcendental 1 ulp apart
+stays 1 float32 ulp apart in a float64 sum): float16 2e-3, bfloat16 2e-2, float32 1e-5, float64 1e-12 relative, with an
 absolute floor of that times 16 x (1 + the largest magnitude of the output), for reductions
 and cancellations whose roundings differ between numpy's functions and the kernels'
 (libmvec: <= 4 ulp)."""
@@ -27,8 +28,13 @@ from braze.graph import dtypes as dt
 from .graphs import build, programs
 
 EXAMPLES = int(os.environ.get("BRAZE_FUZZ_EXAMPLES", "40"))
+# other backends compared with the reference too (the cuda emulator builds every kernel
+# anew: ask for it by name, BRAZE_FUZZ_BACKENDS=mlx,cuda-emulator)
+OTHERS = [b for b in os.environ.get("BRAZE_FUZZ_BACKENDS", "mlx").split(",")
+          if b and b in bz.backends.available()]
 RTOL = {dt.float16: 2e-3, dt.bfloat16: 2e-2, np.dtype(np.float32): 1e-5,
-        np.dtype(np.float64): 1e-12}
+        np.dtype(np.float64): 1e-12, np.dtype(np.complex64): 1e-5,
+        np.dtype(np.complex128): 1e-12}
 
 pytestmark = pytest.mark.skipif(not cpu_mod.available(), reason="no C++ compiler")
 
@@ -51,6 +57,10 @@ def _close(got: np.ndarray, want: np.ndarray, what: str, rtol: float) -> None:
         f"{what}: {got.shape} {got.dtype} != {want.shape} {want.dtype}"
     if want.dtype.kind not in "fc" and want.dtype not in (dt.float16, dt.bfloat16):
         np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    if want.dtype.kind == "c":  # each part on its own
+        _close(got.real.copy(), want.real.copy(), what + " (real part)", rtol)
+        _close(got.imag.copy(), want.imag.copy(), what + " (imaginary part)", rtol)
         return
     g, w = got.astype(np.float64), want.astype(np.float64)
     rtol = max(rtol, RTOL.get(want.dtype, 1e-5))
@@ -93,6 +103,10 @@ def test_cpu_backend_matches_the_reference_and_itself(kernels_always, spec) -> N
             f = bz.compile(lambda *xs: build(spec, list(xs)))
             first = _values(f(*[bz.asarray(a.copy()) for a in spec[0]]))
             again = _values(f(*[bz.asarray(a.copy()) for a in spec[0]]))
+        others = {}
+        for name in OTHERS:
+            with bz.backend(name):
+                others[name] = _values(build(spec))
         threads = []
         for n in (1, 2):
             b = cpu_mod.CpuBackend(num_threads=n, skip_tiny=False, tiered=False)
@@ -104,4 +118,6 @@ def test_cpu_backend_matches_the_reference_and_itself(kernels_always, spec) -> N
         _close(first[i], w, f"output {i}, compiled", rtol)
         _same_bits(again[i], first[i], f"output {i}: a compiled replay against its first call")
         _close(threads[0][i], w, f"output {i}, 1 thread", rtol)
+        for name, vals in others.items():
+            _close(vals[i], w, f"output {i}, {name} backend", rtol)
         _same_bits(threads[1][i], threads[0][i], f"output {i}: 2 threads against 1")
