@@ -8,9 +8,10 @@ function's first call and its replay, 1 and 2 threads.
 ``BRAZE_FUZZ_EXAMPLES`` programs per run (default 40; ``make fuzz N=...`` sets it).
 Tolerances: exact for bool and integers; for floats (complex: each part), by the *least
 precise* float dtype any value of the program has (a float32 transcendental 1 ulp apart
-stays 1 float32 ulp apart in a float64 sum): float16 2e-3, bfloat16 2e-2, float32 1e-5, float64 1e-12 relative, with an
-absolute floor of that times 16 x (1 + the largest magnitude of the output), for reductions
-and cancellations whose roundings differ between numpy's functions and the kernels'
+stays 1 float32 ulp apart in a float64 sum): float16 2e-3, bfloat16 2e-2, float32 and
+complex64 1e-5, float64 1e-12 relative, with an absolute floor of that times 16 x (1 + the
+largest magnitude of the output), for reductions and cancellations whose roundings differ
+between numpy's functions and the kernels'
 (libmvec: <= 4 ulp)."""
 
 from __future__ import annotations
