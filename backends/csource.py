@@ -352,14 +352,26 @@ def cast_expr(src: str, dst: str, x: str) -> str:
     T = CTYPE[dst]
     if kd == "f" or ks in "biu":
         return f"(({T})({x}))"
-    # float -> integer: truncation, through the paths numpy's x86-64 casts take
+    # float -> integer: truncation, through the paths numpy's x86-64 casts take; NaN and
+    # out-of-range values give the x86 "integer indefinite" (INT_MIN of the path) as numpy
+    # does there -- written out, since the bare C cast is undefined for them (and GCC
+    # then folds float -> int -> float into a truncation that keeps the NaN)
+    f = "" if src == "float64" else "f"  # (MSL has no double: float bounds for float)
     if dst == "int64":
-        return f"((int64_t)({x}))"
+        return _f2i(x, 64, f)
     if dst == "uint64":
-        return f"(({x}) < 0 ? (uint64_t)(int64_t)({x}) : (uint64_t)({x}))"
+        return f"(({x}) < 0 ? (uint64_t){_f2i(x, 64, f)} : (uint64_t)({x}))"
     if dst == "uint32":
-        return f"((uint32_t)(int64_t)({x}))"
-    return f"(({T})(int32_t)({x}))"
+        return f"((uint32_t){_f2i(x, 64, f)})"
+    return f"(({T}){_f2i(x, 32, f)})"
+
+
+def _f2i(x: str, bits: int, f: str) -> str:
+    """float -> int32/int64 truncation, NaN and out-of-range -> the minimum (x86's); the
+    bounds 2^31 and 2^63 are exact in float too (``f``: the float literal suffix)."""
+    t, lim = ("int32_t", "2147483648.0") if bits == 32 else ("int64_t", "9223372036854775808.0")
+    low = "(int32_t)(-2147483647 - 1)" if bits == 32 else "(int64_t)(-9223372036854775807LL - 1)"
+    return f"(!(({x}) >= -{lim}{f} && ({x}) < {lim}{f}) ? {low} : ({t})({x}))"
 
 
 def extreme(n: str, low: bool) -> str:
