@@ -274,15 +274,7 @@ def _usable_dir(want: Path) -> Path:
             raise PermissionError(f"{want} is not writable")
         return want
     except OSError as e:
-        import tempfile
-        import warnings
-
-        tmp = Path(tempfile.mkdtemp(prefix="braze-kernels-"))
-        atexit.register(shutil.rmtree, tmp, True)
-        warnings.warn(f"braze: the kernel cache directory {want} cannot be used ({e}); "
-                      f"kernels are cached in {tmp} for this process only", RuntimeWarning,
-                      stacklevel=4)
-        return tmp
+        return _private_dir(f"the kernel cache directory {want} cannot be used ({e})")
 
 
 def cache_key(source: str, cmd: Sequence[str] | None = None) -> str:
@@ -334,20 +326,23 @@ def build(source: str, symbol: str, force: bool = False) -> Path:
     try:
         return _build(source, symbol, force, None)
     except OSError as e:
-        return _build(source, symbol, True, _private_dir(e))
+        return _build(source, symbol, True, _private_dir(f"writing to the kernel cache "
+                                                         f"failed ({e})"))
     except BuildError as e:  # the compiler could not write its output there
         if not any(w in str(e) for w in _WRITE_ERRORS):
             raise
-        return _build(source, symbol, True, _private_dir(OSError(str(e).splitlines()[-1])))
+        why = f"writing to the kernel cache failed ({str(e).splitlines()[-1]})"
+        return _build(source, symbol, True, _private_dir(why))
 
 
 _WRITE_ERRORS = ("No space left on device", "Read-only file system", "Permission denied",
                  "Disk quota exceeded")
 
 
-def _private_dir(e: OSError) -> Path:
-    """This process's own kernel directory (made once; removed at exit), after one
-    warning naming why the cache directory failed."""
+def _private_dir(why: str) -> Path:
+    """This process's own kernel directory (made once, removed at exit) -- for a cache
+    directory that cannot be used or fails under a build -- after one warning saying
+    ``why``."""
     global _PRIVATE
     if _PRIVATE is None:
         import tempfile
@@ -355,8 +350,8 @@ def _private_dir(e: OSError) -> Path:
 
         _PRIVATE = Path(tempfile.mkdtemp(prefix="braze-kernels-"))
         atexit.register(shutil.rmtree, _PRIVATE, True)
-        warnings.warn(f"braze: writing to the kernel cache failed ({e}); kernels are built "
-                      f"in {_PRIVATE} for this process only", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"braze: {why}; kernels are built in {_PRIVATE} for this process only",
+                      RuntimeWarning, stacklevel=4)
     return _PRIVATE
 
 

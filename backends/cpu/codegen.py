@@ -385,7 +385,7 @@ class _Gen(ExprGen):
         if nan:
             self.emit("int bz_nan = 0;")
         if self.inner_parallel:  # one big row: threads share its blocks
-            self._gen_shared_reduce(i, a, red, acc, init, comb, upd, nan)
+            self._gen_shared_reduce(a, red, acc, init, comb, upd, nan)
         else:
             self._gen_serial_reduce(a, red, acc, init, comb, upd, nan)
         if op == "mean":
@@ -433,7 +433,7 @@ class _Gen(ExprGen):
                                for d in range(len(red) - 1))
             self.emit(f"const int64_t x{vi}_{len(red) - 2} = {terms};")
 
-    def _gen_shared_reduce(self, i: int, a: int, red: list[str], acc: str, init: str,
+    def _gen_shared_reduce(self, a: int, red: list[str], acc: str, init: str,
                            comb: str, upd: str, nan: bool) -> None:
         """One big row's reduction shared by the threads, with the answer of one thread:
         every block of SUM_BLOCK elements (per index of the outer reduced dims) is reduced
