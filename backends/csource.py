@@ -125,7 +125,7 @@ def helper_text(headers: list[str]) -> str:
 # the float helpers the records name (bz_sigmoid -> "sigmoid"); integer ones are INT_HELPERS's
 _FLOAT_HELPER_OF = {h: h[3:] for op in OPS.values() for h in op.helpers
                     if h[3:] not in INT_HELPERS | RANDOM_HELPERS}
-_FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p")}
+_FLOAT_HELPER_NEEDS = {"sigmoid": ("exp",), "logaddexp": ("exp", "log1p"), "fpow": ("pow",)}
 
 
 class Needs:

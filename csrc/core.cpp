@@ -651,6 +651,7 @@ void cuda_synchronize() {
 NB_MODULE(_core, m) {
     register_element_access(m);
     register_functions(m);
+    register_vmath(m);
     m.doc() = "braze native extension: host facts, generated-kernel loading and launching, NVRTC and the CUDA driver (both dlopened at run time).";
     m.def("cpu_features", &cpu_features,
           "ISA features of the host CPU, e.g. ['sse2', 'avx2', 'fma', ...].");

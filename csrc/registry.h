@@ -11,3 +11,7 @@ void register_element_access(nanobind::module_& m);
 // braze._core.ElementwiseFunction: braze's elementwise functions, answering numpy
 // scalars without a Python call (functions.cpp).
 void register_functions(nanobind::module_& m);
+
+// braze._core.vmath_apply / vmath_functions: the numpy tier's transcendental functions,
+// computed by the generated kernels' own code (vmath.cpp).
+void register_vmath(nanobind::module_& m);

@@ -539,7 +539,8 @@ def test_generated_source_is_minimal_and_shape_free() -> None:
     g = codegen.generate(s.kernels[0])
     assert "#include <cstdint>" in g.source
     assert "<vector>" not in g.source and "<complex>" not in g.source
-    assert "3000" not in g.source and "1000" not in g.source  # sizes are arguments
+    body = g.source.split("(void** bufs, const int64_t* args) {")[1]
+    assert "3000" not in body and "1000" not in body  # sizes are arguments
     assert "fast-math" not in " ".join(build.FLAGS)
     assert g.symbol.startswith("bz_") and f"void {g.symbol}(void** bufs" in g.source
 
@@ -827,7 +828,9 @@ def test_build_failure_falls_back_to_numpy_with_exactly_one_warning(tmp_path, mo
     s, _ = compile_graph([(bz.tanh(x * 2.0) + 1.0)._node])
     assert s.kernels[0].name in msgs[0]
     for scale, r in zip((2.0, 3.0, 4.0), results):
-        np.testing.assert_allclose(r, np.tanh(data * scale) + 1.0, rtol=1e-6)
+        # tanh within 1 ulp of its value near -1 (numpy's float32 tanh is 1 ulp off for some
+        # of these inputs; braze's is correctly rounded there), which the +1 cancels
+        np.testing.assert_allclose(r, np.tanh(data * scale) + 1.0, rtol=1e-6, atol=2**-24)
     assert cpu.stats["native"] == 0 and cpu.stats["numpy"] == 3
 
 

@@ -38,6 +38,7 @@ SHIM = Path(__file__).parent / "mslshim"
 EMU = KERNELS.parent / "emulator_kernels"
 PRELUDES = ("cpu_prelude.h", "cuda_prelude.h", "metal_prelude.h")
 PRELUDE_HEADERS = ("prelude.h",)  # included by every prelude (compiled with each of them)
+CPU_PRELUDE_HEADERS = ("cpu_bits.h", "bzmath.h")  # included by cpu_prelude.h (and vmath.cpp)
 SHARED = ("half.h", "bfloat16.h", "bitcast.h", "int_ops.h", "float_ops.h", "random.h")
 HEADERS = {"cpu": SHARED + ("stream.h",), "cuda": SHARED + ("reduce.h",),
            "metal": SHARED + ("reduce.h",)}
@@ -154,7 +155,8 @@ def test_header_compiles_after_the_cuda_prelude_behind_the_emulator_shim(header:
 
 def test_every_header_is_compiled_by_this_test() -> None:
     files = {p.name for p in KERNELS.iterdir() if p.suffix == ".h"}
-    assert files == set(PRELUDES + PRELUDE_HEADERS) | {h for hs in HEADERS.values() for h in hs}
+    assert files == set(PRELUDES + PRELUDE_HEADERS + CPU_PRELUDE_HEADERS) | {
+        h for hs in HEADERS.values() for h in hs}
 
 
 def test_headers_are_clang_format_clean() -> None:

@@ -57,9 +57,13 @@ shifts), integer powers with negative exponents give 0 / +-1. Complex dtypes and
 anything else without a C expression raise :class:`Unsupported`: the backend then
 runs that kernel with the numpy executor.
 
-Transcendentals vectorize without ``-ffast-math`` by declaring glibc's libmvec
-variants (``#pragma omp declare simd notinbranch``), for the functions the host's
-glibc has (see ``shared/recipes/vector-math.md``).
+Transcendentals: braze's own exp, expm1, log, log1p and tanh (``kernels/bzmath.h``,
+:data:`OWN_MATH`) vectorize inline and give the bits of the numpy tier (which computes them
+with the same code, ``graph/ops/libm.py``); the other libm functions are the C library's
+scalar ones, which the numpy tier calls too. ``BRAZE_DETERMINISTIC=0`` trades that for speed:
+every libm function with a glibc libmvec variant is declared ``#pragma omp declare simd
+notinbranch`` and vectorizes through libmvec (``shared/recipes/vector-math.md``), whose
+results differ from the scalar ones by a few ulp, and by an element's position in a loop.
 
 A kernel's text: the C++ prelude (``backends/kernels/cpu_prelude.h``: ``<cstdint>``, the
 OpenMP and malloc declarations, the helper vocabulary), the libm declarations, the shared
@@ -70,8 +74,10 @@ streaming stores (``stream.h``) where it tiles its outputs, then the function.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
+from ... import _core
 from ...graph.kernel import Kernel
 from ...graph.ops import OPS
 from ..csource import (
@@ -134,6 +140,30 @@ def glibc_version() -> tuple[int, int] | None:
         return None
 
 
+# braze's own functions (bzmath.h), by the extension that computes them for the numpy tier
+OWN_MATH = frozenset(n for n, (_, own) in _core.vmath_functions().items() if own)
+_OWN_CALL = re.compile(r"\b(" + "|".join(sorted(OWN_MATH, key=len, reverse=True)) + r")f?\(")
+
+
+def deterministic() -> bool:
+    """Kernels give the numpy tier's bits (``BRAZE_DETERMINISTIC``, default on): braze's
+    own math and scalar libm, never libmvec's vector variants.
+
+    >>> deterministic() == (os.environ.get("BRAZE_DETERMINISTIC", "1") != "0")
+    True
+    """
+    return os.environ.get("BRAZE_DETERMINISTIC", "1") != "0"
+
+
+def own_calls(body: str) -> str:
+    """The libm calls of a kernel body to braze's own functions (overloaded bzm_ names).
+
+    >>> own_calls("v2 = expf(v1) + log1p(v0) + exp2f(v1);")
+    'v2 = bzm_exp(v1) + bzm_log1p(v0) + exp2f(v1);'
+    """
+    return _OWN_CALL.sub(lambda m: f"bzm_{m.group(1)}(", body)
+
+
 def libmvec_functions() -> frozenset[str]:
     """libm functions whose libmvec vector variants the host has (x86-64 glibc only)."""
     if os.uname().machine not in ("x86_64", "AMD64") or os.environ.get("BRAZE_NO_LIBMVEC"):
@@ -152,13 +182,15 @@ PRELUDE = prelude("cpu")
 class _Needs(Needs):
     """The shared helper/libm tracking, rendered as C++ for the host compiler."""
 
-    def text(self, mvec: frozenset[str], stream: bool) -> str:
+    def text(self, mvec: frozenset[str], own: frozenset[str], stream: bool) -> str:
         """The libm declarations (``omp declare simd`` for those in ``mvec``: libmvec has
-        vector variants), then the helper headers (``stream``: with the streaming stores)."""
+        vector variants; none for braze's ``own``), then the helper headers (``stream``:
+        with the streaming stores)."""
         out = []
-        if self.libm:
+        libm = sorted((fn, ct) for fn, ct in self.libm if fn not in own)
+        if libm:
             out.append('extern "C" {\n')
-            for fn, ct in sorted(self.libm):
+            for fn, ct in libm:
                 f = "f" if ct == "float" else ""
                 params = ", ".join([ct] * LIBM[fn])
                 if fn in mvec:
@@ -228,7 +260,12 @@ class _Gen(ExprGen):
         else:
             self.gen_rows(dims)
         body = "\n".join(self.lines)
-        helpers = self.needs.text(libmvec_functions(), bool(self.tiled))
+        if deterministic():
+            own, mvec = OWN_MATH, frozenset[str]()
+            body = own_calls(body)
+        else:
+            own, mvec = frozenset(), libmvec_functions()
+        helpers = self.needs.text(mvec, own, bool(self.tiled))
         sig = ('extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL('
                "void** bufs, const int64_t* args) {")
         return f"{PRELUDE}{helpers}{sig}\n{body}\n}}\n"

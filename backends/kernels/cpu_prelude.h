@@ -19,23 +19,19 @@ extern "C" void free(void*);
 #define BZ_RINTF __builtin_rintf
 #define BZ_RINT __builtin_rint
 #define BZ_BITCAST(D, s) bz_bitcast<D>(s)
-template <class D, class S>
-BZ_FN D bz_bitcast(S s) {
-    D d;
-    __builtin_memcpy(&d, &s, sizeof d);
-    return d;
-}
-BZ_FN uint32_t bz_fbits(float f) { return bz_bitcast<uint32_t>(f); }
-BZ_FN float bz_ffrom(uint32_t u) { return bz_bitcast<float>(u); }
-BZ_FN uint64_t bz_dbits(double d) { return bz_bitcast<uint64_t>(d); }
-BZ_FN double bz_dfrom(uint64_t u) { return bz_bitcast<double>(u); }
+#include "cpu_bits.h"
 template <class T>
 BZ_FN bool bz_isinf(T x) {
     return __builtin_isinf(x);
 }
-// the math of the helpers, overloaded on float and double (GCC builtins: they vectorize
-// through libmvec where the kernel declares the libm function `omp declare simd`)
+// braze's own exp, expm1, log, log1p, tanh (the same bits in every tier); the other math of
+// the helpers, overloaded on float and double, is GCC's builtins
+#include "bzmath.h"
+#define BZ_OWN_EXP 1
+BZ_FN float bz_exp(float x) { return bzm_exp(x); }
+BZ_FN double bz_exp(double x) { return bzm_exp(x); }
+BZ_FN float bz_log1p(float x) { return bzm_log1p(x); }
+BZ_FN double bz_log1p(double x) { return bzm_log1p(x); }
 #define BZ_LIBM_F(name) __builtin_##name##f
 #define BZ_LIBM_D(name) __builtin_##name
 #include "prelude.h"
-BZ_LIBM_1(log1p)

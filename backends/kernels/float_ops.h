@@ -7,6 +7,13 @@ BZ_FN T bz_sigmoid(T x) {
     const T e = bz_exp(-bz_fabs(x));
     return x >= 0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
 }
+// x ** y with the answers of the exponents braze's identities rewrite (x * x, 1, 1 / x:
+// graph/passes/identities.py), so a rewrite never changes a result (libm's pow(sNaN, 0) is
+// NaN, and powf is not always correctly rounded)
+template <class T>
+BZ_FN T bz_fpow(T x, T y) {
+    return y == 0 ? (T)1 : (y == 2 ? x * x : (y == -1 ? (T)1 / x : bz_pow(x, y)));
+}
 template <class T>
 BZ_FN T bz_fsign(T x) {
     return x > 0 ? (T)1 : (x < 0 ? (T)-1 : (x == 0 ? (T)0 : x));

@@ -23,11 +23,14 @@
 #endif
 // (bz_log1p: the preludes with a libm log1p define it with BZ_LIBM_1; MSL has none, and
 // metal_prelude.h writes its own)
+#ifndef BZ_OWN_EXP  // (cpu_prelude.h: braze's own, bzmath.h)
 BZ_LIBM_1(exp)
+#endif
 BZ_LIBM_1(fabs)
 BZ_LIBM_1(floor)
 BZ_LIBM_2(fmod)
 BZ_LIBM_2(copysign)
+BZ_LIBM_2(pow)
 // BZ_NEXTAFTER16(name, to16, from16, same) defines float name(float x, float y): nextafter in a
 // 16-bit float format (half.h's float16, bfloat16.h's bfloat16) whose bits to16(float) and
 // from16(uint16_t) convert; `same` is what x == y returns (x: numpy's npy_half_nextafter;

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
+from . import libm as lm
 from .record import OPS, OpDef, declare  # noqa: F401  (OPS: doctest)
 
 # costs (see OpDef.cost): one scale for fusion and the generators
@@ -67,9 +68,17 @@ def _mx_signbit(mx: Any, x: Any) -> Any:
     return x.view(mx.int64 if x.dtype == mx.float64 else mx.int32) < 0
 
 
-def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """x ** y for integers without numpy's error on negative exponents (result 0, or +-1)."""
-    if not dt.is_integer(x.dtype) or not np.any(y < 0):
+def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x ** y: floats as float_ops.h's bz_fpow; integers without numpy's error on negative
+    exponents (result 0, or +-1)."""
+    if x.dtype.kind == "f":  # float_ops.h's bz_fpow
+        x, y = _typed(x, y)
+        one = np.ones((), x.dtype)
+        return np.where(y == 0, one, np.where(y == 2, x * x, np.where(y == -1, one / x,
+                                                                       lm.pow(x, y))))
+    if not dt.is_integer(x.dtype):
+        return np.power(x, y)
+    if not np.any(y < 0):
         return np.power(x, y)
     neg = y < 0
     out = np.power(x, np.where(neg, 0, y).astype(y.dtype))
@@ -88,8 +97,9 @@ def _sign(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # Two-branch form: never overflows exp, exact 0/1 at the ends.
-    e = np.exp(-np.abs(x))
+    # Two-branch form: never overflows exp, exact 0/1 at the ends (float_ops.h's bz_sigmoid)
+    (x,) = _typed(x)
+    e = lm.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
 
@@ -141,6 +151,39 @@ def _tanh(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _typed(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Operands in their compute dtype (float64 if one is, else float32), as the kernels
+    compute ``cast="float"`` ops."""
+    d = np.float64 if any(x.dtype == np.float64 for x in xs) else np.float32
+    return tuple(np.asarray(x, d) for x in xs)
+
+
+def _logaddexp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """float_ops.h's bz_logaddexp with the kernels' exp and log1p."""
+    x, y = _typed(x, y)
+    t = x - y
+    ln2 = np.asarray(0.693147180559945309417232121458176568, x.dtype)
+    return np.where(x == y, x + ln2, np.where(t > 0, x + lm.log1p(lm.exp(-t)), np.where(
+        t <= 0, y + lm.log1p(lm.exp(t)), t)))
+
+
+def _logaddexp2(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The C expression of logaddexp2 (_LOGADDEXP2: numpy's npy_logaddexp2) with the
+    kernels' log1p and exp2."""
+    x, y = _typed(x, y)
+    t = x - y
+    one, log2e = np.asarray(1, x.dtype), np.asarray(1.4426950408889634, x.dtype)
+    return np.where(x == y, x + one, np.where(t > 0, x + log2e * lm.log1p(lm.exp2(-t)), np.where(
+        t <= 0, y + log2e * lm.log1p(lm.exp2(t)), t)))
+
+
+def _sinc(x: np.ndarray) -> np.ndarray:
+    """The C expression of sinc: 1 at 0, else sin(pi x) / (pi x), with the kernels' sin."""
+    (x,) = _typed(x)
+    px = np.asarray(3.14159265358979323846, x.dtype) * x
+    return np.where(x == 0, np.asarray(1, x.dtype), lm.sin(px) / px)
+
+
 def _floor_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """numpy's floor_divide with the standard's infinity cases: inf // finite is a signed
     inf (numpy: NaN) and finite // inf is a signed zero (numpy: -1 for opposite signs)."""
@@ -166,11 +209,26 @@ def _float1(name: str, ref: Callable[..., Any], summary: str, example: tuple[str
             mlx_bridge: str = "never", msl_native: bool = True,
             c: Mapping[str, str] | None = None, real_ref: Callable[..., Any] | None = None
             ) -> OpDef:
-    """A unary floating op computed by libm ``name{f}`` (integer inputs in float32)."""
+    """A unary floating op computed by libm ``name{f}`` (integer inputs in float32); its
+    reference computes real operands with the kernels' function (graph/ops/libm.py) and
+    complex ones with ``ref``."""
+    if libm:
+        ref = _libm_ref(name, ref)
+        real_ref = ref if real_ref is not None else None
     return _ew(name, 1, ref, "numeric", cast="float", summary=summary, example=example,
                cost=cost, c=c or {"f": f"{name}{{f}}({{0}})"}, libm=_lm(name) if libm else (),
                msl_native=msl_native, mlx=_mx(mlx or name), mlx_bridge=mlx_bridge,
                real_ref=real_ref)
+
+
+def _libm_ref(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
+    """The reference of a libm op: :func:`libm.apply` (the kernels' math on real operands,
+    ``fallback`` on complex ones)."""
+    def ref(*xs: Any) -> Any:
+        return lm.apply(name, fallback, *xs)
+
+    ref.__name__ = ref.__qualname__ = name
+    return ref
 
 
 # ---------------------------------------------------------------- unary, floating
@@ -298,10 +356,10 @@ _ew("remainder", 2, np.remainder, "real_numeric", summary="x1 mod x2 (sign of x2
        "u": "({1} == 0 ? ({T})0 : ({T})({0} % {1}))"},
     helpers=("bz_pymod", "bz_irem"), cost=TRANSCENDENTAL,
     example=("bz.remainder(bz.asarray([7, -7]), 3)", "[1, 2]"), mlx_bridge="always")
-_ew("pow", 2, _int_power, summary="x1 ** x2",
-    c={"f": "pow{f}({0}, {1})", "i": "bz_ipow<{T}, {U}>({0}, {1})",
+_ew("pow", 2, _power, summary="x1 ** x2",
+    c={"f": "bz_fpow({0}, {1})", "i": "bz_ipow<{T}, {U}>({0}, {1})",
        "u": "bz_ipow<{T}, {U}>({0}, {1})"},
-    helpers=("bz_ipow",), libm=_lm("pow", 2), cost=TRANSCENDENTAL,
+    helpers=("bz_ipow", "bz_fpow"), libm=_lm("pow", 2), cost=TRANSCENDENTAL,
     example=("bz.pow(bz.asarray([2, 3]), 3)", "[8, 27]"),
     mlx=_mx("power"), mlx_bridge="int")  # integer pow: negative exponents, overflow
 _ew("maximum", 2, np.maximum, "real", summary="larger of x1, x2 (NaN propagates)",
@@ -314,10 +372,10 @@ _ew("minimum", 2, np.minimum, "real", summary="smaller of x1, x2 (NaN propagates
     helpers=("bz_fmin",), exact_on_low=True,
     example=("bz.minimum(bz.asarray([1.0, float('nan')]), 2.0)", "[1.0, nan]"),
     mlx=_mx("minimum"))
-_ew("atan2", 2, np.arctan2, "real_floating", cast="float", summary="angle of (x2, x1)",
+_ew("atan2", 2, lm.atan2, "real_floating", cast="float", summary="angle of (x2, x1)",
     c={"f": "atan2{f}({0}, {1})"}, libm=_lm("atan2", 2), cost=TRANSCENDENTAL,
     example=("bz.atan2(bz.asarray([0.0, -0.0]), 1.0)", "[0.0, -0.0]"), mlx=_mx("arctan2"))
-_ew("hypot", 2, np.hypot, "real_floating", cast="float",
+_ew("hypot", 2, lm.hypot, "real_floating", cast="float",
     summary="sqrt(x1**2 + x2**2) without overflow", c={"f": "hypot{f}({0}, {1})"},
     libm=_lm("hypot", 2), cost=TRANSCENDENTAL, msl_native=False,
     example=("bz.hypot(bz.asarray([3.0, float('inf')]), 4.0)", "[5.0, inf]"),
@@ -332,7 +390,7 @@ _ew("nextafter", 2, _nextafter, "real_floating", cast="float",
     exact_on_low=True, cost=MEDIUM, msl_native=False, exact_dtype=True,
     example=("bz.nextafter(bz.asarray([0.0]), 1.0)", "[1.401298464324817e-45]"),
     mlx_bridge="always")
-_ew("logaddexp", 2, np.logaddexp, "real_floating", cast="float",
+_ew("logaddexp", 2, _logaddexp, "real_floating", cast="float",
     summary="log(exp(x1) + exp(x2))", c={"f": "bz_logaddexp({0}, {1})"},
     helpers=("bz_logaddexp",), cost=2 * TRANSCENDENTAL,
     example=("bz.logaddexp(bz.asarray([0.0, -1000.0]), 0.0)", "[0.6931471824645996, 0.0]"),
@@ -376,7 +434,7 @@ for _name, _c, _domain in [
 # Each is this one record (plus its tests): the layers pick the facts up from here.
 _float1("exp2", np.exp2, "2 raised to x", ("bz.exp2(bz.asarray([3.0, -1.0]))", "[8.0, 0.5]"),
         mlx_bridge="always")  # MLX has no exp2; power(2, x) rounds differently
-_ew("sinc", 1, np.sinc, "real_floating", cast="float",
+_ew("sinc", 1, _sinc, "real_floating", cast="float",
     summary="normalized sinc: sin(pi x) / (pi x), 1 at 0",
     c={"f": "({0} == 0 ? ({T})1 : sin{f}(({T})3.14159265358979323846 * {0})"
             " / (({T})3.14159265358979323846 * {0}))"},
@@ -389,7 +447,7 @@ _ew("sinc", 1, np.sinc, "real_floating", cast="float",
 _LOGADDEXP2 = ("({0} == {1} ? {0} + ({T})1 : ({0} - {1} > 0 ? {0} + ({T})1.4426950408889634"
                " * log1p{f}(exp2{f}({1} - {0})) : ({0} - {1} <= 0 ? {1} + ({T})1.4426950408889634"
                " * log1p{f}(exp2{f}({0} - {1})) : {0} - {1})))")
-_ew("logaddexp2", 2, np.logaddexp2, "real_floating", cast="float",
+_ew("logaddexp2", 2, _logaddexp2, "real_floating", cast="float",
     summary="log2(2**x1 + 2**x2) without overflow", c={"f": _LOGADDEXP2},
     libm=(("log1p", 1), ("exp2", 1)), cost=2 * TRANSCENDENTAL,
     example=("bz.logaddexp2(bz.asarray([1.0, -2000.0]), 1.0)", "[2.0, 1.0]"),

@@ -1,0 +1,162 @@
+// braze's own transcendental functions, float and double: the same bits wherever they run.
+//
+// The generated CPU kernels call these (backends/cpu/codegen.py OWN_MATH) and so does the
+// numpy tier, through braze._core (csrc/vmath.cpp, graph/ops/libm.py): a program gives the
+// same result whether its first sight runs op by op, a compiled kernel runs it, at any thread
+// count and in the vector body or the scalar tail of a loop. That holds because every step is
+// an IEEE-exact operation (+ - * / on float or double, comparisons, bit moves) compiled with
+// -ffp-contract=off: no FMA contraction, no libm call, no table lookup; branch-free (selects)
+// so that `omp simd` loops vectorize them. The polynomials are truncated Taylor series (exact
+// rational coefficients, no fitting) on reduced arguments; the error bounds are measured
+// against numpy's float64/longdouble in tests/test_libm.py.
+//
+// The float versions compute in double and round once, so they are nearly correctly rounded.
+// Written in the vocabulary of cpu_prelude.h (BZ_FN, bz_dbits, bz_dfrom).
+
+// 2^k for an integer-valued double k in [-1022, 1023]: k + 1023 lands in the low bits of
+// 2^52 + k + 1023, and the shift moves them into the exponent field (no double -> int64
+// conversion: AVX2 and SSE2 have none in vector form)
+BZ_FN double bzm_pow2i(double k) { return bz_dfrom(bz_dbits(k + 4503599627371519.0) << 52); }
+// the value of the integer u < 2^52 as a double (the same trick the other way round)
+BZ_FN double bzm_u2d(uint64_t u) {
+    return bz_dfrom(u | 0x4330000000000000ull) - 4503599627370496.0;
+}
+// the integer nearest x for |x| < 2^51, as a double (adding 1.5 * 2^52 rounds to nearest)
+BZ_FN double bzm_round(double x) { return (x + 6755399441055744.0) - 6755399441055744.0; }
+
+#define BZM_LN2_HI 6.93147180369123816490e-01  // ln 2 in 32 bits: k * LN2_HI is exact
+#define BZM_LN2_LO 1.90821492927058770002e-10  // ln 2 - LN2_HI
+#define BZM_LN2 0.693147180559945309417232121458176568
+#define BZM_LOG2E 1.44269504088896340735992468100189214
+
+// exp(r) - 1 - r for |r| <= ln(2) / 2 as r^2 (1/2! + r/3! + ... + r^(N-2)/N!), Horner
+template <int N>
+BZ_FN double bzm_expm1_tail(double r) {
+    double q = 1.0;
+    double c = 1.0;
+    for (int n = 2; n <= N; n++) c *= n;  // N! (constant-folded)
+    q = 1.0 / c;
+    for (int n = N - 1; n >= 2; n--) {
+        c /= n + 1;  // n!
+        q = q * r + 1.0 / c;
+    }
+    return r * r * q;
+}
+
+// exp: x = k ln2 + r, exp(x) = 2^k (1 + r + tail(r)); N: the series' degree. With `exact`,
+// the sums 1 + (r + tail) carry their rounding errors (Fast2Sum: |a| >= |b|, s = a + b,
+// err = b - (s - a)), so only the last addition rounds: within 0.52 ulp (exp(1) is e).
+template <int N, bool exact>
+BZ_FN double bzm_exp_core(double x) {
+    const double xc = x != x ? 0.0 : (x < -746.0 ? -746.0 : (x > 710.0 ? 710.0 : x));
+    const double kd = bzm_round(xc * BZM_LOG2E);
+    const double hi = xc - kd * BZM_LN2_HI, lo = kd * BZM_LN2_LO, r = hi - lo;
+    const double t = bzm_expm1_tail<N>(r);
+    double y;
+    if (exact) {
+        const double rc = (hi - r) - lo;                       // r + rc = hi - lo
+        const double s = r + t, s_lo = t - (s - r);            // s + s_lo = r + t
+        const double y_hi = 1.0 + s, y_lo = s - (y_hi - 1.0);  // y_hi + y_lo = 1 + s
+        y = y_hi + (y_lo + (s_lo + rc * (1.0 + s)));
+    } else {
+        y = 1.0 + (r + t);
+    }
+    const double k1 = __builtin_floor(kd * 0.5);  // two steps: 2^k for k in [-1076, 1024]
+    const double out = y * bzm_pow2i(k1) * bzm_pow2i(kd - k1);
+    return x != x ? x : out;
+}
+BZ_FN double bzm_exp(double x) { return bzm_exp_core<13, true>(x); }
+BZ_FN float bzm_exp(float x) { return (float)bzm_exp_core<8, false>(x); }
+
+// expm1(x) = 2^k (1 + e) - 1 = (2^k - 1) + 2^k e, e = expm1(r) corrected for r's rounding.
+// |x| < 0.7 keeps k = 0 (r = x exactly): with k = +-1 there, (2^k - 1) + 2^k e cancels.
+// bzm_expm1_parts gives p = 2^k and e for k <= 56 (tanh uses both); N: the series' degree
+template <int N>
+BZ_FN double bzm_expm1_parts(double xc, double* p, double* kd) {
+    *kd = __builtin_fabs(xc) < 0.7 ? 0.0 : bzm_round(xc * BZM_LOG2E);
+    const double hi = xc - *kd * BZM_LN2_HI, lo = *kd * BZM_LN2_LO, r = hi - lo;
+    const double c = (hi - r) - lo;  // r + c = hi - lo (c = 0 when k = 0)
+    const double e = r + bzm_expm1_tail<N>(r);
+    *p = bzm_pow2i(*kd < 1000.0 ? *kd : 1000.0);  // (a k above 56 only selects the far path)
+    return e + c * (1.0 + e);
+}
+template <int N>
+BZ_FN double bzm_expm1_core(double x) {
+    const double xc = x != x ? 0.0 : (x < -40.0 ? -40.0 : (x > 710.0 ? 710.0 : x));
+    double p, kd;
+    const double e = bzm_expm1_parts<N>(xc, &p, &kd);
+    const double k1 = __builtin_floor(kd * 0.5);
+    const double near = (p - 1.0) + p * e;                                    // k <= 56
+    const double far = (1.0 + e) * bzm_pow2i(k1) * bzm_pow2i(kd - k1) - 1.0;  // 2^k >> 1
+    const double out = kd > 56.0 ? far : near;
+    return (x != x || x == 0) ? x : out;  // NaN, and the sign of a zero
+}
+BZ_FN double bzm_expm1(double x) { return bzm_expm1_core<17>(x); }
+BZ_FN float bzm_expm1(float x) { return (float)bzm_expm1_core<11>(x); }
+
+// log(1 + f) for 1 + f = m in [sqrt(2)/2, sqrt(2)): with s = f / (2 + f),
+// log(1 + f) = 2 atanh(s) = f - f^2/2 + s (f^2/2 + R), R = sum_{n=1..N} 2 s^2n / (2n + 1)
+template <int N>
+BZ_FN double bzm_log1pf_core(double f) {
+    const double s = f / (2.0 + f), z = s * s;
+    double R = 2.0 / (2 * N + 1);
+    for (int n = N - 1; n >= 1; n--) R = R * z + 2.0 / (2 * n + 1);
+    R *= z;
+    const double hfsq = 0.5 * f * f;
+    return f - (hfsq - s * (hfsq + R));
+}
+// u = 2^k m, m in [sqrt(2)/2, sqrt(2)), for positive finite u (subnormals scaled first)
+BZ_FN double bzm_split(double u, double* kd) {
+    const bool sub = u < 2.2250738585072014e-308;
+    const uint64_t b = bz_dbits(sub ? u * 18014398509481984.0 : u);  // 2^54
+    const uint64_t mant = b & 0xFFFFFFFFFFFFFull;
+    const bool high = mant > 0x6A09E667F3BCDull;  // m >= sqrt(2): halve m
+    *kd = bzm_u2d(b >> 52) - (high ? 1022.0 : 1023.0) - (sub ? 54.0 : 0.0);
+    return bz_dfrom(mant | (high ? 0x3FE0000000000000ull : 0x3FF0000000000000ull));
+}
+// the special values of log and log1p at the argument u (= 1 + x for log1p)
+BZ_FN double bzm_log_special(double u, double out) {
+    return u != u ? u
+                  : (u < 0 ? __builtin_nan("")
+                           : (u == 0 ? -__builtin_inf() : (u == __builtin_inf() ? u : out)));
+}
+template <int N>
+BZ_FN double bzm_log_core(double x) {
+    double kd;
+    const double m = bzm_split(x > 0 && x < __builtin_inf() ? x : 1.0, &kd);
+    const double out = kd * BZM_LN2_HI + (bzm_log1pf_core<N>(m - 1.0) + kd * BZM_LN2_LO);
+    return bzm_log_special(x, out);
+}
+BZ_FN double bzm_log(double x) { return bzm_log_core<10>(x); }
+BZ_FN float bzm_log(float x) { return (float)bzm_log_core<5>(x); }
+
+// log1p: u = 1 + x rounded, 1 + x = u + c exactly; log1p(x) = log(u) + c / u
+template <int N>
+BZ_FN double bzm_log1p_core(double x) {
+    const double u = 1.0 + x;
+    const double c = u > 2.0 ? 1.0 - (u - x) : x - (u - 1.0);
+    double kd;
+    const bool ok = u > 0 && u < __builtin_inf();
+    const double m = bzm_split(ok ? u : 1.0, &kd);
+    const double out =
+        kd * BZM_LN2_HI + (bzm_log1pf_core<N>(m - 1.0) + (kd * BZM_LN2_LO + c / (ok ? u : 1.0)));
+    return x == 0 ? x : bzm_log_special(u, out);
+}
+BZ_FN double bzm_log1p(double x) { return bzm_log1p_core<10>(x); }
+BZ_FN float bzm_log1p(float x) { return (float)bzm_log1p_core<5>(x); }
+
+// tanh |x| from t = expm1(-2|x|) = (p - 1) + p e: -t / (t + 2) for |x| < 0.55, and
+// 1 - 2 E / (1 + E) with E = exp(-2|x|) = p + p e above (no cancellation near 1); the sign
+// copied back (keeps -0)
+template <int N>
+BZ_FN double bzm_tanh_core(double x) {
+    const double a = __builtin_fabs(x);
+    double p, kd;
+    const double e = bzm_expm1_parts<N>(-2.0 * (a < 20.0 ? a : 20.0), &p, &kd);
+    const double t = (p - 1.0) + p * e, E = p + p * e;
+    const double small = -t / (t + 2.0), big = 1.0 - 2.0 * E / (1.0 + E);
+    const double y = a < 3.7252902984e-09 ? a : (a < 0.55 ? small : (a > 22.0 ? 1.0 : big));
+    return x != x ? x : __builtin_copysign(y, x);
+}
+BZ_FN double bzm_tanh(double x) { return bzm_tanh_core<17>(x); }
+BZ_FN float bzm_tanh(float x) { return (float)bzm_tanh_core<11>(x); }
