@@ -31,6 +31,7 @@ from ..graph.ir import trace
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule
 from ..graph.node import Node
 from ..graph.ops import OPS, PARAMETER, mean_ref, reference_eval
+from ..graph.ops.reductions import blocked_reduce
 from ..graph.view import View
 
 # A native library-op implementation: (attrs, out_dtype, *inputs) -> result array.
@@ -406,6 +407,8 @@ def _reduce(name: str, x: np.ndarray, axes: tuple[int, ...], n_outer: int,
         r = f(flat, axis=-1)
         return r.reshape(r.shape + (1,) * len(axes)).astype(dtype)
     acc = np.float32 if dtype in _LOW else dtype
+    if name in ("sum", "prod") and np.dtype(acc).kind == "f":  # the kernels' order
+        return blocked_reduce(x, axes, True, np.dtype(acc), prod=name == "prod")
     if name == "sum":
         # keepdims=True: always an array (numpy's stubs allow a scalar here)
         return np.sum(x, axis=axes, keepdims=True, dtype=acc)  # type: ignore[return-value]

@@ -75,11 +75,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import _core
 from ...graph.kernel import Kernel
 from ...graph.ops import OPS
+from ...graph.ops.reductions import SUM_BLOCK, SUM_LANES
 from ..csource import (
     COST,
     CTYPE,
@@ -100,7 +102,8 @@ from ..csource import (
 __all__ = ["GeneratedKernel", "Unsupported", "generate", "kernel_args", "kernel_slots"]
 
 PARALLEL_WORK = 1 << 17  # cost-weighted elements below which a kernel stays single-threaded
-SUM_BLOCK = 1024  # blocked summation: simd partial sums over blocks, then across blocks
+# braze's summation order (graph/ops/reductions.py): blocks of SUM_BLOCK elements of the
+# flattened reduced index, SUM_LANES lanes in each, block partials added in order
 TILE = 1024  # contiguous outputs are computed in tiles of this many elements, then copied
 STREAM_BYTES = 16 << 20  # ... with non-temporal (streaming) stores above this output size
 ROW_CACHE_BYTES = 1 << 20  # rows up to this size keep expensive values for later passes
@@ -443,28 +446,112 @@ class _Gen(ExprGen):
             self.emit(f"bz_acc = bz_acc {comb} {part};")
 
     def _block_partial(self, a: int, acc: str, init: str, comb: str, upd: str, nan: bool,
-                       last: str) -> None:
-        """bz_p (and bz_pn): the reduction of elements [bz_jb, bz_je) of the row."""
-        self.emit(f"const int64_t bz_je = bz_jb + {SUM_BLOCK} < {last} ? bz_jb + {SUM_BLOCK}"
-                  f" : {last};")
+                       red: list[str]) -> None:
+        """bz_p (and bz_pn): the reduction of elements [bz_qb, bz_qe) of the flattened
+        reduced index (row-major over the reduced dims). A float sum or product folds them
+        in braze's order (:data:`~braze.graph.ops.reductions.SUM_LANES` lanes, element q to
+        lane q % 16 in order, then a halving tree), which the numpy tier computes too
+        (``reductions.blocked_reduce``); other reductions are exact in any order."""
+        self.emit(f"const int64_t bz_qe = bz_qb + {SUM_BLOCK} < bz_N ? bz_qb + {SUM_BLOCK}"
+                  " : bz_N;")
+        lanes = comb in ("+", "*") and acc in ("float", "double")
+        last = red[-1]
+        if lanes and len(red) == 1:
+            self._lanes(acc, init, comb, lambda: self.emit_loop_body([a]), f"v{a}", "bz_qb")
+            return
         self.emit(f"{acc} bz_p = ({acc}){init};")
         if nan:
             self.emit("int bz_pn = 0;")
-        self.emit(f"#pragma omp simd reduction({comb}:bz_p)"
-                  + (" reduction(|:bz_pn)" if nan else ""))
-        self.open("for (int64_t j = bz_jb; j < bz_je; ++j)")
+        if lanes:
+            self.emit(f"{acc} bz_tmp[{SUM_BLOCK}] __attribute__((aligned(64)));")
+        if len(red) >= 2:  # runs along the last reduced dim
+            self.open("for (int64_t bz_q = bz_qb; bz_q < bz_qe;)")
+            self.emit(f"const int64_t bz_o = bz_q / {last}, bz_js = bz_q % {last};")
+            self.emit(f"const int64_t bz_jn = {last} - bz_js < bz_qe - bz_q ? {last} - bz_js"
+                      " : bz_qe - bz_q;")
+            self._outer_red_offsets(red, "bz_o")
+            lo, hi = "bz_js", "bz_js + bz_jn"
+        else:
+            lo, hi = "bz_qb", "bz_qe"
+        if lanes:
+            self.emit("#pragma omp simd")
+        else:
+            self.emit(f"#pragma omp simd reduction({comb}:bz_p)"
+                      + (" reduction(|:bz_pn)" if nan else ""))
+        self.open(f"for (int64_t j = {lo}; j < {hi}; ++j)")
         self.emit_loop_body([a])
-        self.emit(upd)
+        if lanes:  # (a run of the block, in order)
+            self.emit(f"bz_tmp[bz_q - bz_qb + (j - bz_js)] = ({acc})(v{a});")
+        else:
+            self.emit(upd)
         if nan:
             self.emit(f"bz_pn |= (v{a} != v{a});")
         self.close()
+        if len(red) >= 2:
+            self.emit("bz_q += bz_jn;")
+            self.close()
+        if lanes:
+            self.emit("{")
+            self._lanes(acc, init, comb, None, "bz_tmp", "bz_qb", out="bz_p2")
+            self.emit("bz_p = bz_p2;")
+            self.emit("}")
+
+    def _lanes(self, acc: str, init: str, comb: str, body: Callable[[], None] | None, value: str,
+               base: str, out: str = "bz_p") -> None:
+        """``acc out``: ``value`` (at element j, after ``body()`` emits what it needs; no body:
+        ``value`` is an array already holding the block) folded over j in [base, bz_qe) into
+        SUM_LANES lanes (j - base to lane (j - base) % SUM_LANES, in order), then a halving
+        tree. Whole groups of SUM_LANES are computed by a vectorized loop into a group
+        buffer and folded as GCC vectors of 16 held in registers (several, so the adds do
+        not wait on each other; a lane array in memory would chain every group through a
+        store); the rest, one element per lane at most, by a vectorized loop."""
+        n, nv = SUM_LANES, SUM_LANES // 16
+        self.emit(f"typedef {acc} bz_lv __attribute__((vector_size(16 * sizeof({acc}))));")
+        for v in range(nv):
+            self.emit(f"bz_lv bz_a{v} = bz_lv{{}} + ({acc}){init};")
+        self.emit(f"{acc} bz_l[{n}] __attribute__((aligned(64)));")
+        self.emit(f"int64_t bz_j0 = {base};")
+        self.open(f"for (; bz_j0 + {n} <= bz_qe; bz_j0 += {n})")
+        loop = self.loop
+        if body is not None:
+            self.emit("#pragma omp simd")
+            self.open(f"for (int64_t bz_u = 0; bz_u < {n}; ++bz_u)")
+            self.emit("const int64_t j = bz_j0 + bz_u;")
+            body()
+            self.emit(f"bz_l[bz_u] = ({acc})({value});")
+            self.close()
+            src = "bz_l"
+        else:
+            src = f"{value} + (bz_j0 - {base})"
+        self.emit("bz_lv bz_g;")
+        for v in range(nv):
+            self.emit(f"__builtin_memcpy(&bz_g, {src} + {16 * v}, sizeof bz_g); "
+                      f"bz_a{v} = bz_a{v} {comb} bz_g;")
+        self.close()
+        for v in range(nv):
+            self.emit(f"__builtin_memcpy(bz_l + {16 * v}, &bz_a{v}, sizeof bz_a{v});")
+        self.emit("#pragma omp simd")
+        self.open("for (int64_t j = bz_j0; j < bz_qe; ++j)")
+        self.loop = loop  # (the same loop of the row, for its cached values)
+        if body is not None:
+            body()
+            self.emit(f"bz_l[j - bz_j0] {comb}= ({acc})({value});")
+        else:
+            self.emit(f"bz_l[j - bz_j0] {comb}= {value}[j - {base}];")
+        self.close()
+        w = n // 2
+        while w:
+            self.emit(f"for (int bz_u = 0; bz_u < {w}; ++bz_u) "
+                      f"bz_l[bz_u] {comb}= bz_l[bz_u + {w}];")
+            w //= 2
+        self.emit(f"const {acc} {out} = bz_l[0];")
 
     def _outer_red_offsets(self, red: list[str], var: str) -> None:
         """j0..j{n-2} and each load's x{vi}_{n-2} for the flat index ``var`` over all
         reduced dims but the last."""
-        self.emit(f"int64_t bz_q = {var};")
+        self.emit(f"int64_t bz_r = {var};")
         for d in reversed(range(len(red) - 1)):
-            self.emit(f"const int64_t j{d} = bz_q % {red[d]}; bz_q /= {red[d]};")
+            self.emit(f"const int64_t j{d} = bz_r % {red[d]}; bz_r /= {red[d]};")
         for vi in range(self.n_loads):
             terms = " + ".join(f"j{d} * {self.sname(vi, self.n_o + d)}"
                                for d in range(len(red) - 1))
@@ -473,24 +560,19 @@ class _Gen(ExprGen):
     def _gen_shared_reduce(self, a: int, red: list[str], acc: str, init: str,
                            comb: str, upd: str, nan: bool) -> None:
         """One big row's reduction shared by the threads, with the answer of one thread:
-        every block of SUM_BLOCK elements (per index of the outer reduced dims) is reduced
-        on its own into a partials array -- in parallel, each block by whichever thread --
-        and the partials are then combined by one thread in block order, exactly as the
-        serial loop does, so no thread count changes a bit of the result."""
-        last = red[-1]
-        outer = " * ".join(red[:-1]) if len(red) >= 2 else "1"
-        self.emit(f"const int64_t bz_nb = ({last} + {SUM_BLOCK - 1}) / {SUM_BLOCK};")
-        self.emit(f"const int64_t bz_nw = ({outer}) * bz_nb;")
+        every block of SUM_BLOCK elements of the flattened reduced index is reduced on its
+        own into a partials array -- in parallel, each block by whichever thread -- and the
+        partials are then combined by one thread in block order, exactly as the serial
+        loop does, so no thread count changes a bit of the result."""
+        self.emit(f"const int64_t bz_nw = (bz_N + {SUM_BLOCK - 1}) / {SUM_BLOCK};")
         self.emit(f"{acc}* bz_part = ({acc}*)malloc(sizeof({acc}) * (bz_nw > 0 ? bz_nw : 1));")
         if nan:
             self.emit("int* bz_partn = (int*)malloc(sizeof(int) * (bz_nw > 0 ? bz_nw : 1));")
         self.emit("#pragma omp parallel for num_threads(bz_nt) schedule(static) "
                   "if(parallel: bz_pi)")
         self.open("for (int64_t bz_w = 0; bz_w < bz_nw; ++bz_w)")
-        if len(red) >= 2:
-            self._outer_red_offsets(red, "bz_w / bz_nb")
-        self.emit(f"const int64_t bz_jb = (bz_w % bz_nb) * {SUM_BLOCK};")
-        self._block_partial(a, acc, init, comb, upd, nan, last)
+        self.emit(f"const int64_t bz_qb = bz_w * {SUM_BLOCK};")
+        self._block_partial(a, acc, init, comb, upd, nan, red)
         self.emit("bz_part[bz_w] = bz_p;")
         if nan:
             self.emit("bz_partn[bz_w] = bz_pn;")
@@ -507,18 +589,12 @@ class _Gen(ExprGen):
     def _gen_serial_reduce(self, a: int, red: list[str], acc: str, init: str, comb: str,
                            upd: str, nan: bool) -> None:
         """A row's reduction by its thread: blocks in order, each combined as it ends."""
-        last = red[-1]
-        if len(red) >= 2:
-            self.open(f"for (int64_t bz_o = 0; bz_o < {' * '.join(red[:-1])}; ++bz_o)")
-            self._outer_red_offsets(red, "bz_o")
-        self.open(f"for (int64_t bz_jb = 0; bz_jb < {last}; bz_jb += {SUM_BLOCK})")
-        self._block_partial(a, acc, init, comb, upd, nan, last)
+        self.open(f"for (int64_t bz_qb = 0; bz_qb < bz_N; bz_qb += {SUM_BLOCK})")
+        self._block_partial(a, acc, init, comb, upd, nan, red)
         self._combine(comb, "bz_p")
         if nan:
             self.emit("bz_nan |= bz_pn;")
         self.close()
-        if len(red) >= 2:
-            self.close()
 
     def gen_element_loop(self, red: list[str]) -> None:
         k = self.k

@@ -37,12 +37,69 @@ def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.d
                          combine=combine))
 
 
+# braze's order for float sums and products, in every tier (the generated kernels:
+# backends/cpu/codegen.py): the reduced axes flattened row-major into one index q, cut into
+# blocks of SUM_BLOCK; in a block, element q goes to lane q % SUM_LANES (lanes start at the
+# identity and fold their elements in order), the lanes then fold by a halving tree (lane l
+# with lane l + 32, then l + 16...); the block partials fold in order from the identity.
+# Independent of the memory layout, the ISA's vector width and the thread count.
+SUM_BLOCK = 1024
+SUM_LANES = 64
+
+
+def blocked_reduce(x: np.ndarray, axes: tuple[int, ...], keepdims: bool, acc: np.dtype,
+                   prod: bool = False) -> np.ndarray:
+    """sum (or product) of ``x`` over ``axes`` in braze's order (above), accumulated in the
+    float dtype ``acc``.
+
+    >>> x = np.float32([1e8] + [1.0] * 31 + [-1e8] + [1.0] * 31)
+    >>> float(blocked_reduce(x, (0,), False, np.dtype(np.float32)))  # the tree: lanes 0 + 32
+    62.0
+    """
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    kept = [d for d in range(x.ndim) if d not in axes]
+    out_shape = tuple(x.shape[d] for d in kept)
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    flat = np.transpose(x, kept + list(axes)).reshape(out_shape + (n,)).astype(acc, copy=False)
+    ident = acc.type(1 if prod else 0)
+    nb = max(1, -(-n // SUM_BLOCK))
+    if nb * SUM_BLOCK != n:
+        pad = np.full(out_shape + (nb * SUM_BLOCK - n,), ident, acc)
+        flat = np.concatenate([flat, pad], axis=-1)
+    blocks = flat.reshape(out_shape + (nb, SUM_BLOCK // SUM_LANES, SUM_LANES))
+    # accumulate: sequential along its axis (never numpy's pairwise summation)
+    fold = np.multiply.accumulate if prod else np.add.accumulate
+    lanes = fold(blocks, axis=-2)[..., -1, :]
+    if not prod:
+        lanes = lanes + ident  # the lanes start at +0: an all -0 lane is +0, as in the kernel
+    w = SUM_LANES // 2
+    while w:
+        lanes = lanes[..., :w] * lanes[..., w:2 * w] if prod else \
+            lanes[..., :w] + lanes[..., w:2 * w]
+        w //= 2
+    parts = lanes[..., 0]
+    total = fold(parts, axis=-1)[..., -1]
+    if not prod:
+        total = total + ident
+    if keepdims:
+        total = total.reshape(tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)))
+    return np.asarray(total)
+
+
 def _sum_ref(x, *, axes, keepdims):
-    return np.sum(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
+    d = sum_dtype(x.dtype)
+    if d.kind == "f":
+        return blocked_reduce(x, axes, keepdims, d)
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=d)
 
 
 def _prod_ref(x, *, axes, keepdims):
-    return np.prod(x, axis=axes, keepdims=keepdims, dtype=sum_dtype(x.dtype))
+    d = sum_dtype(x.dtype)
+    if d.kind == "f":
+        return blocked_reduce(x, axes, keepdims, d, prod=True)
+    return np.prod(x, axis=axes, keepdims=keepdims, dtype=d)
 
 
 _reduce("sum", _sum_ref, "any", sum_dtype,
@@ -54,7 +111,8 @@ def mean_ref(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndar
     n = 1
     for a in axes:
         n *= x.shape[a]
-    total = np.sum(x, axis=axes, keepdims=keepdims)
+    total = blocked_reduce(x, axes, keepdims, x.dtype) if x.dtype.kind == "f" else \
+        np.sum(x, axis=axes, keepdims=keepdims)
     return total / np.asarray(n, dtype=total.real.dtype)
 
 
