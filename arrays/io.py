@@ -233,7 +233,7 @@ def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- gguf
-MODEL_CACHE_VERSION = 1
+MODEL_CACHE_VERSION = 2  # 2: each tensor's file size and CRC-32 in the index
 
 
 def _model_cache_dir(path: str) -> str | None:
@@ -255,18 +255,49 @@ def _load_gguf_cached(path: str, head: bytes, dequantize: bool
     the first load (parsing the file's metadata and repacking take seconds; the cache
     is keyed by path, size and mtime, and written atomically)."""
     where = None if dequantize or head[:4] != GGUF_MAGIC else _model_cache_dir(path)
-    if where is not None and os.path.exists(os.path.join(where, "index.json")):
+    if where is not None and os.path.lexists(where):
         try:
             return _read_model_cache(where)
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged entry: rebuild it below
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            # damaged (truncated, corrupt, half-deleted): rebuilt below, never trusted
+            _warn_model_cache(f"the model cache entry {where} is damaged ({e}); rebuilding it")
+            import shutil
+
+            shutil.rmtree(where, ignore_errors=True)
+            if os.path.lexists(where):
+                try:
+                    os.remove(where)
+                except OSError:
+                    pass
     arrays, meta = _load_gguf(path, head, dequantize)
     if where is not None:
         try:
             _write_model_cache(where, arrays, meta)
-        except (OSError, TypeError, ValueError):
-            pass  # caching is an optimization: an unwritable cache is not an error
+        except (OSError, TypeError, ValueError) as e:
+            # caching is an optimization: this load is simply not cached
+            _warn_model_cache(f"cannot write the model cache at {where} ({e}); "
+                              "this model's repacked tensors are not cached")
     return arrays, meta
+
+
+def _warn_model_cache(message: str) -> None:
+    import warnings
+
+    warnings.warn(f"braze.load: {message}", RuntimeWarning, stacklevel=4)
+
+
+def _file_crc(path: str) -> tuple[int, int]:
+    """(size, CRC-32) of a file: what the model cache checks before trusting an entry
+    (integrity against truncation and corruption; the cache directory is the user's own)."""
+    import mmap
+    import zlib
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return 0, 0
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return size, zlib.crc32(m)
 
 
 def _write_model_cache(where: str, arrays: dict[str, Array], meta: dict[str, Any]) -> None:
@@ -284,7 +315,7 @@ def _write_model_cache(where: str, arrays: dict[str, Array], meta: dict[str, Any
             if data.dtype == dt.bfloat16:
                 data = data.view(np.uint16)
             np.save(os.path.join(tmp, f"{i}.npy"), data)
-            index[name] = [f"{i}.npy", kind]
+            index[name] = [f"{i}.npy", kind, *_file_crc(os.path.join(tmp, f"{i}.npy"))]
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f)
         with open(os.path.join(tmp, "index.json"), "w") as f:  # last: marks it complete
@@ -306,7 +337,9 @@ def _read_model_cache(where: str) -> tuple[dict[str, Array], dict[str, Any]]:
     with open(os.path.join(where, "meta.json")) as f:
         meta = json.load(f)
     arrays = {}
-    for name, (file, kind) in index.items():
+    for name, (file, kind, size, crc) in index.items():
+        if _file_crc(os.path.join(where, file)) != (size, crc):
+            raise ValueError(f"{file} (tensor {name}) does not match its size and CRC-32")
         data = np.load(os.path.join(where, file), mmap_mode="r", allow_pickle=False)
         if kind == "bfloat16":
             data = data.view(dt.bfloat16)

@@ -205,6 +205,65 @@ def test_the_model_cache_gives_the_same_tensors_and_metadata(monkeypatch, tmp_pa
     assert meta2["llama.rope.freq_base"] == meta3["llama.rope.freq_base"]
 
 
+def _damage_truncate(entry) -> None:
+    f = sorted(entry.glob("*.npy"))[3]
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+def _damage_flip(entry) -> None:  # a bit flipped in a tensor's data: same size, wrong bytes
+    f = sorted(entry.glob("*.npy"))[5]
+    b = bytearray(f.read_bytes())
+    b[-7] ^= 0x10
+    f.write_bytes(bytes(b))
+
+
+def _damage_zero_index(entry) -> None:
+    (entry / "index.json").write_bytes(b"")
+
+
+def _damage_delete_tensor(entry) -> None:
+    sorted(entry.glob("*.npy"))[0].unlink()
+
+
+@pytest.mark.parametrize("damage", [_damage_truncate, _damage_flip, _damage_zero_index,
+                                    _damage_delete_tensor])
+def test_a_damaged_model_cache_entry_is_rebuilt_with_one_warning(damage, monkeypatch,
+                                                                 tmp_path) -> None:
+    """Truncated, bit-flipped, zero-length index, a tensor file deleted: the load checks
+    each file's size and CRC-32, warns once, rebuilds the entry and gives the right
+    tensors; the next load uses the rebuilt entry silently."""
+    import warnings
+
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    want = bz.load(MODEL)
+    (entry,) = (tmp_path / "models").iterdir()
+    damage(entry)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = bz.load(MODEL)
+        again = bz.load(MODEL)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "damaged" in msgs[0] and str(entry) in msgs[0], msgs
+    for name in ("token_embd.weight", "blk.0.attn_q.weight", "blk.3.ffn_down.weight",
+                 "output_norm.weight"):
+        if name in want:
+            np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]))
+            np.testing.assert_array_equal(np.asarray(again[name]), np.asarray(want[name]))
+
+
+def test_an_unwritable_model_cache_loads_uncached_with_one_warning(monkeypatch, tmp_path) -> None:
+    import warnings
+
+    (tmp_path / "models").write_text("a file where the models directory should be")
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = bz.load(MODEL)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "cannot write the model cache" in msgs[0], msgs
+    assert "token_embd.weight" in got
+
+
 @pytest.mark.parametrize("module", ["llama", "tokenizer", "numpy_llama", "chat"])
 def test_example_docstrings(models, module) -> None:
     import doctest

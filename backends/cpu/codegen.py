@@ -282,22 +282,33 @@ class _Gen(ExprGen):
                  else self.op_expr(i))
             self.emit(f"const {self.ct(i)} v{i} = {e};")
 
-    def emit_loop_body(self, targets: list[int]) -> None:
+    def reads_cache(self) -> bool:
+        """Does loop number ``self.loop`` read values an earlier loop of the row cached?"""
+        return any(self.loop_of[c] < self.loop for c in self.cached)
+
+    def emit_loop_body(self, targets: list[int], use_cache: bool | None = None) -> None:
         """The element values ``targets`` need, in loop number ``self.loop``: cached values
-        are stored by the loop that computes them first and read back by later ones."""
+        are stored by the loop that computes them first and read back by later ones
+        (``use_cache``: read, or computed again, without the per-element test)."""
         later = {c for c in self.cached if self.loop_of[c] < self.loop}
         order = self.cone(targets, later)
         done: set[int] = set()
         for i in order:
             if i in done:
                 continue
-            if i in later:
+            if i in later and use_cache:
+                self.emit(f"const {self.ct(i)} v{i} = bz_c{i}[j];")
+            elif i in later and use_cache is None:
                 self.emit(f"{self.ct(i)} v{i};")
                 self.open(f"if (bz_cache) v{i} = bz_c{i}[j]; else")
                 sub = [x for x in self.cone([i]) if x not in order or x == i]
                 self.emit_instrs([x for x in sub if x != i])
                 self.emit(f"v{i} = {self.op_expr(i)};")
                 self.close()
+            elif i in later:  # computed again, with what it needs (also its own cone)
+                sub = [x for x in self.cone([i]) if x not in order or x == i]
+                self.emit_instrs([x for x in sub if x not in done])
+                done.update(sub)
             else:
                 self.emit_instrs([i])
                 if i in self.cached and self.loop_of[i] == self.loop:
@@ -368,12 +379,12 @@ class _Gen(ExprGen):
     def _cache_alloc(self) -> None:
         if not self.cached:
             return
-        self.emit("bool bz_cache = true;")
         for c in sorted(self.cached):
             t = self.ct(c)
             self.emit(f"{t}* bz_c{c} = bz_N * (int64_t)sizeof({t}) <= {ROW_CACHE_BYTES} ? "
                       f"({t}*)malloc((__SIZE_TYPE__)bz_N * sizeof({t})) : ({t}*)0;")
-            self.emit(f"bz_cache = bz_cache && bz_c{c} != 0;")
+        ok = " && ".join(f"bz_c{c} != 0" for c in sorted(self.cached))
+        self.emit(f"const bool bz_cache = {ok};")
 
     def _red_loops_open(self, red: list[str]) -> None:
         """Loops over all reduced dims but the innermost; per-view offsets x{vi}_{d}."""
@@ -625,20 +636,31 @@ class _Gen(ExprGen):
             for s in self.tiled:
                 self.emit(f"{self.view_st(self.n_loads + s)} bz_t{s}[{TILE}] "
                           "__attribute__((aligned(64)));")
-            self.emit("#pragma omp simd")
-            self.open("for (int64_t j = bz_b; j < bz_e; ++j)")
-        else:
-            self.emit("#pragma omp for simd schedule(static) nowait" if share
-                      else "#pragma omp simd")
-            self.open(f"for (int64_t j = 0; j < {last}; ++j)")
-        self.emit_loop_body([k.stores[s].instr for s in self.el_stores])
-        for s in self.el_stores:
-            v = self.store_expr(s, f"v{k.stores[s].instr}")
-            if s in self.tiled:
-                self.emit(f"bz_t{s}[j - bz_b] = {v};")
+        # two loops where this one reads the row cache: one reads it, one computes the
+        # values again (an element-wise test would be if-converted: both, every element)
+        modes: list[bool | None] = [True, False] if self.reads_cache() else [None]
+        loop = self.loop
+        for mode in modes:
+            if len(modes) == 2:
+                self.open("if (bz_cache)" if mode else "else")
+            if self.tiled:
+                self.emit("#pragma omp simd")
+                self.open("for (int64_t j = bz_b; j < bz_e; ++j)")
             else:
-                self.emit(f"P{self.n_loads + s}[{self.index(self.n_loads + s)}] = {v};")
-        self.close()
+                self.emit("#pragma omp for simd schedule(static) nowait" if share
+                          else "#pragma omp simd")
+                self.open(f"for (int64_t j = 0; j < {last}; ++j)")
+            self.loop = loop
+            self.emit_loop_body([k.stores[s].instr for s in self.el_stores], mode)
+            for s in self.el_stores:
+                v = self.store_expr(s, f"v{k.stores[s].instr}")
+                if s in self.tiled:
+                    self.emit(f"bz_t{s}[j - bz_b] = {v};")
+                else:
+                    self.emit(f"P{self.n_loads + s}[{self.index(self.n_loads + s)}] = {v};")
+            self.close()
+            if len(modes) == 2:
+                self.close()
         if self.tiled:
             for s in self.tiled:
                 vi = self.n_loads + s

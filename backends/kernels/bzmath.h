@@ -66,7 +66,6 @@ BZ_FN double bzm_exp_core(double x) {
     return x != x ? x : out;
 }
 BZ_FN double bzm_exp(double x) { return bzm_exp_core<13, true>(x); }
-BZ_FN float bzm_exp(float x) { return (float)bzm_exp_core<8, false>(x); }
 
 // expm1(x) = 2^k (1 + e) - 1 = (2^k - 1) + 2^k e, e = expm1(r) corrected for r's rounding.
 // |x| < 0.7 keeps k = 0 (r = x exactly): with k = +-1 there, (2^k - 1) + 2^k e cancels.
@@ -92,7 +91,6 @@ BZ_FN double bzm_expm1_core(double x) {
     return (x != x || x == 0) ? x : out;  // NaN, and the sign of a zero
 }
 BZ_FN double bzm_expm1(double x) { return bzm_expm1_core<17>(x); }
-BZ_FN float bzm_expm1(float x) { return (float)bzm_expm1_core<11>(x); }
 
 // log(1 + f) for 1 + f = m in [sqrt(2)/2, sqrt(2)): with s = f / (2 + f),
 // log(1 + f) = 2 atanh(s) = f - f^2/2 + s (f^2/2 + R), R = sum_{n=1..N} 2 s^2n / (2n + 1)
@@ -128,7 +126,6 @@ BZ_FN double bzm_log_core(double x) {
     return bzm_log_special(x, out);
 }
 BZ_FN double bzm_log(double x) { return bzm_log_core<10>(x); }
-BZ_FN float bzm_log(float x) { return (float)bzm_log_core<5>(x); }
 
 // log1p: u = 1 + x rounded, 1 + x = u + c exactly; log1p(x) = log(u) + c / u
 template <int N>
@@ -143,7 +140,6 @@ BZ_FN double bzm_log1p_core(double x) {
     return x == 0 ? x : bzm_log_special(u, out);
 }
 BZ_FN double bzm_log1p(double x) { return bzm_log1p_core<10>(x); }
-BZ_FN float bzm_log1p(float x) { return (float)bzm_log1p_core<5>(x); }
 
 // tanh |x| from t = expm1(-2|x|) = (p - 1) + p e: -t / (t + 2) for |x| < 0.55, and
 // 1 - 2 E / (1 + E) with E = exp(-2|x|) = p + p e above (no cancellation near 1); the sign
@@ -159,4 +155,120 @@ BZ_FN double bzm_tanh_core(double x) {
     return x != x ? x : __builtin_copysign(y, x);
 }
 BZ_FN double bzm_tanh(double x) { return bzm_tanh_core<17>(x); }
-BZ_FN float bzm_tanh(float x) { return (float)bzm_tanh_core<11>(x); }
+
+// ---------------------------------------------------------------- float
+// The float functions in float arithmetic (16 lanes per AVX-512 vector, where the double
+// ones have 8) with fused multiply-adds: exactly rounded by IEEE 754, so the same bits on
+// every ISA (an FMA instruction, or the C library's fmaf where the level has none).
+// Polynomials: Taylor series of the reduced argument, Horner form.
+#define BZM_FMA __builtin_fmaf
+BZ_FN float bzm_pow2f(int32_t k) {
+    return bz_ffrom((uint32_t)(k + 127) << 23);
+}                                           // k in [-126, 127]
+#define BZM_LN2_HIF 0.693145751953125f      // ln 2 in 16 bits: k * LN2_HIF is exact
+#define BZM_LN2_LOF 1.428606765330187e-06f  // ln 2 - LN2_HIF
+
+// expm1(r) - r for |r| <= 0.7: r^2 (1/2 + r/6 + ... + r^9/11!)
+BZ_FN float bzm_expm1_tailf(float r) {
+    float q = 2.5052108385e-08f;  // 1/11!
+    q = BZM_FMA(q, r, 2.7557319224e-07f);
+    q = BZM_FMA(q, r, 2.7557319224e-06f);
+    q = BZM_FMA(q, r, 2.4801587302e-05f);
+    q = BZM_FMA(q, r, 1.9841269841e-04f);
+    q = BZM_FMA(q, r, 1.3888888889e-03f);
+    q = BZM_FMA(q, r, 8.3333333333e-03f);
+    q = BZM_FMA(q, r, 4.1666666667e-02f);
+    q = BZM_FMA(q, r, 1.6666666667e-01f);
+    q = BZM_FMA(q, r, 0.5f);
+    return r * r * q;
+}
+// x = k ln 2 + r (|r| <= ln 2 / 2, or k = 0 for |x| < 0.7 when `wide`): r and k
+BZ_FN float bzm_reduce_ln2f(float x, int32_t* k, bool wide) {
+    const float kf = (wide && __builtin_fabsf(x) < 0.7f) ? 0.0f : __builtin_rintf(x * 1.44269504f);
+    *k = (int32_t)kf;
+    return BZM_FMA(kf, -BZM_LN2_LOF, BZM_FMA(kf, -BZM_LN2_HIF, x));
+}
+BZ_FN float bzm_exp(float x) {
+    const float xc = x != x ? 0.0f : (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));
+    int32_t k;
+    const float r = bzm_reduce_ln2f(xc, &k, false);
+    const float y = 1.0f + (r + bzm_expm1_tailf(r));
+    const int32_t k1 = k >> 1;  // two steps: 2^k for k in [-150, 129]
+    const float out = y * bzm_pow2f(k1) * bzm_pow2f(k - k1);
+    return x != x ? x : out;
+}
+BZ_FN float bzm_expm1(float x) {
+    const float xc = x != x ? 0.0f : (x < -40.0f ? -40.0f : (x > 89.0f ? 89.0f : x));
+    int32_t k;
+    const float r = bzm_reduce_ln2f(xc, &k, true);
+    const float e = r + bzm_expm1_tailf(r);
+    const int32_t k1 = k >> 1;
+    const float p = bzm_pow2f(k < 100 ? k : 100);
+    const float near = (p - 1.0f) + p * e;                                    // k <= 25
+    const float far = (1.0f + e) * bzm_pow2f(k1) * bzm_pow2f(k - k1) - 1.0f;  // 2^k >> 1
+    const float out = k > 25 ? far : near;
+    return (x != x || x == 0) ? x : out;
+}
+// log(1 + f), f in [sqrt(2)/2 - 1, sqrt(2) - 1]: f - f^2/2 + s (f^2/2 + R), s = f / (2 + f)
+BZ_FN float bzm_log1pf_coref(float f) {
+    const float s = f / (2.0f + f), z = s * s;
+    float R = 2.0f / 11.0f;
+    R = BZM_FMA(R, z, 2.0f / 9.0f);
+    R = BZM_FMA(R, z, 2.0f / 7.0f);
+    R = BZM_FMA(R, z, 2.0f / 5.0f);
+    R = BZM_FMA(R, z, 2.0f / 3.0f);
+    R *= z;
+    const float hfsq = 0.5f * f * f;
+    return f - (hfsq - s * (hfsq + R));
+}
+// u = 2^k m, m in [sqrt(2)/2, sqrt(2)), for positive finite u (subnormals scaled first)
+BZ_FN float bzm_splitf(float u, int32_t* k) {
+    const bool sub = u < 1.17549435e-38f;
+    const uint32_t b = bz_fbits(sub ? u * 16777216.0f : u);  // 2^24
+    const uint32_t mant = b & 0x7FFFFFu;
+    const bool high = mant > 0x3504F3u;  // m >= sqrt(2): halve m
+    *k = (int32_t)(b >> 23) - (high ? 126 : 127) - (sub ? 24 : 0);
+    return bz_ffrom(mant | (high ? 0x3F000000u : 0x3F800000u));
+}
+BZ_FN float bzm_log_specialf(float u, float out) {
+    return u != u ? u
+                  : (u < 0 ? __builtin_nanf("")
+                           : (u == 0 ? -__builtin_inff() : (u == __builtin_inff() ? u : out)));
+}
+BZ_FN float bzm_log(float x) {
+    int32_t k;
+    const float m = bzm_splitf(x > 0 && x < __builtin_inff() ? x : 1.0f, &k);
+    const float kf = (float)k;
+    const float out =
+        BZM_FMA(kf, BZM_LN2_HIF, BZM_FMA(kf, BZM_LN2_LOF, bzm_log1pf_coref(m - 1.0f)));
+    return bzm_log_specialf(x, out);
+}
+BZ_FN float bzm_log1p(float x) {
+    const float u = 1.0f + x;
+    const float c = u > 2.0f ? 1.0f - (u - x) : x - (u - 1.0f);  // 1 + x = u + c exactly
+    const bool ok = u > 0 && u < __builtin_inff();
+    int32_t k;
+    const float m = bzm_splitf(ok ? u : 1.0f, &k);
+    const float kf = (float)k;
+    const float out =
+        BZM_FMA(kf, BZM_LN2_HIF,
+                BZM_FMA(kf, BZM_LN2_LOF, bzm_log1pf_coref(m - 1.0f) + c / (ok ? u : 1.0f)));
+    return x == 0 ? x : bzm_log_specialf(u, out);
+}
+// tanh: an odd polynomial below 0.625 (the minimax fit of shared/recipes/
+// vector-math-example.cpp), 1 - 2 E / (1 + E) with E = exp(-2|x|) above; the sign copied back
+BZ_FN float bzm_tanh(float x) {
+    const float a = __builtin_fabsf(x), z = a * a;
+    float q = -5.70498872745e-3f;
+    q = BZM_FMA(q, z, 2.06390887954e-2f);
+    q = BZM_FMA(q, z, -5.37397155531e-2f);
+    q = BZM_FMA(q, z, 1.33314422036e-1f);
+    q = BZM_FMA(q, z, -3.33332819422e-1f);
+    const float small = BZM_FMA(q * z, a, a);
+    int32_t k;
+    const float r = bzm_reduce_ln2f(-2.0f * (a < 10.0f ? a : 10.0f), &k, false);
+    const float E = bzm_pow2f(k) * (1.0f + (r + bzm_expm1_tailf(r)));
+    const float big = 1.0f - 2.0f * E / (1.0f + E);
+    const float y = a < 0.625f ? small : (a > 9.0f ? 1.0f : big);
+    return x != x ? x : __builtin_copysignf(y, x);
+}

@@ -3,7 +3,9 @@
 first call and its replay) and at 1 and 2 threads -- and by the ``mlx`` backend where it
 is installed (``BRAZE_FUZZ_BACKENDS``), compared with per-dtype tolerances against the
 reference, and bit for bit between the cpu backend's tiers that must agree: a compiled
-function's first call and its replay, 1 and 2 threads.
+function's first call and its replay, 1 and 2 threads, eager and compiled, and (programs
+without matmul or complex values) the kernels and the reference, which compute sums in one
+order and transcendental functions with the kernels' code.
 
 ``BRAZE_FUZZ_EXAMPLES`` programs per run (default 40; ``make fuzz N=...`` sets it).
 Tolerances: exact for bool and integers; for floats (complex: each part), by the *least
@@ -71,6 +73,11 @@ def _close(got: np.ndarray, want: np.ndarray, what: str, rtol: float) -> None:
                                err_msg=what)
 
 
+def _complex(spec) -> bool:  # type: ignore[no-untyped-def]
+    """Complex values anywhere: the reference computes them with numpy's own functions."""
+    return any(a.dtype.kind == "c" for a in spec[0])
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray, what: str) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), what
 
@@ -122,3 +129,9 @@ def test_cpu_backend_matches_the_reference_and_itself(kernels_always, spec) -> N
         for name, vals in others.items():
             _close(vals[i], w, f"output {i}, {name} backend", rtol)
         _same_bits(threads[1][i], threads[0][i], f"output {i}: 2 threads against 1")
+        if not any(step[0] == "matmul" for step in spec[1]):
+            # one order for sums and one math for transcendentals in every tier (a matmul
+            # may be BLAS in one and the native GEMM of a replay plan in another)
+            _same_bits(first[i], eager[i], f"output {i}: compiled against eager")
+            if not _complex(spec):
+                _same_bits(eager[i], w, f"output {i}: the cpu kernels against the reference")
