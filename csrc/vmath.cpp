@@ -71,6 +71,14 @@ BZ_CLONES void map_own_tanh(const T* __restrict x, T* __restrict y, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = bzm_tanh(x[i]);
 }
+BZ_CLONES void map_own_sinf(const float* __restrict x, float* __restrict y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bzm_sin(x[i]);
+}
+BZ_CLONES void map_own_cosf(const float* __restrict x, float* __restrict y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bzm_cos(x[i]);
+}
 
 template <class T>
 void map_libm1(Fn1<T> f, const T* x, T* y, size_t n) {
@@ -81,41 +89,50 @@ void map_libm2(Fn2<T> f, const T* x, const T* z, T* y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = f(x[i], z[i]);
 }
 
+using OwnF = void (*)(const float*, float*, size_t);
+using OwnD = void (*)(const double*, double*, size_t);
+
 struct Entry {
     int arity;
-    bool own;  // bzmath.h's (else the C library's)
-    void (*own_f)(const float*, float*, size_t);
-    void (*own_d)(const double*, double*, size_t);
+    OwnF own_f;  // bzmath.h's float function (null: the C library's f1/f2)
+    OwnD own_d;  // bzmath.h's double function (null: d1/d2)
     Fn1<float> f1;
     Fn1<double> d1;
     Fn2<float> f2;
     Fn2<double> d2;
 };
 
-// the C library's functions by name (the names the op records' libm entries use)
-#define BZ_LIBM1(name)                                                             \
-    {                                                                              \
-        #name, { 1, false, nullptr, nullptr, ::name##f, ::name, nullptr, nullptr } \
-    }
-#define BZ_LIBM2(name)                                                             \
-    {                                                                              \
-        #name, { 2, false, nullptr, nullptr, nullptr, nullptr, ::name##f, ::name } \
-    }
-#define BZ_OWN(name)                                                                           \
-    {                                                                                          \
-        #name, {                                                                               \
-            1, true, map_own_##name<float>, map_own_##name<double>, nullptr, nullptr, nullptr, \
-                nullptr                                                                        \
-        }                                                                                      \
-    }
+Entry libm1(Fn1<float> f, Fn1<double> d) { return {1, nullptr, nullptr, f, d, nullptr, nullptr}; }
+Entry libm2(Fn2<float> f, Fn2<double> d) { return {2, nullptr, nullptr, nullptr, nullptr, f, d}; }
+Entry own(OwnF f, OwnD d, Fn1<double> libm_d = nullptr) {
+    return {1, f, d, nullptr, libm_d, nullptr, nullptr};
+}
 
+// by the names the op records' libm entries use
 const std::map<std::string, Entry>& table() {
     static const std::map<std::string, Entry> t = {
-        BZ_OWN(exp),     BZ_OWN(expm1),   BZ_OWN(log),    BZ_OWN(log1p),   BZ_OWN(tanh),
-        BZ_LIBM1(acos),  BZ_LIBM1(acosh), BZ_LIBM1(asin), BZ_LIBM1(asinh), BZ_LIBM1(atan),
-        BZ_LIBM1(atanh), BZ_LIBM1(cos),   BZ_LIBM1(cosh), BZ_LIBM1(exp2),  BZ_LIBM1(log10),
-        BZ_LIBM1(log2),  BZ_LIBM1(sin),   BZ_LIBM1(sinh), BZ_LIBM1(tan),   BZ_LIBM2(atan2),
-        BZ_LIBM2(hypot), BZ_LIBM2(pow),
+        {"exp", own(map_own_exp<float>, map_own_exp<double>)},
+        {"expm1", own(map_own_expm1<float>, map_own_expm1<double>)},
+        {"log", own(map_own_log<float>, map_own_log<double>)},
+        {"log1p", own(map_own_log1p<float>, map_own_log1p<double>)},
+        {"tanh", own(map_own_tanh<float>, map_own_tanh<double>)},
+        {"sin", own(map_own_sinf, nullptr, ::sin)},
+        {"cos", own(map_own_cosf, nullptr, ::cos)},
+        {"acos", libm1(::acosf, ::acos)},
+        {"acosh", libm1(::acoshf, ::acosh)},
+        {"asin", libm1(::asinf, ::asin)},
+        {"asinh", libm1(::asinhf, ::asinh)},
+        {"atan", libm1(::atanf, ::atan)},
+        {"atanh", libm1(::atanhf, ::atanh)},
+        {"cosh", libm1(::coshf, ::cosh)},
+        {"exp2", libm1(::exp2f, ::exp2)},
+        {"log10", libm1(::log10f, ::log10)},
+        {"log2", libm1(::log2f, ::log2)},
+        {"sinh", libm1(::sinhf, ::sinh)},
+        {"tan", libm1(::tanf, ::tan)},
+        {"atan2", libm2(::atan2f, ::atan2)},
+        {"hypot", libm2(::hypotf, ::hypot)},
+        {"pow", libm2(::powf, ::pow)},
     };
     return t;
 }
@@ -148,7 +165,7 @@ void vmath_apply(const std::string& name, const std::vector<In>& args, Out out) 
     nb::gil_scoped_release release;
     if (is_f) {
         float* y = static_cast<float*>(out.data());
-        if (e.own)
+        if (e.own_f)
             e.own_f(data_of<float>(args[0]), y, n);
         else if (e.arity == 1)
             map_libm1(e.f1, data_of<float>(args[0]), y, n);
@@ -156,7 +173,7 @@ void vmath_apply(const std::string& name, const std::vector<In>& args, Out out) 
             map_libm2(e.f2, data_of<float>(args[0]), data_of<float>(args[1]), y, n);
     } else {
         double* y = static_cast<double*>(out.data());
-        if (e.own)
+        if (e.own_d)
             e.own_d(data_of<double>(args[0]), y, n);
         else if (e.arity == 1)
             map_libm1(e.d1, data_of<double>(args[0]), y, n);
@@ -165,9 +182,14 @@ void vmath_apply(const std::string& name, const std::vector<In>& args, Out out) 
     }
 }
 
-std::map<std::string, std::tuple<int, bool>> vmath_functions() {
-    std::map<std::string, std::tuple<int, bool>> out;
-    for (const auto& [name, e] : table()) out[name] = {e.arity, e.own};
+std::map<std::string, std::tuple<int, std::vector<std::string>>> vmath_functions() {
+    std::map<std::string, std::tuple<int, std::vector<std::string>>> out;
+    for (const auto& [name, e] : table()) {
+        std::vector<std::string> own;
+        if (e.own_f) own.push_back("float32");
+        if (e.own_d) own.push_back("float64");
+        out[name] = {e.arity, own};
+    }
     return out;
 }
 
@@ -178,5 +200,6 @@ void register_vmath(nb::module_& m) {
           "out = name(*args) elementwise: C-contiguous float32/float64 arrays of out's dtype\n"
           "and size; braze's own function (bzmath.h) or the C library's, as the CPU kernels.");
     m.def("vmath_functions", &vmath_functions,
-          "{name: (arity, own)}: the functions vmath_apply computes; own: braze's bzmath.h.");
+          "{name: (arity, dtypes)}: the functions vmath_apply computes; dtypes: those braze's\n"
+          "bzmath.h computes (the C library's function the others).");
 }

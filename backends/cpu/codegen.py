@@ -57,13 +57,14 @@ shifts), integer powers with negative exponents give 0 / +-1. Complex dtypes and
 anything else without a C expression raise :class:`Unsupported`: the backend then
 runs that kernel with the numpy executor.
 
-Transcendentals: braze's own exp, expm1, log, log1p and tanh (``kernels/bzmath.h``,
-:data:`OWN_MATH`) vectorize inline and give the bits of the numpy tier (which computes them
-with the same code, ``graph/ops/libm.py``); the other libm functions are the C library's
-scalar ones, which the numpy tier calls too. ``BRAZE_DETERMINISTIC=0`` trades that for speed:
-every libm function with a glibc libmvec variant is declared ``#pragma omp declare simd
-notinbranch`` and vectorizes through libmvec (``shared/recipes/vector-math.md``), whose
-results differ from the scalar ones by a few ulp, and by an element's position in a loop.
+Transcendentals: braze's own exp, expm1, log, log1p, tanh, and float sin and cos
+(``kernels/bzmath.h``, :data:`OWN_MATH`) vectorize inline and give the bits of the numpy
+tier (which computes them with the same code, ``graph/ops/libm.py``); the other libm
+functions are the C library's scalar ones, which the numpy tier calls too.
+``BRAZE_DETERMINISTIC=0`` trades that for speed: every libm function with a glibc libmvec
+variant is declared ``#pragma omp declare simd notinbranch`` and vectorizes through libmvec
+(``shared/recipes/vector-math.md``), whose results differ from the scalar ones by a few
+ulp, and by an element's position in a loop (``benchmarks/transcendental.py``).
 
 A kernel's text: the C++ prelude (``backends/kernels/cpu_prelude.h``: ``<cstdint>``, the
 OpenMP and malloc declarations, the helper vocabulary), the libm declarations, the shared
@@ -143,9 +144,13 @@ def glibc_version() -> tuple[int, int] | None:
         return None
 
 
-# braze's own functions (bzmath.h), by the extension that computes them for the numpy tier
-OWN_MATH = frozenset(n for n, (_, own) in _core.vmath_functions().items() if own)
-_OWN_CALL = re.compile(r"\b(" + "|".join(sorted(OWN_MATH, key=len, reverse=True)) + r")f?\(")
+# braze's own functions (bzmath.h) as (libm name, C type), by the extension that computes
+# them for the numpy tier
+OWN_MATH = frozenset((n, {"float32": "float", "float64": "double"}[d])
+                     for n, (_, dts) in _core.vmath_functions().items() for d in dts)
+# their calls in a kernel body: expf( for the float one, exp( for the double one
+_OWN_NAME = {n + ("f" if ct == "float" else ""): n for n, ct in OWN_MATH}
+_OWN_CALL = re.compile(r"\b(" + "|".join(sorted(_OWN_NAME, key=len, reverse=True)) + r")\(")
 
 
 def deterministic() -> bool:
@@ -161,10 +166,10 @@ def deterministic() -> bool:
 def own_calls(body: str) -> str:
     """The libm calls of a kernel body to braze's own functions (overloaded bzm_ names).
 
-    >>> own_calls("v2 = expf(v1) + log1p(v0) + exp2f(v1);")
-    'v2 = bzm_exp(v1) + bzm_log1p(v0) + exp2f(v1);'
+    >>> own_calls("v2 = expf(v1) + log1p(v0) + exp2f(v1) + sinf(v1) + sin(v0);")
+    'v2 = bzm_exp(v1) + bzm_log1p(v0) + exp2f(v1) + bzm_sin(v1) + sin(v0);'
     """
-    return _OWN_CALL.sub(lambda m: f"bzm_{m.group(1)}(", body)
+    return _OWN_CALL.sub(lambda m: f"bzm_{_OWN_NAME[m.group(1)]}(", body)
 
 
 def libmvec_functions() -> frozenset[str]:
@@ -185,12 +190,12 @@ PRELUDE = prelude("cpu")
 class _Needs(Needs):
     """The shared helper/libm tracking, rendered as C++ for the host compiler."""
 
-    def text(self, mvec: frozenset[str], own: frozenset[str], stream: bool) -> str:
+    def text(self, mvec: frozenset[str], own: frozenset[tuple[str, str]], stream: bool) -> str:
         """The libm declarations (``omp declare simd`` for those in ``mvec``: libmvec has
         vector variants; none for braze's ``own``), then the helper headers (``stream``:
         with the streaming stores)."""
         out = []
-        libm = sorted((fn, ct) for fn, ct in self.libm if fn not in own)
+        libm = sorted((fn, ct) for fn, ct in self.libm if (fn, ct) not in own)
         if libm:
             out.append('extern "C" {\n')
             for fn, ct in libm:
@@ -267,7 +272,7 @@ class _Gen(ExprGen):
             own, mvec = OWN_MATH, frozenset[str]()
             body = own_calls(body)
         else:
-            own, mvec = frozenset(), libmvec_functions()
+            own, mvec = frozenset[tuple[str, str]](), libmvec_functions()
         helpers = self.needs.text(mvec, own, bool(self.tiled))
         sig = ('extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL('
                "void** bufs, const int64_t* args) {")

@@ -164,7 +164,7 @@ BZ_FN double bzm_tanh(double x) { return bzm_tanh_core<17>(x); }
 #define BZM_FMA __builtin_fmaf
 BZ_FN float bzm_pow2f(int32_t k) {
     return bz_ffrom((uint32_t)(k + 127) << 23);
-}                                           // k in [-126, 127]
+}  // k in [-126, 127]
 #define BZM_LN2_HIF 0.693145751953125f      // ln 2 in 16 bits: k * LN2_HIF is exact
 #define BZM_LN2_LOF 1.428606765330187e-06f  // ln 2 - LN2_HIF
 
@@ -271,4 +271,96 @@ BZ_FN float bzm_tanh(float x) {
     const float big = 1.0f - 2.0f * E / (1.0f + E);
     const float y = a < 0.625f ? small : (a > 9.0f ? 1.0f : big);
     return x != x ? x : __builtin_copysignf(y, x);
+}
+
+// sin and cos of a float, computed in double. x = n pi/2 + r, |r| <= pi/4 (a little more):
+// below 2^27 by three FMAs with pi/2 in three doubles (exact enough for every float there);
+// above, Payne-Hanek: |x| = M 2^E (M < 2^24) times 2/pi's bits in 24-bit chunks from the
+// first one that matters mod 4, each product exact, the sum taken mod 4 exactly and then
+// to the reduced fraction (its roundings relative to it). Both ways for every lane (no
+// branch: vectorizes), the one that applies selected.
+// 2/pi in 24-bit chunks: 2/pi = sum_i c_i 2^(-24 (i + 1))
+static const double bzm_2opi[10] = {10680707.0, 7228996.0, 1387004.0, 2578385.0,  16069853.0,
+                                    12639074.0, 9804092.0, 4427841.0, 16666979.0, 11263675.0};
+// chunk i0 + j for i0 in [0, 4], by selects of constants (a table lookup by i0 would be a
+// gather, which GCC does not vectorize here on AVX2)
+template <int j>
+BZ_FN double bzm_2opi_at(double i0) {  // (i0 as a double: masks of one width)
+    return i0 == 0 ? bzm_2opi[j]
+                   : (i0 == 1 ? bzm_2opi[j + 1]
+                              : (i0 == 2 ? bzm_2opi[j + 2]
+                                         : (i0 == 3 ? bzm_2opi[j + 3] : bzm_2opi[j + 4])));
+}
+#define BZM_PIO2_1 1.5707963267948966
+#define BZM_PIO2_2 6.123233995736766e-17
+#define BZM_PIO2_3 -1.4973849048591698e-33
+// n mod 4 (as a double in {0, 1, 2, 3}) and r for a = |x| (finite float)
+BZ_FN double bzm_rem_pio2f(float a, double* q) {
+    const double xd = a;
+    // small: Cody-Waite
+    const double ns = __builtin_rint(xd * 0.63661977236758134);
+    double rs = __builtin_fma(-ns, BZM_PIO2_1, xd);
+    rs = __builtin_fma(-ns, BZM_PIO2_2, rs);
+    rs = __builtin_fma(-ns, BZM_PIO2_3, rs);
+    // large: Payne-Hanek (computed on a placeholder below 2^27)
+    const uint32_t b = bz_fbits(a >= 134217728.0f ? a : 134217728.0f);
+    const double E = (double)(int32_t)(b >> 23) - 150.0;  // a = M 2^E, E in [4, 104]
+    const double M = (double)(int32_t)((b & 0x7FFFFFu) | 0x800000u);
+    const double i0 = __builtin_floor((E - 2.0) / 24.0);  // the first chunk not 0 mod 4
+    const double w0 = bzm_pow2i(E - 24.0 * (i0 + 1.0));   // 2^s0, s0 in [-22, 1]
+    const double sc = 5.9604644775390625e-08;             // 2^-24; every product below is exact
+    const double t0 = M * bzm_2opi_at<0>(i0) * w0;
+    const double t1 = M * bzm_2opi_at<1>(i0) * (w0 * sc);
+    const double t2 = M * bzm_2opi_at<2>(i0) * (w0 * (sc * sc));
+    const double t3 = M * bzm_2opi_at<3>(i0) * (w0 * (sc * sc * sc));
+    const double t4 = M * bzm_2opi_at<4>(i0) * (w0 * (sc * sc * sc * sc));
+    const double t5 = M * bzm_2opi_at<5>(i0) * (w0 * (sc * sc * sc * sc * sc));
+    const double f0 = t0 - 4.0 * __builtin_floor(t0 * 0.25);
+    const double f1 = t1 - 4.0 * __builtin_floor(t1 * 0.25);
+    double S = f0 + f1;  // exact: < 8, bits from 2^2 down to 2^-46
+    S = S - 4.0 * __builtin_floor(S * 0.25);
+    const double nl = __builtin_rint(S + t2);
+    const double fr = ((((S - nl) + t2) + t3) + t4) + t5;
+    const double rl = fr * BZM_PIO2_1;
+    const bool big = a >= 134217728.0f;
+    const double n = big ? nl : ns;
+    *q = n - 4.0 * __builtin_floor(n * 0.25);
+    return big ? rl : rs;
+}
+// sin r and cos r for |r| <= pi/4 + a little (Taylor, double; float accuracy)
+BZ_FN double bzm_sin_poly(double r) {
+    const double z = r * r;
+    double p = -2.5052108385441720e-08;  // -1/11!
+    p = p * z + 2.7557319223985893e-06;
+    p = p * z - 1.9841269841269841e-04;
+    p = p * z + 8.3333333333333333e-03;
+    p = p * z - 1.6666666666666667e-01;
+    return r + r * z * p;
+}
+BZ_FN double bzm_cos_poly(double r) {
+    const double z = r * r;
+    double p = 2.0876756987868099e-09;  // 1/12!
+    p = p * z - 2.7557319223985888e-07;
+    p = p * z + 2.4801587301587302e-05;
+    p = p * z - 1.3888888888888889e-03;
+    p = p * z + 4.1666666666666667e-02;
+    p = p * z - 0.5;
+    return 1.0 + z * p;
+}
+BZ_FN float bzm_sin(float x) {
+    const float a = __builtin_fabsf(x);
+    double q;
+    const double r = bzm_rem_pio2f(a < __builtin_inff() ? a : 0.0f, &q);
+    const double s = bzm_sin_poly(r), c = bzm_cos_poly(r);
+    const double y = q == 0 ? s : (q == 1 ? c : (q == 2 ? -s : -c));
+    const float out = (float)(x < 0 ? -y : y);
+    return x == 0 ? x : (a < __builtin_inff() ? out : x - x);  // +-0; inf, NaN -> NaN
+}
+BZ_FN float bzm_cos(float x) {
+    const float a = __builtin_fabsf(x);
+    double q;
+    const double r = bzm_rem_pio2f(a < __builtin_inff() ? a : 0.0f, &q);
+    const double s = bzm_sin_poly(r), c = bzm_cos_poly(r);
+    const double y = q == 0 ? c : (q == 1 ? -s : (q == 2 ? -c : s));
+    return a < __builtin_inff() ? (float)y : x - x;
 }

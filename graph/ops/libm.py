@@ -3,7 +3,8 @@
 The elementwise records' references call these instead of numpy's ufuncs for the libm
 functions (exp, log, sin, arctan2...): real float32/float64 operands go to
 ``braze._core.vmath_apply``, which runs braze's own functions (``backends/kernels/bzmath.h``:
-exp, expm1, log, log1p, tanh) or the C library's scalar ones, the very code the generated
+exp, expm1, log, log1p, tanh; sin and cos of float32) or the C library's scalar ones, the
+very code the generated
 CPU kernels call. A program therefore gives the same bits on its first sight (op by op with
 numpy), in a compiled kernel, in the numpy backend and at any thread count. Complex operands
 keep numpy's functions (the kernels do not compute complex values); integer operands are
@@ -25,7 +26,8 @@ import numpy as np
 
 from ... import _core
 
-FUNCTIONS: dict[str, tuple[int, bool]] = dict(_core.vmath_functions())  # name -> (arity, own)
+# name -> (arity, the dtypes braze's own bzmath.h computes; the C library the others)
+FUNCTIONS: dict[str, tuple[int, list[str]]] = dict(_core.vmath_functions())
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
