@@ -79,6 +79,11 @@ BZ_CLONES void map_own_cosf(const float* __restrict x, float* __restrict y, size
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = bzm_cos(x[i]);
 }
+BZ_CLONES void map_own_powf(const float* __restrict x, const float* __restrict z,
+                            float* __restrict y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bzm_pow(x[i], z[i]);
+}
 
 template <class T>
 void map_libm1(Fn1<T> f, const T* x, T* y, size_t n) {
@@ -91,6 +96,7 @@ void map_libm2(Fn2<T> f, const T* x, const T* z, T* y, size_t n) {
 
 using OwnF = void (*)(const float*, float*, size_t);
 using OwnD = void (*)(const double*, double*, size_t);
+using OwnF2 = void (*)(const float*, const float*, float*, size_t);
 
 struct Entry {
     int arity;
@@ -100,6 +106,7 @@ struct Entry {
     Fn1<double> d1;
     Fn2<float> f2;
     Fn2<double> d2;
+    OwnF2 own_f2 = nullptr;  // bzmath.h's float function of two operands
 };
 
 Entry libm1(Fn1<float> f, Fn1<double> d) { return {1, nullptr, nullptr, f, d, nullptr, nullptr}; }
@@ -132,7 +139,7 @@ const std::map<std::string, Entry>& table() {
         {"tan", libm1(::tanf, ::tan)},
         {"atan2", libm2(::atan2f, ::atan2)},
         {"hypot", libm2(::hypotf, ::hypot)},
-        {"pow", libm2(::powf, ::pow)},
+        {"pow", {2, nullptr, nullptr, nullptr, nullptr, nullptr, ::pow, map_own_powf}},
     };
     return t;
 }
@@ -167,6 +174,8 @@ void vmath_apply(const std::string& name, const std::vector<In>& args, Out out) 
         float* y = static_cast<float*>(out.data());
         if (e.own_f)
             e.own_f(data_of<float>(args[0]), y, n);
+        else if (e.own_f2)
+            e.own_f2(data_of<float>(args[0]), data_of<float>(args[1]), y, n);
         else if (e.arity == 1)
             map_libm1(e.f1, data_of<float>(args[0]), y, n);
         else
@@ -186,16 +195,76 @@ std::map<std::string, std::tuple<int, std::vector<std::string>>> vmath_functions
     std::map<std::string, std::tuple<int, std::vector<std::string>>> out;
     for (const auto& [name, e] : table()) {
         std::vector<std::string> own;
-        if (e.own_f) own.push_back("float32");
+        if (e.own_f || e.own_f2) own.push_back("float32");
         if (e.own_d) own.push_back("float64");
         out[name] = {e.arity, own};
     }
     return out;
 }
 
+// One value through the table's array functions (a numpy scalar's type back: np.float32's
+// constructor rounds nothing, the value is a float already)
+template <class T>
+T apply_one(const Entry& e, T x, T z) {
+    T y;
+    if constexpr (sizeof(T) == 4) {
+        if (e.own_f)
+            e.own_f(&x, &y, 1);
+        else if (e.own_f2)
+            e.own_f2(&x, &z, &y, 1);
+        else
+            y = e.arity == 1 ? e.f1(x) : e.f2(x, z);
+    } else {
+        if (e.own_d)
+            e.own_d(&x, &y, 1);
+        else
+            y = e.arity == 1 ? e.d1(x) : e.d2(x, z);
+    }
+    return y;
+}
+
+nb::object vmath_scalar(const std::string& name, bool is_double) {
+    const auto& t = table();
+    auto it = t.find(name);
+    if (it == t.end()) throw nb::value_error(("braze.vmath_scalar: no function " + name).c_str());
+    const Entry* e = &it->second;
+    auto value = [](nb::handle h) {
+        const double v = PyFloat_AsDouble(h.ptr());
+        if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+        return v;
+    };
+    auto wrap = [](nb::handle like, double y) {
+        PyObject* f = PyFloat_FromDouble(y);
+        if (!f) throw nb::python_error();
+        PyObject* out = PyObject_CallOneArg((PyObject*)Py_TYPE(like.ptr()), f);
+        Py_DECREF(f);
+        if (!out) throw nb::python_error();
+        return nb::steal(out);
+    };
+    if (e->arity == 1) {
+        if (is_double)
+            return nb::cpp_function([e, value, wrap](nb::handle x) {
+                return wrap(x, apply_one<double>(*e, value(x), 0.0));
+            });
+        return nb::cpp_function([e, value, wrap](nb::handle x) {
+            return wrap(x, apply_one<float>(*e, (float)value(x), 0.0f));
+        });
+    }
+    if (is_double)
+        return nb::cpp_function([e, value, wrap](nb::handle x, nb::handle z) {
+            return wrap(x, apply_one<double>(*e, value(x), value(z)));
+        });
+    return nb::cpp_function([e, value, wrap](nb::handle x, nb::handle z) {
+        return wrap(x, apply_one<float>(*e, (float)value(x), (float)value(z)));
+    });
+}
+
 }  // namespace
 
 void register_vmath(nb::module_& m) {
+    m.def("vmath_scalar", &vmath_scalar, nb::arg("name"), nb::arg("is_double"),
+          "A native function computing `name` of numpy scalars of one float dtype as\n"
+          "vmath_apply does (the result: a scalar of the first operand's type).");
     m.def("vmath_apply", &vmath_apply, nb::arg("name"), nb::arg("args"), nb::arg("out").noconvert(),
           "out = name(*args) elementwise: C-contiguous float32/float64 arrays of out's dtype\n"
           "and size; braze's own function (bzmath.h) or the C library's, as the CPU kernels.");

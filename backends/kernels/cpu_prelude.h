@@ -24,14 +24,17 @@ template <class T>
 BZ_FN bool bz_isinf(T x) {
     return __builtin_isinf(x);
 }
-// braze's own exp, expm1, log, log1p, tanh (the same bits in every tier); the other math of
-// the helpers, overloaded on float and double, is GCC's builtins
+// braze's own exp, expm1, log, log1p, tanh and float pow (the same bits in every tier); the other
+// math of the helpers, overloaded on float and double, is GCC's builtins
 #include "bzmath.h"
 #define BZ_OWN_EXP 1
 BZ_FN float bz_exp(float x) { return bzm_exp(x); }
 BZ_FN double bz_exp(double x) { return bzm_exp(x); }
 BZ_FN float bz_log1p(float x) { return bzm_log1p(x); }
 BZ_FN double bz_log1p(double x) { return bzm_log1p(x); }
+#define BZ_OWN_POW 1
+BZ_FN float bz_pow(float x, float y) { return bzm_pow(x, y); }
+BZ_FN double bz_pow(double x, double y) { return __builtin_pow(x, y); }
 #define BZ_LIBM_F(name) __builtin_##name##f
 #define BZ_LIBM_D(name) __builtin_##name
 #include "prelude.h"

@@ -11,8 +11,9 @@ BZ_FN T bz_sigmoid(T x) {
 // graph/passes/identities.py), so a rewrite never changes a result (libm's pow(sNaN, 0) is
 // NaN, and powf is not always correctly rounded)
 template <class T>
-BZ_FN T bz_fpow(T x, T y) {
-    return y == 0 ? (T)1 : (y == 2 ? x * x : (y == -1 ? (T)1 / x : bz_pow(x, y)));
+BZ_FN T bz_fpow(T x, T y) {  // (pow called unconditionally: a conditional call stays scalar)
+    const T p = bz_pow(x, y);
+    return y == 0 ? (T)1 : (y == 2 ? x * x : (y == -1 ? (T)1 / x : p));
 }
 template <class T>
 BZ_FN T bz_fsign(T x) {

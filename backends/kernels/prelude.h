@@ -30,7 +30,9 @@ BZ_LIBM_1(fabs)
 BZ_LIBM_1(floor)
 BZ_LIBM_2(fmod)
 BZ_LIBM_2(copysign)
+#ifndef BZ_OWN_POW  // (cpu_prelude.h: braze's own float pow, bzmath.h)
 BZ_LIBM_2(pow)
+#endif
 // BZ_NEXTAFTER16(name, to16, from16, same) defines float name(float x, float y): nextafter in a
 // 16-bit float format (half.h's float16, bfloat16.h's bfloat16) whose bits to16(float) and
 // from16(uint16_t) convert; `same` is what x == y returns (x: numpy's npy_half_nextafter;

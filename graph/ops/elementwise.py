@@ -228,6 +228,8 @@ def _libm_ref(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
         return lm.apply(name, fallback, *xs)
 
     ref.__name__ = ref.__qualname__ = name
+    # (numpy scalars: arrays.array.numpy_scalar_fn calls the native function of this name)
+    ref.libm_name = name  # type: ignore[attr-defined]
     return ref
 
 
