@@ -344,6 +344,12 @@ def cast_expr(src: str, dst: str, x: str) -> str:
     if dst == "bool":
         return f"({x} != 0)"
     ks, kd = dtype_kind(src), dtype_kind(dst)
+    # integer -> float: GCC 12 with -fno-trapping-math folds float -> int -> float into a
+    # truncation that keeps the sign of a zero ((float)(int)-0.3 gives -0.0, not +0.0);
+    # adding BZ_I2F_ZERO (0 at run time, which the C++ compiler cannot see: cpu_prelude.h)
+    # to the integer keeps the conversions
+    if ks in "iu" and (kd == "f" or dst in LOW_FLOATS):
+        x = f"({x} + BZ_I2F_ZERO)"
     if dst in LOW_FLOATS:
         rnd = "bz_rh" if dst == "float16" else "bz_rb"
         if src == "float64":

@@ -253,6 +253,7 @@ class _Gen(ExprGen):
     def generate(self) -> str:
         norm = self.norm
         self.emit("const int bz_nt = (int)args[0];")
+        self.emit("const int bz_z = bz_nt < 0; (void)bz_z;  // 0 (BZ_I2F_ZERO)")
         dims = [f"n{d}" for d in range(len(norm.outer) + len(norm.red))]
 
         def pointer(vi: int, slot: int, t: str, offset: str) -> str:

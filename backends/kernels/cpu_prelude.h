@@ -7,6 +7,9 @@ extern "C" int omp_get_num_threads(void);
 extern "C" void* malloc(__SIZE_TYPE__);
 extern "C" void free(void*);
 #define BZ_FN static inline
+// an integer 0 the compiler cannot see through (each kernel defines bz_z = 0 from its
+// arguments): csource.cast_expr adds it before an integer -> float conversion
+#define BZ_I2F_ZERO bz_z
 #define BZ_HAS_DOUBLE 1
 // float16 conversions by the compiler (F16C, AVX-512 FP16, NEON) where it has _Float16 in
 // C++ (GCC for AArch64 defines __FLT16_MAX__ but takes _Float16 in C++ only from GCC 13)

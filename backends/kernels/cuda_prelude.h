@@ -15,6 +15,7 @@ typedef unsigned long long uint64_t;
 #include <stdint.h>
 #endif
 #define BZ_FN static __device__ __forceinline__
+#define BZ_I2F_ZERO 0  // (cpu_prelude.h: a zero GCC cannot fold)
 #define BZ_SHARED
 #define BZ_DEV __device__
 #define BZ_THREAD

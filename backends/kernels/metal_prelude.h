@@ -6,6 +6,7 @@ using namespace metal;
 // the libm functions MSL lacks (bz_expm1, bz_log1p, bz_hypot, bz_nextafter). Metal has no
 // double.
 #define BZ_FN static inline
+#define BZ_I2F_ZERO 0  // (cpu_prelude.h: a zero GCC cannot fold)
 #define BZ_SHARED threadgroup
 #define BZ_DEV
 #define BZ_THREAD thread
