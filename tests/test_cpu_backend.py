@@ -1318,14 +1318,14 @@ def test_a_float_int_float_round_trip_of_a_negative_fraction_is_plus_zero(n: int
     """Found by tests/fuzz (bit for bit against the reference): GCC 12 folded the scalar
     (float)(int)x into a truncation that keeps -0.0 for x in (-1, 0); numpy gives +0.0."""
     xs = np.tile(np.float32([0.25, -0.263672, 1.28125, -0.5]), n)[:n]
-    for dt in (np.float32, np.float64, np.float16, "bfloat16"):
+    for fdt in (np.float32, np.float64, np.float16, "bfloat16"):
         for mid in (np.int32, np.int64, np.int16):
-            x = bz.asarray(xs.astype(dt))
+            x = bz.asarray(xs.astype(fdt))
             out = bz.where(x, x.astype(mid), x)
             CpuBackend(skip_tiny=False, tiered=False).evaluate([out._node])
             got = np.asarray(out).astype(np.float32)
-            want = np.where(xs != 0, xs.astype(dt).astype(mid), xs).astype(np.float32)
-            assert (np.signbit(got) == np.signbit(want)).all() and (got == want).all(), (dt, mid)
+            want = np.where(xs != 0, xs.astype(fdt).astype(mid), xs).astype(np.float32)
+            assert (np.signbit(got) == np.signbit(want)).all() and (got == want).all(), (fdt, mid)
 
 
 def test_float_to_int_casts_of_nan_and_out_of_range_values_are_numpys() -> None:
