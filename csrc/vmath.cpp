@@ -46,41 +46,23 @@ using Fn1 = T (*)(T);
 template <class T>
 using Fn2 = T (*)(T, T);
 
-template <class T>
-BZ_CLONES void map_own_exp(const T* __restrict x, T* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_exp(x[i]);
-}
-template <class T>
-BZ_CLONES void map_own_expm1(const T* __restrict x, T* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_expm1(x[i]);
-}
-template <class T>
-BZ_CLONES void map_own_log(const T* __restrict x, T* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_log(x[i]);
-}
-template <class T>
-BZ_CLONES void map_own_log1p(const T* __restrict x, T* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_log1p(x[i]);
-}
-template <class T>
-BZ_CLONES void map_own_tanh(const T* __restrict x, T* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_tanh(x[i]);
-}
-BZ_CLONES void map_own_sinf(const float* __restrict x, float* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_sin(x[i]);
-}
-BZ_CLONES void map_own_cosf(const float* __restrict x, float* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_cos(x[i]);
-}
-BZ_CLONES void map_own_powf(const float* __restrict x, const float* __restrict z,
-                            float* __restrict y, size_t n) {
+// the array loops of braze's functions, one per function and type: y = bzm_<fn>(x)
+#define BZ_MAP_OWN(fn, T)                                                           \
+    BZ_CLONES void map_own_##fn(const T* __restrict x, T* __restrict y, size_t n) { \
+        _Pragma("omp simd") for (size_t i = 0; i < n; i++) y[i] = bzm_##fn(x[i]);   \
+    }
+#define BZ_MAP_OWN_BOTH(fn) \
+    BZ_MAP_OWN(fn, float)   \
+    BZ_MAP_OWN(fn, double)
+BZ_MAP_OWN_BOTH(exp)
+BZ_MAP_OWN_BOTH(expm1)
+BZ_MAP_OWN_BOTH(log)
+BZ_MAP_OWN_BOTH(log1p)
+BZ_MAP_OWN_BOTH(tanh)
+BZ_MAP_OWN(sin, float)
+BZ_MAP_OWN(cos, float)
+BZ_CLONES void map_own_pow(const float* __restrict x, const float* __restrict z,
+                           float* __restrict y, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = bzm_pow(x[i], z[i]);
 }
@@ -118,13 +100,13 @@ Entry own(OwnF f, OwnD d, Fn1<double> libm_d = nullptr) {
 // by the names the op records' libm entries use
 const std::map<std::string, Entry>& table() {
     static const std::map<std::string, Entry> t = {
-        {"exp", own(map_own_exp<float>, map_own_exp<double>)},
-        {"expm1", own(map_own_expm1<float>, map_own_expm1<double>)},
-        {"log", own(map_own_log<float>, map_own_log<double>)},
-        {"log1p", own(map_own_log1p<float>, map_own_log1p<double>)},
-        {"tanh", own(map_own_tanh<float>, map_own_tanh<double>)},
-        {"sin", own(map_own_sinf, nullptr, ::sin)},
-        {"cos", own(map_own_cosf, nullptr, ::cos)},
+        {"exp", own(map_own_exp, map_own_exp)},
+        {"expm1", own(map_own_expm1, map_own_expm1)},
+        {"log", own(map_own_log, map_own_log)},
+        {"log1p", own(map_own_log1p, map_own_log1p)},
+        {"tanh", own(map_own_tanh, map_own_tanh)},
+        {"sin", own(map_own_sin, nullptr, ::sin)},
+        {"cos", own(map_own_cos, nullptr, ::cos)},
         {"acos", libm1(::acosf, ::acos)},
         {"acosh", libm1(::acoshf, ::acosh)},
         {"asin", libm1(::asinf, ::asin)},
@@ -139,7 +121,7 @@ const std::map<std::string, Entry>& table() {
         {"tan", libm1(::tanf, ::tan)},
         {"atan2", libm2(::atan2f, ::atan2)},
         {"hypot", libm2(::hypotf, ::hypot)},
-        {"pow", {2, nullptr, nullptr, nullptr, nullptr, nullptr, ::pow, map_own_powf}},
+        {"pow", {2, nullptr, nullptr, nullptr, nullptr, nullptr, ::pow, map_own_pow}},
     };
     return t;
 }
