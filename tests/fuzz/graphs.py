@@ -7,7 +7,8 @@ nodes, so each backend gets its own recording). Steps: every elementwise op of t
 whose compute dtype is the value's (unary and binary, with broadcasting), casts between
 every real dtype, reductions over random axes (keepdims or not), views (slices with steps,
 negative ones included, transposes, broadcasts, reshapes, expand_dims, squeeze), ``where``,
-``matmul`` of float values, ``take`` with an index array, ``concatenate``; inputs of every
+``matmul`` of float values, ``take`` with an index array, boolean-mask indexing (a result
+whose shape depends on values), ``concatenate``; inputs of every
 dtype, 0-d and empty included, sometimes one large 1-d input (so that the cpu backend's
 threads share a kernel).
 """
@@ -65,7 +66,7 @@ def programs(draw: Any) -> tuple[list[np.ndarray], list[tuple[str, tuple[Any, ..
     n_vals = len(inputs)
     for _ in range(draw(st.integers(1, 8))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "cast", "reduce", "view",
-                                     "where", "matmul", "take", "concat"]))
+                                     "where", "matmul", "take", "mask", "concat"]))
         a, b = draw(st.integers(0, n_vals - 1)), draw(st.integers(0, n_vals - 1))
         steps.append((kind, (a, b, draw(st.integers(0, 10**6)))))
         n_vals += 1
@@ -120,6 +121,15 @@ def _step(kind: str, x: bz.Array, y: bz.Array, r: int) -> bz.Array:
         n = x.shape[-1]
         m = np.arange(n * 3).reshape(n, 3) % 5 - 2
         return x @ bz.asarray(m.astype(x.dtype))
+    if kind == "mask":  # boolean indexing: a 1-d result whose length depends on values
+        if x.ndim == 0:
+            raise ValueError("0-d")
+        try:
+            fits = bz.broadcast_shapes(y.shape, x.shape) == x.shape
+        except ValueError:
+            fits = False
+        m = bz.broadcast_to(y, x.shape) if fits else x
+        return x[m != 0] if r & 1 else x[bz.logical_not(m != 0)]
     if kind == "take":
         if x.ndim == 0 or x.shape[0] == 0:
             raise ValueError("nothing to take from")
