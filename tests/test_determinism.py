@@ -47,11 +47,12 @@ def _programs(x: bz.Array, m: bz.Array) -> dict[str, bz.Array]:
     }
 
 
-def _evaluate(threads: int) -> dict[str, np.ndarray]:
+def _evaluate(threads: int, backend=None) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     x = bz.asarray(rng.standard_normal(1 << 21).astype(np.float32))
     m = bz.asarray(rng.standard_normal((3000, 700)).astype(np.float32))
-    backend = cpu_mod.CpuBackend(num_threads=threads, skip_tiny=False)
+    if backend is None:
+        backend = cpu_mod.CpuBackend(num_threads=threads, skip_tiny=False)
     progs = _programs(x, m)
     values = backend.evaluate([p._node for p in progs.values()])
     return {name: np.asarray(v) for name, v in zip(progs, values)}
@@ -63,6 +64,11 @@ def test_reductions_give_the_same_bits_at_1_2_and_4_threads() -> None:
         got = _evaluate(threads)
         for name, want in one.items():
             assert got[name].tobytes() == want.tobytes(), f"{name} at {threads} threads"
+    from braze.backends.numpy_backend import NumpyBackend
+
+    ref = _evaluate(1, NumpyBackend())  # the reference backend: braze's order and math too
+    for name, want in one.items():
+        assert ref[name].tobytes() == want.tobytes(), f"{name}: the numpy backend"
     x = np.random.default_rng(0).standard_normal(1 << 21).astype(np.float32)
     np.testing.assert_allclose(one["sum"], np.sum(x.astype(np.float64) * 1.5), rtol=1e-5)
     np.testing.assert_allclose(one["max"], x.max())
