@@ -61,6 +61,18 @@ BZ_MAP_OWN_BOTH(log1p)
 BZ_MAP_OWN_BOTH(tanh)
 BZ_MAP_OWN(sin, float)
 BZ_MAP_OWN(cos, float)
+BZ_MAP_OWN(tan, float)
+BZ_MAP_OWN(asin, float)
+BZ_MAP_OWN(acos, float)
+BZ_MAP_OWN(atan, float)
+BZ_MAP_OWN(sinh, float)
+BZ_MAP_OWN(cosh, float)
+BZ_MAP_OWN(asinh, float)
+BZ_MAP_OWN(acosh, float)
+BZ_MAP_OWN(atanh, float)
+BZ_MAP_OWN(exp2, float)
+BZ_MAP_OWN(log2, float)
+BZ_MAP_OWN(log10, float)
 BZ_CLONES void map_own_pow(const float* __restrict x, const float* __restrict z,
                            float* __restrict y, size_t n) {
 #pragma omp simd
@@ -107,18 +119,18 @@ const std::map<std::string, Entry>& table() {
         {"tanh", own(map_own_tanh, map_own_tanh)},
         {"sin", own(map_own_sin, nullptr, ::sin)},
         {"cos", own(map_own_cos, nullptr, ::cos)},
-        {"acos", libm1(::acosf, ::acos)},
-        {"acosh", libm1(::acoshf, ::acosh)},
-        {"asin", libm1(::asinf, ::asin)},
-        {"asinh", libm1(::asinhf, ::asinh)},
-        {"atan", libm1(::atanf, ::atan)},
-        {"atanh", libm1(::atanhf, ::atanh)},
-        {"cosh", libm1(::coshf, ::cosh)},
-        {"exp2", libm1(::exp2f, ::exp2)},
-        {"log10", libm1(::log10f, ::log10)},
-        {"log2", libm1(::log2f, ::log2)},
-        {"sinh", libm1(::sinhf, ::sinh)},
-        {"tan", libm1(::tanf, ::tan)},
+        {"acos", own(map_own_acos, nullptr, ::acos)},
+        {"acosh", own(map_own_acosh, nullptr, ::acosh)},
+        {"asin", own(map_own_asin, nullptr, ::asin)},
+        {"asinh", own(map_own_asinh, nullptr, ::asinh)},
+        {"atan", own(map_own_atan, nullptr, ::atan)},
+        {"atanh", own(map_own_atanh, nullptr, ::atanh)},
+        {"cosh", own(map_own_cosh, nullptr, ::cosh)},
+        {"exp2", own(map_own_exp2, nullptr, ::exp2)},
+        {"log10", own(map_own_log10, nullptr, ::log10)},
+        {"log2", own(map_own_log2, nullptr, ::log2)},
+        {"sinh", own(map_own_sinh, nullptr, ::sinh)},
+        {"tan", own(map_own_tan, nullptr, ::tan)},
         {"atan2", libm2(::atan2f, ::atan2)},
         {"hypot", libm2(::hypotf, ::hypot)},
         {"pow", {2, nullptr, nullptr, nullptr, nullptr, nullptr, ::pow, map_own_pow}},

@@ -388,3 +388,93 @@ BZ_FN float bzm_pow(float xf, float yf) {
     out = (y == 0 || x == 1) ? 1.0 : out;
     return (float)out;
 }
+
+// ---------------------------------------------------------------- more float functions
+// Computed in double with the double cores at float accuracy (errors near 2^-40, so the
+// float result is the correctly rounded one but in rare near-ties), then rounded once.
+BZ_FN float bzm_exp2(float xf) {
+    const double x = xf != xf ? 0.0 : (xf < -160.0f ? -160.0 : (xf > 130.0f ? 130.0 : xf));
+    const double k = __builtin_rint(x), k1 = __builtin_floor(k * 0.5);
+    const double y = bzm_exp_core<10, false>((x - k) * BZM_LN2);  // (x - k exact)
+    return xf != xf ? xf : (float)(y * bzm_pow2i(k1) * bzm_pow2i(k - k1));
+}
+BZ_FN float bzm_log2(float xf) {  // k + log2(m): exact at powers of two
+    const double x = xf;
+    double kd;
+    const double m = bzm_split(x > 0 && x < __builtin_inf() ? x : 1.0, &kd);
+    return (float)bzm_log_special(x, kd + bzm_log1pf_core<7>(m - 1.0) * BZM_LOG2E);
+}
+BZ_FN float bzm_log10(float xf) {
+    return (float)(bzm_log_core<7>((double)xf) * 0.43429448190325182765);
+}
+BZ_FN float bzm_sinh(float xf) {  // (e + e / (e + 1)) / 2, e = expm1(|x|); exp(|x|) / 2 above 20
+    const double a = __builtin_fabs((double)xf);
+    const double e = bzm_expm1_core<13>(a);  // (it clamps; a clamp here stops GCC vectorizing)
+    const double y = a < 20.0 ? 0.5 * (e + e / (e + 1.0)) : 0.5 * bzm_exp_core<10, false>(a);
+    return xf != xf ? xf : (float)__builtin_copysign(y, (double)xf);
+}
+BZ_FN float bzm_cosh(float xf) {
+    const double E = bzm_exp_core<10, false>(__builtin_fabs((double)xf));
+    return xf != xf ? xf : (float)(0.5 * (E + 1.0 / E));
+}
+BZ_FN float bzm_asinh(float xf) {  // log1p(a + a^2 / (1 + sqrt(1 + a^2)))
+    const double a = __builtin_fabs((double)xf), a2 = a * a;
+    const double y = bzm_log1p_core<7>(a + a2 / (1.0 + __builtin_sqrt(1.0 + a2)));
+    return (xf != xf || xf == 0 || a == __builtin_inf()) ? xf
+                                                         : (float)__builtin_copysign(y, (double)xf);
+}
+BZ_FN float bzm_acosh(float xf) {  // log1p(t + sqrt(t (t + 2))), t = x - 1 (exact)
+    const double t = (double)xf - 1.0;
+    const double y = bzm_log1p_core<7>(t + __builtin_sqrt(t * (t + 2.0)));
+    return xf != xf ? xf : (xf < 1.0f ? __builtin_nanf("") : (float)y);
+}
+BZ_FN float bzm_atanh(float xf) {  // log1p(2a / (1 - a)) / 2
+    const double a = __builtin_fabs((double)xf);
+    const double y = 0.5 * bzm_log1p_core<7>(2.0 * a / (1.0 - a));
+    return (xf != xf || xf == 0)
+               ? xf
+               : (a > 1.0 ? __builtin_nanf("") : (float)__builtin_copysign(y, (double)xf));
+}
+// atan of a double at float accuracy: 1/|t| above 1 (pi/2 - atan), then (t sqrt(3) - 1) /
+// (sqrt(3) + t) above tan(pi/12) (pi/6 + atan), then an odd Taylor series (|u| <= 0.268)
+BZ_FN double bzm_atan_d(double t) {
+    const double a = __builtin_fabs(t);
+    const bool inv = a > 1.0;
+    const double b = inv ? 1.0 / a : a;
+    const bool red = b > 0.26794919243112270;
+    const double u = red ? (b * 1.7320508075688772 - 1.0) / (1.7320508075688772 + b) : b;
+    const double z = u * u;
+    double p = -1.0 / 19.0;
+    p = p * z + 1.0 / 17.0;
+    p = p * z - 1.0 / 15.0;
+    p = p * z + 1.0 / 13.0;
+    p = p * z - 1.0 / 11.0;
+    p = p * z + 1.0 / 9.0;
+    p = p * z - 1.0 / 7.0;
+    p = p * z + 1.0 / 5.0;
+    p = p * z - 1.0 / 3.0;
+    double y = u + u * z * p;
+    y = red ? 0.52359877559829887 + y : y;
+    y = inv ? 1.5707963267948966 - y : y;
+    return __builtin_copysign(y, t);
+}
+BZ_FN float bzm_atan(float xf) { return xf != xf ? xf : (float)bzm_atan_d((double)xf); }
+BZ_FN float bzm_asin(float xf) {  // atan(x / sqrt((1 - x)(1 + x)))
+    const double x = xf;
+    const double y = bzm_atan_d(x / __builtin_sqrt((1.0 - x) * (1.0 + x)));
+    return (xf != xf || xf == 0) ? xf : (__builtin_fabs(x) > 1.0 ? __builtin_nanf("") : (float)y);
+}
+BZ_FN float bzm_acos(float xf) {  // 2 atan(sqrt((1 - x) / (1 + x)))
+    const double x = xf;
+    const double y = 2.0 * bzm_atan_d(__builtin_sqrt((1.0 - x) / (1.0 + x)));
+    return xf != xf ? xf : (__builtin_fabs(x) > 1.0 ? __builtin_nanf("") : (float)y);
+}
+BZ_FN float bzm_tan(float x) {
+    const float a = __builtin_fabsf(x);
+    double q;
+    const double r = bzm_rem_pio2f(a < __builtin_inff() ? a : 0.0f, &q);
+    const double s = bzm_sin_poly(r), c = bzm_cos_poly(r);
+    const double y = (q == 0 || q == 2) ? s / c : -c / s;
+    const float out = (float)(x < 0 ? -y : y);
+    return x == 0 ? x : (a < __builtin_inff() ? out : x - x);
+}
