@@ -3,15 +3,18 @@
 // The generated CPU kernels call these (backends/cpu/codegen.py OWN_MATH) and so does the
 // numpy tier, through braze._core (csrc/vmath.cpp, graph/ops/libm.py): a program gives the
 // same result whether its first sight runs op by op, a compiled kernel runs it, at any thread
-// count and in the vector body or the scalar tail of a loop. That holds because every step is
-// an IEEE-exact operation (+ - * / on float or double, comparisons, bit moves) compiled with
-// -ffp-contract=off: no FMA contraction, no libm call, no table lookup; branch-free (selects)
-// so that `omp simd` loops vectorize them. The polynomials are truncated Taylor series (exact
-// rational coefficients, no fitting) on reduced arguments; the error bounds are measured
-// against numpy's float64/longdouble in tests/test_libm.py.
+// count, at any ISA level and in the vector body or the scalar tail of a loop. That holds
+// because every step is an exactly rounded IEEE operation (+ - * / sqrt and explicit fma on
+// float or double, comparisons, bit moves), compiled with -ffp-contract=off (no contraction
+// the compiler chooses), no libm call, no lookup by a computed index; branch-free (selects)
+// so that `omp simd` loops vectorize them. The polynomials are truncated Taylor series
+// (exact rational coefficients) on reduced arguments, and one minimax fit (float tanh);
+// the error bounds are measured against numpy's float64/longdouble in tests/test_libm.py.
 //
-// The float versions compute in double and round once, so they are nearly correctly rounded.
-// Written in the vocabulary of cpu_prelude.h (BZ_FN, bz_dbits, bz_dfrom).
+// The float exp, expm1, log, log1p and tanh compute in float with FMAs (about 1 ulp); the
+// other float functions compute in double with the double cores and round once (correctly
+// rounded but in near-ties). Written in the vocabulary of cpu_prelude.h (BZ_FN, bz_dbits,
+// bz_dfrom, bz_fbits, bz_ffrom).
 
 // 2^k for an integer-valued double k in [-1022, 1023]: k + 1023 lands in the low bits of
 // 2^52 + k + 1023, and the shift moves them into the exponent field (no double -> int64
