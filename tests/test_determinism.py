@@ -44,6 +44,8 @@ def _programs(x: bz.Array, m: bz.Array) -> dict[str, bz.Array]:
         "norm": bz.sqrt(bz.sum(x * x)),
         "rows": bz.sum(m, axis=1),
         "rms_rows": m * (1.0 / bz.sqrt(bz.mean(m * m, axis=-1, keepdims=True) + 1e-6)),
+        "normal": bz.random.normal((1 << 20,), key=bz.random.key(7)),  # log, cos, sqrt
+        "chain": bz.mean(bz.tanh(x) * bz.exp(-x * x) + bz.log1p(bz.abs(x)) * bz.sin(x)),
     }
 
 
