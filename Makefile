@@ -29,7 +29,7 @@ test: $(STAMP) lint aarch64-tools
 	$(BIN)/python -m pytest tests
 
 # The differential fuzzer (tests/fuzz): N random programs against the reference, the cpu
-# backend's tiers and thread counts (`make test` runs BRAZE_FUZZ_EXAMPLES=40 of them)
+# backend's tiers and thread counts (`make test` runs 300 of them)
 N ?= 1000
 fuzz: $(STAMP)
 	BRAZE_FUZZ_EXAMPLES=$(N) $(BIN)/python -m pytest tests/fuzz -p no:cacheprovider \

@@ -7,7 +7,7 @@ function's first call and its replay, 1 and 2 threads, eager and compiled, and (
 without matmul or complex values) the kernels and the reference, which compute sums in one
 order and transcendental functions with the kernels' code.
 
-``BRAZE_FUZZ_EXAMPLES`` programs per run (default 40; ``make fuzz N=...`` sets it).
+``BRAZE_FUZZ_EXAMPLES`` programs per run (default 300, what CI runs; ``make fuzz N=...`` sets it).
 Tolerances: exact for bool and integers; for floats (complex: each part), by the *least
 precise* float dtype any value of the program has (a float32 transcendental 1 ulp apart
 stays 1 float32 ulp apart in a float64 sum): float16 2e-3, bfloat16 2e-2, float32 and
@@ -30,7 +30,7 @@ from braze.graph import dtypes as dt
 
 from .graphs import build, programs
 
-EXAMPLES = int(os.environ.get("BRAZE_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("BRAZE_FUZZ_EXAMPLES", "300"))
 # other backends compared with the reference too (the cuda emulator builds every kernel
 # anew: ask for it by name, BRAZE_FUZZ_BACKENDS=mlx,cuda-emulator)
 OTHERS = [b for b in os.environ.get("BRAZE_FUZZ_BACKENDS", "mlx").split(",")
