@@ -73,11 +73,15 @@ BZ_MAP_OWN(atanh, float)
 BZ_MAP_OWN(exp2, float)
 BZ_MAP_OWN(log2, float)
 BZ_MAP_OWN(log10, float)
-BZ_CLONES void map_own_pow(const float* __restrict x, const float* __restrict z,
-                           float* __restrict y, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = bzm_pow(x[i], z[i]);
-}
+// ... and of the float functions of two operands
+#define BZ_MAP_OWN2(fn)                                                                 \
+    BZ_CLONES void map_own_##fn(const float* __restrict x, const float* __restrict z,   \
+                                float* __restrict y, size_t n) {                        \
+        _Pragma("omp simd") for (size_t i = 0; i < n; i++) y[i] = bzm_##fn(x[i], z[i]); \
+    }
+BZ_MAP_OWN2(pow)
+BZ_MAP_OWN2(atan2)
+BZ_MAP_OWN2(hypot)
 
 template <class T>
 void map_libm1(Fn1<T> f, const T* x, T* y, size_t n) {
@@ -105,6 +109,9 @@ struct Entry {
 
 Entry libm1(Fn1<float> f, Fn1<double> d) { return {1, nullptr, nullptr, f, d, nullptr, nullptr}; }
 Entry libm2(Fn2<float> f, Fn2<double> d) { return {2, nullptr, nullptr, nullptr, nullptr, f, d}; }
+Entry own2(OwnF2 f, Fn2<double> libm_d) {
+    return {2, nullptr, nullptr, nullptr, nullptr, nullptr, libm_d, f};
+}
 Entry own(OwnF f, OwnD d, Fn1<double> libm_d = nullptr) {
     return {1, f, d, nullptr, libm_d, nullptr, nullptr};
 }
@@ -131,9 +138,9 @@ const std::map<std::string, Entry>& table() {
         {"log2", own(map_own_log2, nullptr, ::log2)},
         {"sinh", own(map_own_sinh, nullptr, ::sinh)},
         {"tan", own(map_own_tan, nullptr, ::tan)},
-        {"atan2", libm2(::atan2f, ::atan2)},
-        {"hypot", libm2(::hypotf, ::hypot)},
-        {"pow", {2, nullptr, nullptr, nullptr, nullptr, nullptr, ::pow, map_own_pow}},
+        {"atan2", own2(map_own_atan2, ::atan2)},
+        {"hypot", own2(map_own_hypot, ::hypot)},
+        {"pow", own2(map_own_pow, ::pow)},
     };
     return t;
 }

@@ -271,3 +271,20 @@ def test_float32_pow_is_correctly_rounded_with_c99s_special_values() -> None:
     want = want.astype(np.float32)
     same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
     assert same.all(), list(zip(a[~same], b[~same], got[~same], want[~same]))
+
+
+@pytest.mark.parametrize("name,ref", [("atan2", np.arctan2), ("hypot", np.hypot)])
+def test_float32_atan2_and_hypot_are_correctly_rounded_with_c99s_special_values(name, ref) -> None:
+    rng = np.random.default_rng(12)
+    y = (rng.standard_normal(200_000) * 10.0 ** rng.integers(-8, 8, 200_000)).astype(np.float32)
+    x = (rng.standard_normal(200_000) * 10.0 ** rng.integers(-8, 8, 200_000)).astype(np.float32)
+    f = getattr(lm, name)
+    with np.errstate(all="ignore"):
+        want, got = ref(y.astype(np.float64), x.astype(np.float64)), f(y, x)
+    assert _ulps(got, want, np.float32).max() <= 0.51
+    s = np.float32([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, 3e38])
+    a, b = np.meshgrid(s, s)
+    with np.errstate(all="ignore"):
+        got, want = f(a, b), ref(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), list(zip(a[~same], b[~same], got[~same], want[~same]))

@@ -57,7 +57,7 @@ shifts), integer powers with negative exponents give 0 / +-1. Complex dtypes and
 anything else without a C expression raise :class:`Unsupported`: the backend then
 runs that kernel with the numpy executor.
 
-Transcendentals: braze's own exp, expm1, log, log1p, tanh, and most others of float32
+Transcendentals: braze's own exp, expm1, log, log1p, tanh, and all the others of float32
 (``kernels/bzmath.h``, :data:`OWN_MATH`) vectorize inline and give the bits of the numpy
 tier (which computes them with the same code, ``graph/ops/libm.py``); the other libm
 functions are the C library's scalar ones, which the numpy tier calls too.
@@ -166,8 +166,8 @@ def deterministic() -> bool:
 def own_calls(body: str) -> str:
     """The libm calls of a kernel body to braze's own functions (overloaded bzm_ names).
 
-    >>> own_calls("v2 = expf(v1) + log1p(v0) + atan2f(v1, v0) + sinf(v1) + sin(v0);")
-    'v2 = bzm_exp(v1) + bzm_log1p(v0) + atan2f(v1, v0) + bzm_sin(v1) + sin(v0);'
+    >>> own_calls("v2 = expf(v1) + log1p(v0) + atan2(v1, v0) + sinf(v1) + sin(v0);")
+    'v2 = bzm_exp(v1) + bzm_log1p(v0) + atan2(v1, v0) + bzm_sin(v1) + sin(v0);'
     """
     return _OWN_CALL.sub(lambda m: f"bzm_{_OWN_NAME[m.group(1)]}(", body)
 

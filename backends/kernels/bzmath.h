@@ -481,3 +481,20 @@ BZ_FN float bzm_tan(float x) {
     const float out = (float)(x < 0 ? -y : y);
     return x == 0 ? x : (a < __builtin_inff() ? out : x - x);
 }
+// atan2 and hypot of floats, in double; the special values are C99's (F.10.1.4, F.10.4.3)
+BZ_FN float bzm_atan2(float yf, float xf) {
+    const double y = yf, x = xf, ay = __builtin_fabs(y), ax = __builtin_fabs(x);
+    const bool both_inf = ay == __builtin_inf() && ax == __builtin_inf();
+    const double t = ay / (ax > 0 || ay > 0 ? ax : 1.0);  // (0 / 0 -> 0)
+    double a = both_inf ? 0.78539816339744831 : bzm_atan_d(both_inf ? 0.0 : t);
+    a = __builtin_copysign(1.0, x) < 0 ? 3.14159265358979323846 - a : a;  // x < 0 or -0
+    const double out = __builtin_copysign(a, y);
+    return (xf != xf || yf != yf) ? xf + yf : (float)out;
+}
+BZ_FN float bzm_hypot(float xf, float yf) {  // x^2 + y^2 exact but for one rounding
+    const double x = xf, y = yf;
+    const double r = __builtin_sqrt(x * x + y * y);
+    return (__builtin_fabsf(xf) == __builtin_inff() || __builtin_fabsf(yf) == __builtin_inff())
+               ? __builtin_inff()
+               : (float)r;
+}
