@@ -3,10 +3,10 @@
 The elementwise records' references call these instead of numpy's ufuncs for the libm
 functions (exp, log, sin, arctan2...): real float32/float64 operands go to
 ``braze._core.vmath_apply``, which runs braze's own functions (``backends/kernels/bzmath.h``:
-exp, expm1, log, log1p, tanh; sin and cos of float32) or the C library's scalar ones, the
-very code the generated
-CPU kernels call. A program therefore gives the same bits on its first sight (op by op with
-numpy), in a compiled kernel, in the numpy backend and at any thread count. Complex operands
+every one of float32; exp, expm1, log, log1p, tanh of float64; :data:`FUNCTIONS` says
+which) or the C library's scalar ones, the very code the generated CPU kernels call. A
+program therefore gives the same bits on its first sight (op by op with numpy), in a
+compiled kernel, in the numpy backend and at any thread count. Complex operands
 keep numpy's functions (the kernels do not compute complex values); integer operands are
 computed in float32, braze's rule for them.
 
