@@ -841,9 +841,7 @@ def numpy_scalar_fn(op: OpDef, args: tuple[Any, ...]) -> Any:
         op.reference
     libm = getattr(ref, "libm_name", None)
     if libm is not None and d in (dt.float32, dt.float64) and out == d:
-        from .. import _core  # the kernels' math at C speed (graph/ops/libm.py)
-
-        return _core.vmath_scalar(libm, d == dt.float64)
+        return _core.vmath_scalar(libm, d == dt.float64)  # the kernels' math (ops/libm.py)
     if op.exact_dtype:
         ref = functools.partial(ref, dtype=d)
     sample = np.zeros((), d)[()]

@@ -467,7 +467,7 @@ class _Gen(ExprGen):
         """bz_p (and bz_pn): the reduction of elements [bz_qb, bz_qe) of the flattened
         reduced index (row-major over the reduced dims). A float sum or product folds them
         in braze's order (:data:`~braze.graph.ops.reductions.SUM_LANES` lanes, element q to
-        lane q % 16 in order, then a halving tree), which the numpy tier computes too
+        lane q % SUM_LANES in order, then a halving tree), which the numpy tier computes too
         (``reductions.blocked_reduce``); other reductions are exact in any order."""
         self.emit(f"const int64_t bz_qe = bz_qb + {SUM_BLOCK} < bz_N ? bz_qb + {SUM_BLOCK}"
                   " : bz_N;")
@@ -476,11 +476,12 @@ class _Gen(ExprGen):
         if lanes and len(red) == 1:
             self._lanes(acc, init, comb, lambda: self.emit_loop_body([a]), f"v{a}", "bz_qb")
             return
-        self.emit(f"{acc} bz_p = ({acc}){init};")
+        if lanes:  # the block's values in order, then folded by _lanes
+            self.emit(f"{acc} bz_tmp[{SUM_BLOCK}] __attribute__((aligned(64)));")
+        else:
+            self.emit(f"{acc} bz_p = ({acc}){init};")
         if nan:
             self.emit("int bz_pn = 0;")
-        if lanes:
-            self.emit(f"{acc} bz_tmp[{SUM_BLOCK}] __attribute__((aligned(64)));")
         if len(red) >= 2:  # runs along the last reduced dim
             self.open("for (int64_t bz_q = bz_qb; bz_q < bz_qe;)")
             self.emit(f"const int64_t bz_o = bz_q / {last}, bz_js = bz_q % {last};")
@@ -508,14 +509,11 @@ class _Gen(ExprGen):
             self.emit("bz_q += bz_jn;")
             self.close()
         if lanes:
-            self.emit("{")
-            self._lanes(acc, init, comb, None, "bz_tmp", "bz_qb", out="bz_p2")
-            self.emit("bz_p = bz_p2;")
-            self.emit("}")
+            self._lanes(acc, init, comb, None, "bz_tmp", "bz_qb")
 
     def _lanes(self, acc: str, init: str, comb: str, body: Callable[[], None] | None, value: str,
-               base: str, out: str = "bz_p") -> None:
-        """``acc out``: ``value`` (at element j, after ``body()`` emits what it needs; no body:
+               base: str) -> None:
+        """``acc bz_p``: ``value`` (at element j, after ``body()`` emits what it needs; no body:
         ``value`` is an array already holding the block) folded over j in [base, bz_qe) into
         SUM_LANES lanes (j - base to lane (j - base) % SUM_LANES, in order), then a halving
         tree. Whole groups of SUM_LANES are computed by a vectorized loop into a group
@@ -561,7 +559,7 @@ class _Gen(ExprGen):
             self.emit(f"for (int bz_u = 0; bz_u < {w}; ++bz_u) "
                       f"bz_l[bz_u] {comb}= bz_l[bz_u + {w}];")
             w //= 2
-        self.emit(f"const {acc} {out} = bz_l[0];")
+        self.emit(f"const {acc} bz_p = bz_l[0];")
 
     def _outer_red_offsets(self, red: list[str], var: str) -> None:
         """j0..j{n-2} and each load's x{vi}_{n-2} for the flat index ``var`` over all

@@ -76,9 +76,7 @@ def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         one = np.ones((), x.dtype)
         return np.where(y == 0, one, np.where(y == 2, x * x, np.where(y == -1, one / x,
                                                                        lm.pow(x, y))))
-    if not dt.is_integer(x.dtype):
-        return np.power(x, y)
-    if not np.any(y < 0):
+    if not dt.is_integer(x.dtype) or not np.any(y < 0):
         return np.power(x, y)
     neg = y < 0
     out = np.power(x, np.where(neg, 0, y).astype(y.dtype))
