@@ -26,7 +26,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import QUANTIZED_MATMUL, quant_check
+from ..graph.ops import QUANT_ACT_MODES, QUANTIZED_MATMUL, quant_check
 from .array import Array, as_array, astype
 from .creation import arange, asarray
 from .manipulation import reshape
@@ -106,8 +106,11 @@ def quantized_matmul(x: Any, wq: Any, scales: Any, biases: Any, /, *, transpose:
     ``x`` (..., K) float; the result (..., N) has x's float dtype. ``act`` chooses how
     the CPU backend treats the activations: ``"float"`` (exact), ``"int8"`` (quantized
     per group of 32 for VNNI integer dot products: ~0.3-1 % relative error, the bound
-    stated in ``braze.backends.cpu.qmatmul``), ``"auto"``; None defers to
-    ``BRAZE_QMM_ACT`` (default ``"auto"``: int8 only for a few rows against 4-bit weights).
+    stated in ``braze.backends.cpu.qmatmul``), ``"auto"``, ``"invariant"`` (int8 where
+    the kernel has it, through one code path at every number of rows: each row of the
+    result is the same whatever rows are computed with it -- batched decoding); None
+    defers to ``BRAZE_QMM_ACT`` (default ``"auto"``: int8 only for a few rows against
+    4-bit weights).
 
     >>> import braze as bz
     >>> w = bz.reshape(bz.arange(64, dtype=bz.float32) / 64, (2, 32))
@@ -124,8 +127,8 @@ def quantized_matmul(x: Any, wq: Any, scales: Any, biases: Any, /, *, transpose:
         x = astype(x, dt.DEFAULT_FLOAT)
     attrs: dict[str, Any] = {"group_size": group_size, "bits": bits}
     if act is not None:
-        if act not in ("auto", "int8", "float"):
-            raise ValueError(f"quantized_matmul: act must be 'auto', 'int8' or 'float', "
+        if act not in QUANT_ACT_MODES:
+            raise ValueError(f"quantized_matmul: act must be one of {QUANT_ACT_MODES}, "
                              f"got {act!r}")
         attrs["act"] = act
     shape, dtype = QUANTIZED_MATMUL.infer(  # type: ignore[misc]

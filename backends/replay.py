@@ -84,6 +84,13 @@ class NativeLibraryCall:
     args: np.ndarray
     scratch: tuple[int, ...] = ()
     threads_arg: bool = True  # args[0] is the kernel's thread count (see governor.py)
+    # a buffer derived from some of the inputs (a weight repacked for the kernel: ONNX
+    # Runtime's pre-packing), passed after the scratch buffers: (function of those input
+    # arrays -> the buffer, their positions among the inputs, the args index that says
+    # the buffer is there). The plan computes it when one of those inputs changes (a
+    # compiled function's weights: once) or, when they are not inputs or constants of the
+    # schedule, passes a placeholder with that arg set to 0 (the kernel then does without).
+    derived: tuple[Callable[..., np.ndarray], tuple[int, ...], int] | None = None
 
 
 # op name -> factory(attrs, inputs, out) -> NativeLibraryCall, or None (run it in Python)
@@ -179,6 +186,9 @@ class ReplayPlan:
         calls: list[tuple[NativeCall, int]] = []  # (call, step index)
         kinds: list[Any] = []
         self._scratch: list[np.ndarray] = []  # library calls' scratch, slots n, n+1, ...
+        # derived buffers (NativeLibraryCall.derived): (scratch index, function, source slots)
+        self._derived: list[tuple[int, Callable[..., np.ndarray], tuple[int, ...]]] = []
+        input_slots = set(s.input_slots)
         for t, step in enumerate(s.steps):
             if t in lib_native:
                 lc, slots = lib_native[t]
@@ -186,7 +196,19 @@ class ReplayPlan:
                 for nbytes in lc.scratch:
                     extra.append(n + len(self._scratch))
                     self._scratch.append(np.empty(max(nbytes, 1), np.uint8))
-                nat = NativeCall(lc.handle, (*slots, *extra), lc.args, lc.threads_arg)
+                args = lc.args
+                if lc.derived is not None:
+                    fn, positions, flag = lc.derived
+                    sources = tuple(slots[i] for i in positions)
+                    extra.append(n + len(self._scratch))
+                    if all(root[x] in input_slots or root[x] in s.const_slots
+                           for x in sources):
+                        self._derived.append((len(self._scratch), fn, sources))
+                    else:
+                        args = args.copy()
+                        args[flag] = 0
+                    self._scratch.append(np.empty(1, np.uint8))
+                nat = NativeCall(lc.handle, (*slots, *extra), args, lc.threads_arg)
                 calls.append((nat, t))
                 native_slots.update(slots)
                 kinds.append(("native", len(calls) - 1))
@@ -231,6 +253,7 @@ class ReplayPlan:
             for j, buf in enumerate(self._scratch):
                 self.program.set(n + j, buf)
             self.program.set_bound(self._bind_native)
+        self._derived_done = False
         self.n_native = len(calls)
         self.call_steps = [t for _, t in calls]  # schedule step of each program call
         self._timings: list[Any] = [None]  # run_profiled: [(call, ns)] while it runs
@@ -383,6 +406,8 @@ class ReplayPlan:
             return None
         if changed:
             self._note_inputs(inputs, changed)
+        if self._derived:
+            self._update_derived(changed)
         try:
             for slot, shape, dtype, nbytes in self._fresh:
                 try:
@@ -419,6 +444,20 @@ class ReplayPlan:
         finally:
             for d in self._clear:
                 bufs[d] = None
+
+    def _update_derived(self, changed: list[int]) -> None:
+        """Recompute the derived buffers whose sources changed (all of them on the first
+        call) and bind them."""
+        first = not self._derived_done
+        if not (first or changed):
+            return
+        slots = {self._inputs[i][0] for i in changed}
+        n = len(self.schedule.slots)
+        for j, fn, sources in self._derived:
+            if first or not slots.isdisjoint(sources):
+                buf = self._scratch[j] = fn(*(self.bufs[x] for x in sources))
+                self.program.set(n + j, buf)
+        self._derived_done = True
 
     def run_profiled(self, inputs: list[np.ndarray], into: list[tuple[str, float]]
                      ) -> list[np.ndarray] | None:

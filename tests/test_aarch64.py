@@ -136,9 +136,13 @@ def test_qmatmul_neon_paths_match_numpy(target: str, p) -> None:  # type: ignore
     m, k = x.shape
     n = wq.shape[0]
     scratch = np.zeros(m * k if bits == 4 else 1, np.float32)
-    for act in (0, 1):
+    for act in (0, 1, 2):  # 2: batch invariant (the int8 matvec at every M on NEON)
         out = np.zeros((m, n), np.float32)
-        y = run(exe, target, [x, wq, s, b, out, scratch], [threads, m, n, k, act])[4]
+        y = run(exe, target, [x, wq, s, b, out, scratch], [threads, m, n, k, act, 0])[4]
+        if act == 2:
+            out1 = np.zeros((1, n), np.float32)
+            y1 = run(exe, target, [x[-1:], wq, s, b, out1, scratch], [threads, 1, n, k, 2, 0])[4]
+            np.testing.assert_array_equal(y1, y[-1:])  # a row alone: the same bits
         if act == 0:  # the exact path; int8 runs for any rows of x without the x86 GEMM
             check_qmm(y, x, wq, s, b, bits, gs)
         else:

@@ -539,3 +539,88 @@ def test_int8_gemm_within_stated_bound(backend_name, p) -> None:
         np.testing.assert_array_equal(
             qmatmul.quantized_matmul(x[-9:], wq, s, b, group_size=gs, bits=4, isa=isa,
                                      act="int8", num_threads=2), y1[-9:])
+
+
+@st.composite
+def invariant_problems(draw):  # type: ignore[no-untyped-def]
+    bits = draw(st.sampled_from([4, 8]))
+    gs = draw(st.sampled_from([32, 64, 128]))
+    k = gs * draw(st.integers(1, 768 // gs))
+    n = draw(st.sampled_from([1, 5, 16, 17, 45, 301]))  # tiles of 16 weight rows and a tail
+    m = draw(st.sampled_from([2, 3, 8, 9, 16, 17, 33]))
+    rng, x, s, b = _int8_operands(draw, m, n, k, gs)
+    return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
+
+
+@needs_cpu
+@settings(max_examples=30, deadline=None)
+@given(invariant_problems())
+def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None:
+    """act="invariant" (batched decoding): every row of the result is bit-identical to
+    that row computed alone, on every ISA level the host runs (the prepacked int8 GEMM on
+    AVX-512 VNNI, the int8 matvec on AVX2, the float path with fixed accumulators on
+    scalar), on 1 and 2 threads; within the int8 bound where int8 runs, else the float one."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, bits, gs = p
+    w64, _ = terms64(wq, s, b, bits, gs)
+    want = x.astype(np.float64) @ w64.T
+    for isa in sorted({0, *(i for i in (1, 2) if qmatmul.kernel_isa(isa=i) == i)}):
+        def run(rows: np.ndarray, threads: int = 2) -> np.ndarray:
+            return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                            act="invariant", num_threads=threads)
+
+        y = run(x)
+        alone = np.concatenate([run(x[i:i + 1]) for i in range(len(x))])
+        np.testing.assert_array_equal(y, alone, err_msg=f"isa {isa}")
+        np.testing.assert_array_equal(run(x[1:], 1), y[1:], err_msg=f"isa {isa}")
+        if qmatmul.int8_available(bits, gs, s.dtype == np.float16, isa):
+            err = np.abs(y.astype(np.float64) - want)
+            bound = int8_bound(x, wq, s, b, bits, gs)
+            worst = np.unravel_index(np.argmax(err / bound), err.shape)
+            assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > {bound[worst]}"
+        else:
+            check_qmm(y, x, wq, s, b, bits, gs)
+
+
+@needs_cpu
+def test_invariant_mode_in_a_compiled_step_prepacks_once(backend_name) -> None:
+    """The replay program passes the weight's prepacked tiles (computed when the weight
+    changes, not per call): compiled results equal the eager ones, and a new weight
+    array of the same shape gets its own tiles."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    rng = np.random.default_rng(7)
+    n, k = 45, 256
+    x = rng.standard_normal((5, k)).astype(np.float32)
+    weights = []
+    for seed in (1, 2):
+        r = np.random.default_rng(seed)
+        weights.append((pack(r.integers(0, 16, (n, k)), 4),
+                        (r.random((n, k // 32)) * 0.1).astype(np.float16),
+                        (r.standard_normal((n, k // 32)) * 0.5).astype(np.float16)))
+    step = bz.compile(lambda a, w, s, b: bz.quantized_matmul(a, w, s, b, act="invariant"))
+    calls = []
+    real = qmatmul.prepack
+
+    def counting(*args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kw)
+
+    wants = [qmatmul.quantized_matmul(x, w, s, b, act="invariant") for w, s, b in weights]
+    held = [tuple(bz.asarray(a) for a in w) for w in weights]  # the same arrays every call
+    qmatmul.prepack = counting  # type: ignore[assignment]
+    try:
+        for i in [0] * 5 + [1] * 5:
+            got = np.asarray(step(bz.asarray(x), *held[i]))
+            np.testing.assert_array_equal(got, wants[i])
+    finally:
+        qmatmul.prepack = real  # type: ignore[assignment]
+    if qmatmul.packed_bytes(qmatmul._handle(4, 32, True, None), n, k):
+        # per weight: the first (general) call's, then the replay plan's while the arrays
+        # are new to it -- never once per call
+        assert 2 <= len(calls) <= 5, calls

@@ -120,7 +120,7 @@ import numpy as np
 
 from ... import _core
 from ...graph import dtypes as dt
-from ...graph.ops import QUANTIZED_MATMUL, qmm_ref, quant_check, reference_eval
+from ...graph.ops import QUANT_ACT_MODES, QUANTIZED_MATMUL, qmm_ref, quant_check, reference_eval
 from ...graph.view import View
 from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
@@ -135,7 +135,7 @@ __all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "host_isa", "int8_availabl
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512", 3: "neon"}
 PARALLEL_WEIGHTS = 1 << 17  # N*K*max(1, M/4) below this runs on one thread
 INT8_MAX_M = 8  # rows of x up to which int8 runs the matvec path (BZ_I8_MMAX), then GEMM
-ACT_MODES = ("auto", "int8", "float")
+ACT_MODES = QUANT_ACT_MODES
 DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float against 8-bit
 
 
@@ -249,10 +249,11 @@ def _rows_per_pass_applies(rb: int, problem: Any) -> bool:
 
 
 def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
-                k: int, int8: bool, num_threads: int) -> str:
+                k: int, int8: bool, num_threads: int, invariant: bool = False) -> str:
+    mode = ("inv-" if invariant else "") + ("int8" if int8 else "float")
     return (f"quantized_matmul:b{bits}:g{group_size}:{'f16' if half else 'f32'}:"
             f"isa{_build.target() if isa is None else isa}:M{_tactics_mod.bucket(m)}:N{n}:K{k}:"
-            f"{'int8' if int8 else 'float'}:T{num_threads}")
+            f"{mode}:T{num_threads}")
 
 
 def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int
@@ -280,7 +281,7 @@ def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_siz
     num_threads = num_threads or default_num_threads()
     int8 = _int8(_levels(bits, group_size, half, _ENV_ISA)[1], m, bits, act)
     return _tactics_mod.report(_tactic_key(bits, group_size, half, _ENV_ISA, m, n, k, int8,
-                                           num_threads))
+                                           num_threads, act_mode(act) == "invariant"))
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None) -> tuple[int, int]:
@@ -331,8 +332,7 @@ def act_mode(act: str | None = None) -> str:
     mode = act if act is not None else _ENV_ACT
     if mode not in ACT_MODES:
         src = "act" if act is not None else "BRAZE_QMM_ACT"
-        raise ValueError(f"quantized_matmul: {src} must be 'auto', 'int8' or 'float', "
-                         f"got {mode!r}")
+        raise ValueError(f"quantized_matmul: {src} must be one of {ACT_MODES}, got {mode!r}")
     return mode
 
 
@@ -345,7 +345,7 @@ class _Weights:
     handle, its VNNI level, and per (M, threads, act) the tactic's handle, arguments and
     scratch size."""
 
-    __slots__ = ("refs", "h", "vnni", "half", "args", "__weakref__")
+    __slots__ = ("refs", "h", "vnni", "half", "args", "packed", "__weakref__")
 
     def __init__(self, refs: tuple[Any, ...], h: int, vnni: int, half: bool = False) -> None:
         self.refs = refs
@@ -353,6 +353,7 @@ class _Weights:
         self.vnni = vnni
         self.half = half
         self.args: dict[tuple[int, int, str], tuple[int, np.ndarray, int]] = {}
+        self.packed: np.ndarray | None = None  # the GEMM's repacked tiles ("invariant")
 
 
 # (id(wq), id(scales), id(biases), group_size, bits, isa) -> _Weights; an entry holds only
@@ -422,16 +423,51 @@ def _native(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarra
     h, args, scratch_len = launch
     out = np.empty((m, n), np.float32)
     scratch = np.empty(scratch_len, np.float32) if scratch_len else _NO_SCRATCH
-    _core.launch(h, [x2, wq, scales, biases, out, scratch], args)
+    bufs = [x2, wq, scales, biases, out, scratch]
+    if args[5]:  # "invariant" through the GEMM: the weight's tiles, repacked once
+        if e.packed is None:
+            e.packed = prepack(h, wq, scales, biases, n, k, num_threads)
+        bufs.append(e.packed)
+    _core.launch(h, bufs, args)
     return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
+
+
+def packed_bytes(h: int, n: int, k: int) -> int:
+    """Bytes of kernel ``h``'s repacked GEMM tiles for an (N, K) weight; 0 when the kernel
+    has no int8 GEMM (it needs AVX-512 VNNI).
+
+    >>> packed_bytes(_handle(4, 32, False, 0), 16, 64)  # the scalar build: no GEMM
+    0
+    """
+    box = np.zeros(1, np.int64)
+    _core.launch(h, [box] * 7, np.array([1, -3, n, k, 0, 0], np.int64))
+    return int(box[0])
+
+
+def prepack(h: int, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, n: int, k: int,
+            num_threads: int = 1) -> np.ndarray:
+    """The (N, K) weight's tiles as kernel ``h``'s int8 GEMM reads them (see the kernel's
+    ``bz_gemm_prepack``): the ``"invariant"`` mode's weights, repacked once instead of per
+    call (the repacking was ~40 % of a one-row product). A 1-byte placeholder when the
+    kernel has no GEMM. Reads the buffers' first N rows (views' owning buffers are fine).
+    """
+    size = packed_bytes(h, n, k)
+    out = np.empty(max(size, 1), np.uint8)
+    if size:
+        threads = 1 if n * k < PARALLEL_WEIGHTS else num_threads
+        _core.launch(h, [wq, wq, scales, biases, out, out, out],
+                     np.array([threads, -2, n, k, 0, 0], np.int64))
+    return out
 
 
 def _int8(vnni: int, m: int, bits: int, act: str | None) -> bool:
     """Whether a call runs int8 activations: M <= INT8_MAX_M at 4 bits under auto (and
     any bits under "int8"); the GEMM (M > INT8_MAX_M) at 4 bits under "int8" only (under
-    auto it flips SmolLM2's answer); never without an int8 dot product compiled."""
+    auto it flips SmolLM2's answer); any M and bits under "invariant"; never without an
+    int8 dot product compiled."""
     mode = act_mode(act)
     return vnni > 0 and (
+        mode == "invariant" or
         (m <= INT8_MAX_M and (mode == "int8" or (mode == "auto" and bits == 4)))
         or (m > INT8_MAX_M and bits == 4 and mode == "int8"))
 
@@ -443,30 +479,41 @@ def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
     rows: the tactic stored for the problem, or -- given the call's ``operands`` -- the one
     tuning finds now, else the heuristic's (scratch 0: a 1-element placeholder)."""
     int8 = _int8(e.vnni, m, bits, act)
+    invariant = act_mode(act) == "invariant"
     # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
     threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
     scratch_len = m * k if bits == 4 and not int8 else 0
     tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
     default = _default_tactic(tactics, threads)
     problem = {"m": m, "n": n, "k": k, "int8": int(int8)}
-    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads)
+    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads, invariant)
 
     def handle(t: _tactics_mod.Tactic) -> int:
         v = t.params["variant"]
         return e.h if v == VARIANTS[0] else _handle(bits, group_size, e.half, isa, v)
 
+    # "invariant" with the int8 GEMM (AVX-512 VNNI): the weight's tiles repacked once
+    packed = int(invariant and int8 and e.vnni == 2)
+
     def args(t: _tactics_mod.Tactic) -> np.ndarray:
-        return np.array([t.params["threads"], m, n, k, int(int8)], np.int64)
+        return np.array([t.params["threads"], m, n, k, 2 if invariant else int(int8), packed],
+                        np.int64)
 
     if operands is None:
         t = _tactics_mod.stored(key, tactics, default, problem)
     else:
         x2, wq, scales, biases = operands
         scratch = np.empty(max(scratch_len, 1), np.float32)
+        bufs = [x2, wq, scales, biases, None, scratch]
+        if packed:
+            if e.packed is None:
+                e.packed = prepack(e.h, wq, scales, biases, n, k, num_threads)
+            bufs.append(e.packed)
 
         def run(t: _tactics_mod.Tactic) -> np.ndarray:
             out = np.empty((m, n), np.float32)
-            _core.launch(handle(t), [x2, wq, scales, biases, out, scratch], args(t))
+            bufs[4] = out
+            _core.launch(handle(t), bufs, args(t))
             return out
 
         t = _tactics_mod.select(key, tactics, default, problem, run)
@@ -572,9 +619,18 @@ class QuantizedMatmul(NativeOp):
                          _levels(bits, gs, half, _ENV_ISA)[1], half)
         except _build.BuildError:
             return None
-        h, args, scratch_len = _launch(e, m, n, k, bits, gs, _ENV_ISA, self._num_threads(),
+        threads = self._num_threads()
+        h, args, scratch_len = _launch(e, m, n, k, bits, gs, _ENV_ISA, threads,
                                        attrs.get("act"), None)
-        return NativeLibraryCall(h, args, (max(scratch_len, 1) * 4,))
+        derived = None
+        if args[5]:  # the weight's GEMM tiles, repacked when the weight changes
+            derived = (functools.partial(_prepack_buffers, e.h, n, k, threads), (1, 2, 3), 5)
+        return NativeLibraryCall(h, args, (max(scratch_len, 1) * 4,), derived=derived)
+
+
+def _prepack_buffers(h: int, n: int, k: int, threads: int, wq: np.ndarray, scales: np.ndarray,
+                     biases: np.ndarray) -> np.ndarray:
+    return prepack(h, wq, scales, biases, n, k, threads)
 
 
 def reference(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,

@@ -12,6 +12,12 @@ from .record import OpDef, Shape, declare, upcast
 # ``bits``-bit integer, packed little-end first into uint32 words (32 // bits per word).
 QUANT_BITS = (4, 8)
 QUANT_GROUPS = (32, 64, 128)
+# How a backend may treat a quantized matmul's activations (``act``): "float" exact,
+# "int8" quantized per block of 32 for integer dot products, "auto" the backend's choice
+# per problem, "invariant" int8 where the backend has it through one code path at every
+# number of rows, so that each row of the result is independent of the others (a
+# server's batched decode gives a sequence the bits it gets alone).
+QUANT_ACT_MODES = ("auto", "int8", "float", "invariant")
 
 
 def dequantize_ref(wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, *,

@@ -12,18 +12,46 @@
 
 /* bufs: x (M, K) float32, wq (N, K*bits/8 bytes), scales (N, G), biases (N, G),
    out (M, N) float32, scratch (M, K) float32 (the de-interleaved x at 4 bits).
-   args: threads, M, N, K, act (1: int8 activations where compiled and M <= BZ_I8_MMAX).
-   M < 0: write the compiled ISA level and VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
-   to ((int64_t*)bufs[0])[0] and [1].
+   args: threads, M, N, K, act (0: float; 1: int8 activations where compiled -- the matvec
+   path up to BZ_I8_MMAX rows, then at 4 bits the GEMM; 2: batch invariant -- int8 where
+   compiled, through one path at every M (the GEMM with AVX-512 VNNI, else the matvec
+   path), else the float path untiled with the same accumulators at every M: a row's
+   result never depends on the other rows or their number).
+   args[5] (read with act 2 only): 1 when bufs[6] holds the weight's GEMM tiles repacked
+   beforehand (M == -2 writes them; the GEMM then reads them instead of repacking).
+   M == -1: write the compiled ISA level and VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512
+   VNNI) to ((int64_t*)bufs[0])[0] and [1]. M == -3: write the size in bytes of N x K
+   repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
+   wq, scales, biases (N rows of K) into bufs[6].
    M < BZ_TILE_M: fused (codes unpacked in registers against up to 4 rows of x);
    else a tile of weight rows is dequantized into an L1/L2-sized float buffer and
    multiplied by every row of x with a register-blocked micro-kernel. */
 #define BZ_TILE_M 16
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* args) {
     const int64_t nt = args[0], M = args[1], N = args[2], K = args[3], act = args[4];
-    if (M < 0) {
+    if (M == -1) {
         ((int64_t*)bufs[0])[0] = BZ_ISA;
         ((int64_t*)bufs[0])[1] = BZ_VNNI;
+        return;
+    }
+    if (M == -3) {
+#if BZ_VNNI && BZ_GEMM
+        ((int64_t*)bufs[0])[0] = (N + BZ_GT - 1) / BZ_GT * bz_tile_words(K) * 4;
+#else
+        ((int64_t*)bufs[0])[0] = 0;
+#endif
+        return;
+    }
+    if (M == -2) {
+#if BZ_VNNI && BZ_GEMM
+        const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+        {
+            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+            bz_gemm_prepack((const uint8_t*)bufs[1], (const stype*)bufs[2], (const stype*)bufs[3],
+                            N, K, NT * t / T, NT * (t + 1) / T, (uint32_t*)bufs[6]);
+        }
+#endif
         return;
     }
     const float* x = (const float*)bufs[0];
@@ -34,10 +62,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     float* scratch = (float*)bufs[5];
     const int64_t G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
     const float* xp = BZ_PERMUTE ? scratch : x;
-    const bool tiled = BZ_TILED && M >= BZ_TILE_M;
+    const bool inv = act == 2;
+    const bool tiled = BZ_TILED && M >= BZ_TILE_M && !inv;
 #if BZ_VNNI
 #if BZ_GEMM
-    if (act == 1 && M > BZ_I8_MMAX) {
+    if (act == 2 || (act == 1 && M > BZ_I8_MMAX && BZ_BITS == 4)) {
         const int64_t Kp = K, Gp = bz_pad16(K / 32);
         int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
         float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
@@ -45,6 +74,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         float* sx = ez + M * Gp;
         const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
+        const uint32_t* packed = act == 2 && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -52,14 +82,14 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                 bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp,
                              true);
 #pragma omp barrier
-            bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out);
+            bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed);
         }
         free(qb);
         free(dx);
         return;
     }
 #endif
-    if (act == 1) {
+    if (act >= 1) {
         const int64_t Kp = (K + 63) / 64 * 64, Gp = bz_pad16(K / 32);
         int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
         float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
@@ -158,12 +188,12 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                     bz_row_sb(sc, bi, n, G, sb, &s, &b);
                     const uint8_t* wrow = wq + n * rowbytes;
                     float* o = out + m0 * N + n;
-                    switch (mb) {
-                        case 1: bz_rows<1>(wrow, s, b, xm, K, G, o, N); break;
-                        case 2: bz_rows<2>(wrow, s, b, xm, K, G, o, N); break;
-                        case 3: bz_rows<3>(wrow, s, b, xm, K, G, o, N); break;
-                        default: bz_rows<4>(wrow, s, b, xm, K, G, o, N); break;
-                    }
+                    bz_dispatch<4>(mb, [&](auto r) {
+                        if (inv)
+                            bz_rows<decltype(r)::value, true>(wrow, s, b, xm, K, G, o, N);
+                        else
+                            bz_rows<decltype(r)::value, false>(wrow, s, b, xm, K, G, o, N);
+                    });
                 }
             }
         }

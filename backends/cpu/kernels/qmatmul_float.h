@@ -138,12 +138,14 @@ static BZ_INLINE void bz_group(VT::F (&acc)[MB][A], const uint8_t* wp, float s, 
     }
 }
 
-/* out[m * N] = dot(x row m, w row) for MB consecutive rows of x (stride K). */
-template <int MB>
+/* out[m * N] = dot(x row m, w row) for MB consecutive rows of x (stride K). INV (batch
+   invariant): the same accumulators whatever MB, so a row's result does not depend on
+   how many rows run with it. */
+template <int MB, bool INV>
 static void bz_rows(const uint8_t* wrow, const float* s, const float* b, const float* xp, int64_t K,
                     int64_t G, float* out, int64_t N) {
     typedef VT::F F;
-    constexpr int A = MB <= 2 ? 4 : 2;                               /* accumulators per row */
+    constexpr int A = MB <= 2 && !INV ? 4 : 2;                       /* accumulators per row */
     constexpr int GU = BZ_BPG * BZ_P >= A ? 1 : A / (BZ_BPG * BZ_P); /* groups per iteration */
     F acc[MB][A];
 #pragma GCC unroll 8
@@ -280,8 +282,8 @@ static void bz_permute(const float* x, float* xp, int64_t K) {
 #define BZ_PERMUTE (BZ_BITS == 4)
 #define BZ_TILED 1
 #else
-/* Portable scalar path: elements in natural order. */
-template <int MB>
+/* Portable scalar path: elements in natural order (one chain per row whatever MB). */
+template <int MB, bool INV>
 static void bz_rows(const uint8_t* wrow, const float* s, const float* b, const float* xp, int64_t K,
                     int64_t G, float* out, int64_t N) {
     float acc[MB];

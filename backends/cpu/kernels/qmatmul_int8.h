@@ -511,51 +511,98 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
     free(bb);
 }
 
-#if BZ_VNNI == 2 && BZ_BITS == 4
-/* ------------------------------------------------ int8 GEMM (M > BZ_I8_MMAX, 4 bits)
-   The output's 16 lanes are 16 weight rows (a tile): the tile's codes are repacked once
-   per call, per block of 32, as 4 vectors of one dword (8 codes) per row, so one
-   vpdpbusd against a broadcast dword of q (4 even or 4 odd elements of x, the block
-   de-interleaved at quantization) gives 4 products for 16 outputs. Per block and x row:
-   8 vpdpbusd into an int32 chain, then t = idot * dx + ez and acc += t * s (+ b * sum(x)
+#if BZ_VNNI == 2
+/* ------------------------------------------------ int8 GEMM (4 and 8 bits, AVX-512 VNNI)
+   The output's 16 lanes are 16 weight rows (a tile): the tile's codes are repacked per
+   call, per block of 32, as DW vectors of one dword per row (4 bits: 8 codes, DW = 4;
+   8 bits: 4 codes, DW = 8) with 16x16 dword transposes in registers, so one vpdpbusd
+   against a broadcast dword of q gives 4 products for 16 outputs (4 bits: the dword's
+   low nibbles pair with 4 even elements of x, its high ones with 4 odd ones -- the block
+   de-interleaved at quantization; 8 bits: natural order). Per block and x row: 8
+   vpdpbusd into an int32 chain, then t = idot * dx + ez and acc += t * s (+ b * sum(x)
    at each group's first block): every output is one chain over the blocks, whatever
-   the tile, the row block or the thread. */
-#define BZ_GT 16 /* weight rows per tile (lanes) */
-#define BZ_GM 8  /* rows of x per register block */
-struct GT {      /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] */
+   the tile, the row block, the thread or the number of rows M -- so act == 2 (batch
+   invariant) runs this path at every M. */
+#define BZ_GT 16       /* weight rows per tile (lanes) */
+#define BZ_GM 8        /* rows of x per register block */
+#define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
+struct GT {            /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] */
     uint32_t* w;
     float* s;
     float* b;
 };
+/* r[i][j] -> r[j][i] for a 16x16 matrix of dwords: 32-bit, then 64-bit unpacks within
+   128-bit lanes, then a 4x4 transpose of the 128-bit lanes. */
+static BZ_INLINE void bz_tr16(__m512i (&r)[16]) {
+    __m512i a[16], b[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+        a[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) { /* b[4g + c]: 128-bit lane L = column 4L + c, rows 4g.. */
+        b[4 * g] = _mm512_unpacklo_epi64(a[4 * g], a[4 * g + 2]);
+        b[4 * g + 1] = _mm512_unpackhi_epi64(a[4 * g], a[4 * g + 2]);
+        b[4 * g + 2] = _mm512_unpacklo_epi64(a[4 * g + 1], a[4 * g + 3]);
+        b[4 * g + 3] = _mm512_unpackhi_epi64(a[4 * g + 1], a[4 * g + 3]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+        const __m512i u0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44);
+        const __m512i u1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
+        const __m512i u2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44);
+        const __m512i u3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+        r[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+    }
+}
+static BZ_INLINE __mmask16 bz_mask16(int64_t n) {
+    return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+}
+/* dst[i * 16 + r] = row(r)[i] for i < n: 16-dword chunks of each row (row r < nr, zero
+   above) transposed; row(r, i0, cnt) loads dwords [i0, i0 + cnt) of row r (zero filled). */
+template <class ROW>
+static BZ_INLINE void bz_pack_cols(int64_t nr, int64_t n, ROW&& row, void* dst) {
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int64_t cnt = n - i0 < 16 ? n - i0 : 16;
+        __m512i r[16];
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) r[k] = k < nr ? row(k, i0, cnt) : _mm512_setzero_si512();
+        bz_tr16(r);
+        for (int64_t j = 0; j < cnt; ++j)
+            _mm512_storeu_si512((void*)((uint32_t*)dst + (i0 + j) * BZ_GT), r[j]);
+    }
+}
 static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
                          int64_t nr, int64_t K, GT& t) {
-    const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K / 2;
-    for (int64_t r = 0; r < BZ_GT; ++r) {
-        if (r < nr) {
-            const uint32_t* src = (const uint32_t*)(wq + (n0 + r) * rowbytes);
-            const stype* s = sc + (n0 + r) * G;
-            const stype* b = bi + (n0 + r) * G;
-            for (int64_t i = 0; i < G32 * 4; ++i) t.w[i * BZ_GT + r] = src[i];
-            for (int64_t i = 0; i < G32; ++i) {
-#if BZ_HALF
-                t.s[i * BZ_GT + r] = bz_h2f(s[i * 32 / BZ_GS]);
-#else
-                t.s[i * BZ_GT + r] = s[i * 32 / BZ_GS];
-#endif
-            }
-            for (int64_t g = 0; g < G; ++g) {
-#if BZ_HALF
-                t.b[g * BZ_GT + r] = bz_h2f(b[g]);
-#else
-                t.b[g * BZ_GT + r] = b[g];
-#endif
-            }
-        } else {
-            for (int64_t i = 0; i < G32 * 4; ++i) t.w[i * BZ_GT + r] = 0;
-            for (int64_t i = 0; i < G32; ++i) t.s[i * BZ_GT + r] = 0.0f;
-            for (int64_t g = 0; g < G; ++g) t.b[g * BZ_GT + r] = 0.0f;
-        }
-    }
+    const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
+    bz_pack_cols(
+        nr, G32 * BZ_GDW,
+        [&](int64_t r, int64_t i0, int64_t cnt) {
+            return _mm512_maskz_loadu_epi32(bz_mask16(cnt), wq + (n0 + r) * rowbytes + i0 * 4);
+        },
+        t.w);
+    bz_pack_cols(
+        nr, G32,
+        [&](int64_t r, int64_t i0,
+            int64_t cnt) { /* block -> group scale */
+                           const stype* s = sc + (n0 + r) * G;
+                           const __m512 v =
+                               BZ_GS == 32
+                                   ? QV::lds(s + i0, cnt)
+                                   : QV::expand(QV::lds(s + i0 * 32 / BZ_GS, G - i0 * 32 / BZ_GS));
+                           return _mm512_castps_si512(v);
+        },
+        t.s);
+    bz_pack_cols(
+        nr, G,
+        [&](int64_t r, int64_t g0, int64_t cnt) {
+            return _mm512_castps_si512(QV::lds(bi + (n0 + r) * G + g0, cnt));
+        },
+        t.b);
 }
 template <int MB>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64_t K, float* out,
@@ -565,14 +612,18 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
     __m512 acc[MB];
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
-    const __m512i f = _mm512_set1_epi8(15);
     for (int64_t blk = 0; blk < G32; ++blk) {
-        __m512i lo[4], hi[4];
+        __m512i w[8]; /* 4 bits: the low nibbles of 4 dwords, then the high ones */
+#pragma GCC unroll 8
+        for (int j = 0; j < BZ_GDW; ++j)
+            w[j] = _mm512_loadu_si512((const void*)(t.w + (blk * BZ_GDW + j) * BZ_GT));
+        if (BZ_BITS == 4) {
+            const __m512i f = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-            const __m512i v = _mm512_loadu_si512((const void*)(t.w + (blk * 4 + j) * BZ_GT));
-            lo[j] = _mm512_and_si512(v, f);
-            hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), f);
+            for (int j = 0; j < 4; ++j) {
+                w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(w[j], 4), f);
+                w[j] = _mm512_and_si512(w[j], f);
+            }
         }
         const __m512 sv = _mm512_loadu_ps(t.s + blk * BZ_GT);
         __m512 bv = _mm512_setzero_ps();
@@ -583,9 +634,9 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
             const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
             __m512i ia = _mm512_setzero_si512();
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                ia = _mm512_dpbusd_epi32(ia, lo[j], _mm512_set1_epi32(qm[j]));
-                ia = _mm512_dpbusd_epi32(ia, hi[j], _mm512_set1_epi32(qm[4 + j]));
+            for (int j = 0; j < 4; ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
+                ia = _mm512_dpbusd_epi32(ia, w[j], _mm512_set1_epi32(qm[j]));
+                ia = _mm512_dpbusd_epi32(ia, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
             }
             const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),
                                               _mm512_set1_ps(qx.dx[(m0 + m) * qx.Gp + blk]),
@@ -599,18 +650,51 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
 }
-/* Tiles [t0, t1) of BZ_GT weight rows against every row of x. */
-static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx,
-                         int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out) {
-    const int64_t G32 = K / 32, G = K / BZ_GS;
+/* 32-bit words of one repacked tile (codes, block scales, group biases). */
+static BZ_INLINE int64_t bz_tile_words(int64_t K) {
+    return (K / 32 * BZ_GDW + K / 32 + K / BZ_GS) * BZ_GT;
+}
+static BZ_INLINE GT bz_tile_at(uint32_t* base, int64_t K) {
+    const int64_t G32 = K / 32;
     GT t;
-    t.w = (uint32_t*)aligned_alloc(64, (size_t)(((G32 * 4 + G32 + G) * BZ_GT * 4 + 63) / 64 * 64));
-    t.s = (float*)(t.w + G32 * 4 * BZ_GT);
+    t.w = base;
+    t.s = (float*)(base + G32 * BZ_GDW * BZ_GT);
     t.b = t.s + G32 * BZ_GT;
+    return t;
+}
+/* Tiles [t0, t1) of the weight repacked into dst (tile ti at ti * bz_tile_words(K)): done
+   once per weight, so the GEMM at few rows (decode) reads the tiles as they are. */
+static void bz_gemm_prepack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t N,
+                            int64_t K, int64_t t0, int64_t t1, uint32_t* dst) {
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        GT t = bz_tile_at(dst + ti * bz_tile_words(K), K);
+        const int64_t n0 = ti * BZ_GT;
+        bz_gemm_pack(wq, sc, bi, n0, N - n0 < BZ_GT ? N - n0 : BZ_GT, K, t);
+    }
+}
+/* Tiles [t0, t1) of BZ_GT weight rows against every row of x; packed: the weight's tiles
+   repacked beforehand (bz_gemm_prepack), else each tile is repacked here. */
+static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx,
+                         int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out,
+                         const uint32_t* packed) {
+    const int64_t rowbytes = K * BZ_BITS / 8, words = bz_tile_words(K);
+    uint32_t* own =
+        packed ? nullptr : (uint32_t*)aligned_alloc(64, (size_t)((words * 4 + 63) / 64 * 64));
     for (int64_t ti = t0; ti < t1; ++ti) {
         const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
-        bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
-        const __mmask16 mask = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1u);
+        GT t;
+        if (packed) {
+            t = bz_tile_at((uint32_t*)packed + ti * words, K);
+            if (ti + 1 < t1) /* the next tile streams in while this one computes */
+                bz_prefetch(packed + (ti + 1) * words, words * 4);
+        } else {
+            if (ti + 1 < t1)
+                bz_prefetch(wq + (n0 + BZ_GT) * rowbytes,
+                            (N - n0 - BZ_GT < BZ_GT ? N - n0 - BZ_GT : BZ_GT) * rowbytes);
+            t = bz_tile_at(own, K);
+            bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
+        }
+        const __mmask16 mask = bz_mask16(nr);
         float* o = out + n0;
         int64_t m0 = 0;
         for (; m0 + BZ_GM <= M; m0 += BZ_GM) bz_gemm_block<BZ_GM>(t, qx, m0, K, o, N, mask);
@@ -619,7 +703,7 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
                 bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask);
             });
     }
-    free(t.w);
+    free(own);
 }
 #define BZ_GEMM 1
 #else
