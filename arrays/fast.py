@@ -80,7 +80,8 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
     """Rotary position embedding of the first ``dims`` features of x (..., T, D).
 
     Position ``t`` of axis -2 is ``offset + t`` (``offset``: an int or a 0-d int
-    array, so a compiled decode step takes it as a runtime input). Feature pairs are
+    array, so a compiled decode step takes it as a runtime input; or one int per entry
+    of x's first axis, for a batch of sequences at different positions). Feature pairs are
     ``(2i, 2i+1)`` when ``traditional`` (GPT-J / GGUF layout), else ``(i, i + dims/2)``
     (GPT-NeoX / Hugging Face ``rotate_half``); pair i turns by ``pos * base**(-2i/dims)``.
     One op: the ``cpu`` backend computes the (T, dims/2) cos/sin table once per call
@@ -103,7 +104,7 @@ def rope(x: Any, dims: int, *, traditional: bool, base: float, scale: float = 1.
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
                                  mask: Any | str | None = None,
                                  past: tuple[Any, Any] | None = None,
-                                 past_length: Any = None) -> Array:
+                                 past_length: Any = None, past_index: Any = None) -> Array:
     """``softmax(q @ k.T * scale + mask) @ v`` with grouped-query heads.
 
     q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a multiple of Hkv; ``mask`` is
@@ -114,7 +115,11 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
     are valid (an int or a 0-d int array: a runtime input of a compiled step; clamped
     to [0, P]), puts those rows before k and v without concatenating them: every query
     sees them, and ``"causal"`` then means query t sees new keys up to t (the KV-cache
-    decode/pre-fill case). With ``mask`` None or ``"causal"`` the whole attention is
+    decode/pre-fill case). For a batch of sequences at different positions (batched
+    decoding) ``past_length`` may be one length per batch row (B,), and ``past_index``
+    (B,) ints says which batch row of the past each row reads (the past then has its own
+    batch size: a cache of fixed slots, read in place; indices are clamped into it).
+    With ``mask`` None or ``"causal"`` the whole attention is
     one op (the ``cpu`` backend runs it as one native kernel: scores, softmax and the
     weighted sum per query row, never materializing the scores); an array mask is
     composed of two matmuls around one fused masked-softmax kernel (no ``past``).
@@ -140,10 +145,12 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
             n = asarray(past_length) if isinstance(past_length, int) else \
                 as_array(past_length, op)
             ins += [pk, pv, n]
-        elif past_length is not None:
-            raise ValueError(f"{op}: past_length without past")
+            if past_index is not None:
+                ins.append(as_array(past_index, op))
+        elif past_length is not None or past_index is not None:
+            raise ValueError(f"{op}: past_length / past_index without past")
         dtype = dt.result_type(q.dtype, k.dtype, v.dtype)
-        ins = [a if a.dtype == dtype or i == 5 else astype(a, dtype) for i, a in enumerate(ins)]
+        ins = [a if a.dtype == dtype or i >= 5 else astype(a, dtype) for i, a in enumerate(ins)]
         attrs = {"scale": float(scale), "causal": mask == "causal"}
         shape, out_dtype = SDPA.infer(  # type: ignore[misc]
             tuple(a.shape for a in ins), tuple(a.dtype for a in ins), attrs)

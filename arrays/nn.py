@@ -428,12 +428,14 @@ class RoPE(Module):
 class Attention(Module):
     """Multi-head / grouped-query self-attention with rotary positions and a KV cache.
 
-    ``__call__(x, offset, past=None)`` takes x (B, T, dims) at positions
+    ``__call__(x, offset, past=None, past_index=None)`` takes x (B, T, dims) at positions
     ``offset .. offset+T-1`` (an int or a 0-d int array: a runtime input of a
-    compiled step) and optionally ``past = (keys, values)`` of shape
-    (B, kv_heads, S, head_dim), of which the first ``offset`` positions are valid
-    (the rest is unused capacity of a fixed-size cache). It returns
-    ``(out, (k_new, v_new))``: the caller appends the new keys/values to its cache.
+    compiled step; or (B,) ints, one position per sequence: batched decoding) and
+    optionally ``past = (keys, values)`` of shape (B, kv_heads, S, head_dim), of which
+    the first ``offset`` positions are valid (the rest is unused capacity of a
+    fixed-size cache); ``past_index`` (B,) picks the past's batch row of each sequence
+    (a cache of fixed slots). It returns ``(out, (k_new, v_new))``: the caller appends
+    the new keys/values to its cache.
 
     >>> import braze as bz
     >>> att = bz.nn.Attention(16, 4, n_kv_heads=2)
@@ -464,8 +466,8 @@ class Attention(Module):
         del self.q_proj, self.k_proj, self.v_proj
         return self
 
-    def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None
-                 ) -> tuple[Array, tuple[Array, Array]]:
+    def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None,
+                 past_index: Any = None) -> tuple[Array, tuple[Array, Array]]:
         if "qkv_proj" in vars(self):
             dq, dk = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
             qkv = self.qkv_proj(x)
@@ -475,7 +477,7 @@ class Attention(Module):
         q = split_heads(q, self.n_heads)
         k, v = split_heads(k, self.n_kv_heads), split_heads(v, self.n_kv_heads)
         q, k = self.rope(q, offset), self.rope(k, offset)
-        out = attend(q, k, v, self.scale, offset, past)
+        out = attend(q, k, v, self.scale, offset, past, past_index)
         return self.o_proj(merge_heads(out)), (k, v)
 
 
@@ -492,8 +494,9 @@ def merge_heads(y: Array) -> Array:
 
 
 def attend(q: Array, k: Array, v: Array, scale: float, offset: Any,
-           past: tuple[Array, Array] | None) -> Array:
-    """Causal attention of new queries over ``past`` (first ``offset`` rows valid) + new keys.
+           past: tuple[Array, Array] | None, past_index: Any = None) -> Array:
+    """Causal attention of new queries over ``past`` (first ``offset`` rows valid, per
+    sequence when ``offset`` is (B,); ``past_index``: the past row of each) + new keys.
 
     >>> import braze as bz
     >>> q = k = v = bz.ones((1, 2, 3, 4))
@@ -504,6 +507,6 @@ def attend(q: Array, k: Array, v: Array, scale: float, offset: Any,
         return fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal")
     # the cached rows are read in place (no concatenation): one attention op
     return fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal", past=past,
-                                             past_length=offset)
+                                             past_length=offset, past_index=past_index)
 
 

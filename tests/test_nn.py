@@ -284,7 +284,7 @@ def test_sdpa_rejects_bad_past() -> None:
     with pytest.raises(TypeError, match="0-d integer"):
         bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past=(q, q),
                                              past_length=bz.asarray(1.0))
-    with pytest.raises(ValueError, match="past_length without past"):
+    with pytest.raises(ValueError, match="past_length / past_index without past"):
         bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past_length=1)
     with pytest.raises(ValueError, match="need mask None or 'causal'"):
         bz.fast.scaled_dot_product_attention(q, q, q, scale=1.0, past=(q, q), past_length=1,
@@ -453,3 +453,87 @@ def test_sdpa_decode_rows_of_64_match_numpy(rep: int, causal: bool) -> None:
         mask="causal" if causal else None, past=(bz.asarray(pk), bz.asarray(pv)),
         past_length=bz.asarray(np.int32(n)))
     np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
+
+
+# ---------------------------------------------------------------- batched decoding
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 4), hkv=st.integers(1, 2), rep=st.integers(1, 3), t=st.integers(1, 3),
+       slots=st.integers(1, 5), p=st.integers(1, 9), d=st.sampled_from([5, 16, 64]),
+       seed=st.integers(0, 2**16), indexed=st.booleans(),
+       ndtype=st.sampled_from([np.int32, np.int64]))
+def test_sdpa_per_row_lengths_and_past_index_match_rows_alone(b, hkv, rep, t, slots, p, d, seed,
+                                                              indexed, ndtype) -> None:
+    """Batched decoding: each batch row attends to its own number of cached rows, read from
+    the cache slot its past index names (clamped into the cache), in place; the result of a
+    row is that row computed alone (the reference, and the one-length op of that row)."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(sh).astype(np.float32)
+               for sh in ((b, hkv * rep, t, d), (b, hkv, t, d), (b, hkv, t, d)))
+    nslots = slots if indexed else b
+    pk, pv = (rng.standard_normal((nslots, hkv, p, d)).astype(np.float32) for _ in range(2))
+    lens = rng.integers(-1, p + 2, b).astype(ndtype)
+    idx = rng.integers(-1, nslots + 1, b).astype(ndtype)
+    rows = np.clip(idx, 0, nslots - 1) if indexed else np.arange(b)
+    want = np.concatenate([np_sdpa_past(q[i:i + 1], k[i:i + 1], v[i:i + 1],
+                                        pk[rows[i]:rows[i] + 1], pv[rows[i]:rows[i] + 1],
+                                        int(lens[i]), 0.3, True) for i in range(b)])
+
+    def f(q, k, v, pk, pv, n, *ix):
+        return bz.fast.scaled_dot_product_attention(
+            q, k, v, scale=0.3, mask="causal", past=(pk, pv), past_length=n,
+            past_index=ix[0] if ix else None)
+
+    args = [bz.asarray(a) for a in (q, k, v, pk, pv, lens)] + \
+        ([bz.asarray(idx)] if indexed else [])
+    np.testing.assert_allclose(np.asarray(f(*args)), want, rtol=2e-5, atol=2e-5)
+    step = bz.compile(f)
+    for _ in range(2):  # traced, then replayed (cpu: the native kernel as a program step)
+        np.testing.assert_allclose(np.asarray(step(*args)), want, rtol=2e-5, atol=2e-5)
+    assert kernel_count(f, *args) == 1
+
+
+def test_sdpa_rejects_bad_per_row_lengths_and_index() -> None:
+    q = k = v = bz.ones((2, 1, 1, 4))
+    past = (bz.ones((3, 1, 5, 4)), bz.ones((3, 1, 5, 4)))
+    with pytest.raises(TypeError, match="one per batch row"):
+        bz.fast.scaled_dot_product_attention(q, k, v, scale=1.0, mask="causal", past=past,
+                                             past_length=bz.ones((3,), dtype=bz.int32),
+                                             past_index=bz.zeros((2,), dtype=bz.int32))
+    with pytest.raises(TypeError, match="past index"):
+        bz.fast.scaled_dot_product_attention(q, k, v, scale=1.0, mask="causal", past=past,
+                                             past_length=1,
+                                             past_index=bz.zeros((2,), dtype=bz.float32))
+    with pytest.raises(ValueError, match="same batch unless"):  # 3 slots, no index
+        bz.fast.scaled_dot_product_attention(q, k, v, scale=1.0, mask="causal", past=past,
+                                             past_length=1)
+    with pytest.raises(ValueError, match="without past"):
+        bz.fast.scaled_dot_product_attention(q, k, v, scale=1.0, past_index=[0, 0])
+
+
+@settings(max_examples=20, deadline=None)
+@given(b=st.integers(1, 4), h=st.integers(1, 3), t=st.integers(1, 3), half=st.integers(1, 8),
+       traditional=st.booleans(), seed=st.integers(0, 2**16), heads_view=st.booleans())
+def test_rope_per_row_offsets_match_rows_alone(b, h, t, half, traditional, seed,
+                                               heads_view) -> None:
+    """One offset per sequence (x's first axis): each row rotated as alone, eager and
+    compiled, x given as a strided view of the heads of a fused projection too."""
+    rng = np.random.default_rng(seed)
+    dims = 2 * half
+    x = rng.standard_normal((b, h, t, dims + 2)).astype(np.float32)
+    offs = rng.integers(0, 300, b).astype(np.int32)
+    want = np.stack([np_rope(x[i].astype(np.float64), dims, traditional, 10000.0, int(offs[i]))
+                     for i in range(b)])
+    arg = bz.permute_dims(bz.asarray(np.ascontiguousarray(x.transpose(0, 2, 1, 3))),
+                          (0, 2, 1, 3)) if heads_view else bz.asarray(x)
+
+    def f(x, off):
+        return bz.fast.rope(x, dims, traditional=traditional, base=10000.0, offset=off)
+
+    np.testing.assert_allclose(np.asarray(f(arg, bz.asarray(offs))), want, rtol=1e-5,
+                               atol=3e-5)
+    step = bz.compile(f)
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(step(arg, bz.asarray(offs))), want, rtol=1e-5,
+                                   atol=3e-5)
+    with pytest.raises(TypeError, match="one per entry"):
+        f(arg, bz.asarray(np.zeros(b + 1, np.int32)))

@@ -23,10 +23,16 @@ and grouped-query heads index their shared key/value head (never repeated).
   ``PARALLEL_WORK``; one thread below (a parallel region costs more).
 * Other dtypes run the numpy reference (float16/bfloat16 computed in float32 there).
 
+* Batched decoding: the past length may be one per batch row (B,), and a past index
+  (B,) may say which batch row of the past each batch row reads (a server's batch of
+  sequences at different positions over one cache of fixed slots: the cache is read in
+  place, never gathered); an index out of range is clamped into the past.
+
 Args (int64): threads, B, Hq, Hkv, T, S, has_past, P, D, Dv, causal, scale (float64
 bits), past-length element size (4 or 8), then (offset, 4 strides) in elements for
-q, k, v, past keys, past values, and the past-length buffer's element offset.
-Buffers: q, k, v, [past keys, past values, past length], out.
+q, k, v, past keys, past values, the past lengths' element offset and stride (0: one
+length), has_index, the index's element size, offset and stride, the past's batch size.
+Buffers: q, k, v, [past keys, past values, past lengths, [past index]], out.
 """
 
 from __future__ import annotations
@@ -65,12 +71,12 @@ def source() -> tuple[str, str]:
 _KERNELS = KernelFamily(lambda _: source())
 
 
-def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: int
-          ) -> np.ndarray:
+def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: int,
+          index_itemsize: int = 0) -> np.ndarray:
     q, k, v = views[:3]
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[3]
-    past = len(views) == 6
+    past = len(views) >= 6
     p = views[3].shape[2] if past else 0
     work = b * hq * t * (p + s) * (d + dv)
     nt = 1 if work < PARALLEL_WORK else threads
@@ -83,7 +89,15 @@ def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: 
             a += [vw.offset, *vw.strides]
         else:
             a += [0, 0, 0, 0, 0]
-    a.append(views[5].offset if past else 0)
+    lens = views[5] if past else None
+    a.append(lens.offset if lens is not None else 0)
+    a.append(lens.strides[0] if lens is not None and lens.shape else 0)  # per-row lengths
+    if len(views) == 7:  # the past batch row each batch row reads
+        ix = views[6]
+        a += [1, index_itemsize, ix.offset, ix.strides[0]]
+    else:
+        a += [0, 0, 0, 0]
+    a.append(views[3].shape[0] if past else 0)
     return np.array(a, np.int64)
 
 
@@ -103,22 +117,23 @@ class ScaledDotProductAttention(NativeOp):
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, *xs: np.ndarray
                  ) -> np.ndarray:
-        floats = xs[:5] if len(xs) == 6 else xs
+        floats = xs[:5] if len(xs) >= 6 else xs
         h = self._kernel(_KERNELS.handle) if all(x.dtype == _F32 for x in floats) and \
             out_dtype == _F32 else None
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(SDPA, attrs, out_dtype, *xs)
-        if len(xs) == 6:  # only the valid cached rows are copied (not a whole cache)
-            n = min(max(int(xs[5]), 0), xs[3].shape[2])
-            xs = (*xs[:3], xs[3][:, :, :n], xs[4][:, :, :n], np.asarray(n, np.int64))
-        arrays = [np.ascontiguousarray(x) for x in xs]
+        if len(xs) >= 6:  # only the valid cached rows are copied (not a whole cache)
+            lens = np.asarray(xs[5], np.int64)
+            n = min(max(int(lens.max(initial=0)), 0), xs[3].shape[2])
+            xs = (*xs[:3], xs[3][:, :, :n], xs[4][:, :, :n], lens,
+                  *(np.asarray(x, np.int64) for x in xs[6:]))
+        arrays = [np.ascontiguousarray(x) if x.ndim else x for x in xs]  # (0-d stays 0-d)
         views = [View(a.shape, tuple(st // a.itemsize for st in a.strides)) for a in arrays]
         q, v = arrays[0], arrays[2]
         out = np.empty(q.shape[:3] + v.shape[3:], np.float32)
         if out.size:
-            args = _args(attrs, views, arrays[5].itemsize if len(xs) == 6 else 0,
-                         self._num_threads())
+            args = _args(attrs, views, 8 if len(xs) >= 6 else 0, self._num_threads(), 8)
             _core.launch(h, [*arrays, out], args)
         self.calls["native"] += 1
         return out
@@ -126,15 +141,16 @@ class ScaledDotProductAttention(NativeOp):
     def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                     out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
         """The kernel as a replay-program step (float32, any strides); None otherwise."""
-        floats = inputs[:5] if len(inputs) == 6 else inputs
+        floats = inputs[:5] if len(inputs) >= 6 else inputs
         if out[1] != _F32 or any(d != _F32 for _, d in floats) or 0 in out[0]:
             return None
-        if len(inputs) == 6 and inputs[5][1].itemsize not in (4, 8):
-            return None  # the kernel reads a 32- or 64-bit past length
+        if any(d.itemsize not in (4, 8) for _, d in inputs[5:]):
+            return None  # the kernel reads 32- or 64-bit past lengths and indices
         try:
             h = _KERNELS.handle()
         except _build.BuildError:
             return None
         views = [v for v, _ in inputs]
         return NativeLibraryCall(h, _args(attrs, views, inputs[5][1].itemsize
-                                          if len(inputs) == 6 else 0, self._num_threads()))
+                                          if len(inputs) >= 6 else 0, self._num_threads(),
+                                          inputs[6][1].itemsize if len(inputs) == 7 else 0))

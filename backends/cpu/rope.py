@@ -11,13 +11,18 @@ is contiguous. As the fused-kernel alternative showed, a size-2 pair axis makes 
 generated elementwise kernel loop rows of 2 elements (~170 us per SmolLM2 pre-fill
 rope vs ~15 us here).
 
+The offset may be one per entry of x's first axis (batched decoding: sequences at
+different positions), each entry then getting its own (T, dims/2) table.
+
 Args (int64): threads, R0, R1, T, D, dims, traditional, base and scale (float64
 bits), offset element size (4 or 8), x offset and 4 strides (R0, R1, T, D), the
-offset buffer's element offset. Buffers: x, offset, out (R0, R1, T, D).
+offset buffer's element offset, the number of offsets, the leading rows (R0 * R1
+order) per offset and the offsets' element stride. Buffers: x, offset, out (R0, R1, T, D).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -71,9 +76,12 @@ def _args(attrs: dict[str, Any], x: View, off: View, off_itemsize: int, threads:
     t, d = x.shape[-2:]
     nt = 1 if x.size < PARALLEL_ELEMENTS else threads
     bits = np.array([attrs["base"], attrs["scale"]], np.float64).view(np.int64)
+    # one offset, or one per entry of x's first axis (batched decoding)
+    nb, bdiv, ostride = (1, 1, 0) if not off.shape else \
+        (off.shape[0], max(1, math.prod(x.shape[1:-2])), off.strides[0])
     return np.array([nt, r0, r1, t, d, attrs["dims"], int(attrs["traditional"]), bits[0],
-                     bits[1], off_itemsize, x.offset, s0, s1, *x.strides[-2:], off.offset],
-                    np.int64)
+                     bits[1], off_itemsize, x.offset, s0, s1, *x.strides[-2:], off.offset,
+                     nb, bdiv, ostride], np.int64)
 
 
 class Rope(NativeOp):
@@ -98,10 +106,13 @@ class Rope(NativeOp):
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(ROPE, attrs, out_dtype, x, offset)
-        xc = np.ascontiguousarray(x).reshape(-1, 1, *x.shape[-2:])
         off = np.asarray(offset, np.int64)
+        off = np.ascontiguousarray(off) if off.ndim else off  # (which makes a 0-d 1-d)
+        xc = np.ascontiguousarray(x).reshape(-1 if not off.ndim else x.shape[0],
+                                             -1 if off.ndim else 1, *x.shape[-2:])
         view = View(xc.shape, tuple(st // 4 for st in xc.strides))
-        args = _args(attrs, view, View((), ()), off.itemsize, self._num_threads())
+        args = _args(attrs, view, View(off.shape, (1,) * off.ndim), off.itemsize,
+                     self._num_threads())
         out = np.empty(x.shape, np.float32)
         _core.launch(h, [xc, off, out], args)
         self.calls["native"] += 1

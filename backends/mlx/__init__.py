@@ -181,7 +181,7 @@ def _rope(attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
     from ...graph.ops import OPS, reference_eval
     from .lower import to_mx, to_numpy
 
-    if not _mlx_float(x):
+    if not _mlx_float(x) or np.ndim(offset):  # (per-row offsets: the reference)
         return reference_eval(OPS["rope"], attrs, out_dtype, x, offset)
     xm = to_mx(x.reshape(-1, *x.shape[-2:])).astype(mx.float32)
     out = mx.fast.rope(xm, attrs["dims"], traditional=attrs["traditional"],
@@ -200,6 +200,9 @@ def _sdpa(attrs: dict[str, Any], out_dtype: np.dtype, q: np.ndarray, k: np.ndarr
     from .lower import to_mx, to_numpy
 
     n = None
+    if past and (np.ndim(past[2]) or len(past) == 4):  # batched decoding: the reference
+        return reference_eval(OPS["scaled_dot_product_attention"], attrs, out_dtype, q, k, v,
+                              *past)
     if past:
         n = int(min(max(int(past[2]), 0), past[0].shape[2]))
     visible = sdpa_visible(q.shape[2], k.shape[2], n, attrs["causal"])

@@ -21,7 +21,13 @@ def rope_tables(t: int, offset: int, dims: int, base: float, scale: float
 
 
 def _rope_ref(x, offset, *, dims, traditional, base, scale):
-    # pair (a, b) -> (a*cos + b*(-sin), b*cos + a*sin), float32 math (float64 stays)
+    # pair (a, b) -> (a*cos + b*(-sin), b*cos + a*sin), float32 math (float64 stays);
+    # one offset per entry of x's first axis (batched decoding): entry by entry
+    if np.ndim(offset):
+        ct = np.result_type(x.dtype, np.float32)
+        return np.stack([_rope_ref(x[i], offset[i], dims=dims, traditional=traditional,
+                                   base=base, scale=scale) for i in range(x.shape[0])]) \
+            if x.shape[0] else np.empty(x.shape, ct)
     ct = np.result_type(x.dtype, np.float32)
     c, s = rope_tables(x.shape[-2], int(offset), dims, base, scale)
     c, s = c.astype(ct), s.astype(ct)
@@ -45,16 +51,17 @@ def _rope_infer(shapes, dtypes, attrs):
     if len(x) < 2 or d % 2 or d > x[-1] or d <= 0:
         raise ValueError(f"rope: needs x of shape (..., T, D) with an even dims <= D, got "
                          f"shape {x} and dims={d}")
-    if off != () or not dt.is_integer(dtypes[1]):
-        raise TypeError(f"rope: offset must be an int or a 0-d integer array, got shape "
-                        f"{off} ({dt.name(dtypes[1])})")
+    if not dt.is_integer(dtypes[1]) or not (off == () or (len(x) >= 3 and off == x[:1])):
+        raise TypeError(f"rope: offset must be an int, a 0-d integer array or one per entry "
+                        f"of x's first axis (x of 3 or more dims), got shape {off} "
+                        f"({dt.name(dtypes[1])}) for x of shape {x}")
     return x, dtypes[0]
 
 
 ROPE = declare(OpDef(
     "rope", "library", 2, _rope_ref, "real_floating", infer=_rope_infer,
     doc="Rotary position embedding of the first `dims` features of x (..., T, D) at "
-        "positions offset + t (one op).",
+        "positions offset + t, one offset or one per entry of x's first axis (one op).",
 ))
 
 
@@ -75,7 +82,18 @@ def sdpa_visible(t: int, s: int, past_len: int | None, causal: bool) -> np.ndarr
 
 def _sdpa_ref(q, k, v, *past, scale, causal):
     # keys = [first `past_len` rows of the past chunk, the new keys]; float32 (float64 when
-    # an input is) math; a query row that sees no key gets NaN (softmax over nothing)
+    # an input is) math; a query row that sees no key gets NaN (softmax over nothing).
+    # Per-row past lengths (B,) and a past index (B,) (batched decoding) run row by row.
+    if past and (np.ndim(past[2]) or len(past) == 4):
+        pk, pv, lens = past[:3]
+        b = q.shape[0]
+        lens = np.broadcast_to(np.asarray(lens), (b,))
+        idx = np.clip(np.asarray(past[3]), 0, pk.shape[0] - 1) if len(past) == 4 \
+            else np.arange(b)
+        return np.concatenate([
+            _sdpa_ref(q[i:i + 1], k[i:i + 1], v[i:i + 1], pk[idx[i]:idx[i] + 1],
+                      pv[idx[i]:idx[i] + 1], lens[i], scale=scale, causal=causal)
+            for i in range(b)]) if b else _sdpa_ref(q, k, v, scale=scale, causal=causal)
     ct = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     b, hq, t, d = q.shape
     hkv = k.shape[1]
@@ -99,23 +117,30 @@ def _sdpa_ref(q, k, v, *past, scale, causal):
 
 def _sdpa_infer(shapes, dtypes, attrs):
     op = "scaled_dot_product_attention"
-    if len(shapes) not in (3, 6):
-        raise ValueError(f"{op}: expected q, k, v and optionally past keys, past values and "
-                         f"the past length; got {len(shapes)} inputs")
+    if len(shapes) not in (3, 6, 7):
+        raise ValueError(f"{op}: expected q, k, v and optionally past keys, past values, "
+                         f"the past length(s) and a past index; got {len(shapes)} inputs")
     q, k, v = shapes[:3]
     if len(q) != 4 or len(k) != 4 or len(v) != 4 or k[:3] != v[:3] or q[0] != k[0] \
             or q[3] != k[3] or k[1] == 0 or q[1] % k[1]:
         raise ValueError(f"{op}: expected q (B, Hq, T, D), k and v (B, Hkv, S, D) with Hq a "
                          f"multiple of Hkv; got shapes {q}, {k}, {v}")
-    if len(shapes) == 6:
-        pk, pv, off = shapes[3:]
-        if pk[:2] + pk[3:] != k[:2] + k[3:] or pv[:2] + pv[3:] != v[:2] + v[3:] \
-                or pk[2] != pv[2]:
+    if len(shapes) >= 6:
+        pk, pv, off = shapes[3:6]
+        indexed = len(shapes) == 7
+        # with a past index the past's batch is its own (slots); without, the batch's
+        if pk[1:2] + pk[3:] != k[1:2] + k[3:] or pv[1:2] + pv[3:] != v[1:2] + v[3:] \
+                or pk[:3] != pv[:3] or (not indexed and pk[0] != k[0]) \
+                or (indexed and pk[0] == 0):
             raise ValueError(f"{op}: past keys/values {pk}, {pv} do not match keys {k} and "
-                             f"values {v} (same batch, heads and feature sizes)")
-        if off != () or not dt.is_integer(dtypes[5]):
-            raise TypeError(f"{op}: the past length must be a 0-d integer array, got shape "
-                            f"{off} ({dt.name(dtypes[5])})")
+                             f"values {v} (same heads and feature sizes; the same batch "
+                             "unless a past index picks the past's rows)")
+        if off not in ((), (q[0],)) or not dt.is_integer(dtypes[5]):
+            raise TypeError(f"{op}: the past length must be a 0-d integer array or one per "
+                            f"batch row ({q[0]},), got shape {off} ({dt.name(dtypes[5])})")
+        if indexed and (shapes[6] != (q[0],) or not dt.is_integer(dtypes[6])):
+            raise TypeError(f"{op}: the past index must be one integer per batch row "
+                            f"({q[0]},), got shape {shapes[6]} ({dt.name(dtypes[6])})")
     for d in dtypes[:5]:
         if not dt.is_real_floating(d):
             raise TypeError(f"{op}: q, k, v (and the past) must be real floating, got "
@@ -127,5 +152,6 @@ SDPA = declare(OpDef(
     "scaled_dot_product_attention", "library", -1, _sdpa_ref, "real_floating",
     infer=_sdpa_infer,
     doc="softmax(q @ k.T * scale, causal mask) @ v over grouped-query heads, optionally "
-        "after the first `past_len` rows of a cached key/value chunk (one op).",
+        "after the first `past_len` rows (one length, or one per batch row) of a cached "
+        "key/value chunk, whose batch rows a past index may pick (one op).",
 ))

@@ -97,22 +97,39 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     const float* K = (const float*)bufs[1] + ks[0];
     const float* V = (const float*)bufs[2] + vs[0];
     const float *PK = nullptr, *PV = nullptr;
-    int64_t L = 0;
+    // per batch row: its valid past rows and the past batch row it reads (a[39]: the past
+    // lengths' element stride, 0 for one length; a[40]: 1 with a past index buffer, its
+    // element size a[41], offset a[42] and stride a[43]; a[44]: the past's batch size)
+    const int64_t lstride = a[39], has_index = a[40], PB = a[44];
+    std::vector<int64_t> Lb((size_t)B + 1, 0), pb((size_t)B + 1, 0);
+    int64_t Lmax = 0;
     float* O;
     if (has_past) {
         PK = (const float*)bufs[3] + pks[0];
         PV = (const float*)bufs[4] + pvs[0];
-        const int64_t off_at = a[38];
-        L = a[12] == 4 ? (int64_t)((const int32_t*)bufs[5])[off_at]
-                       : ((const int64_t*)bufs[5])[off_at];
-        L = L < 0 ? 0 : (L > P ? P : L);
-        O = (float*)bufs[6];
+        const void* lens = bufs[5];
+        const void* idx = has_index ? bufs[6] : nullptr;
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t at = a[38] + b * lstride;
+            int64_t L =
+                a[12] == 4 ? (int64_t)((const int32_t*)lens)[at] : ((const int64_t*)lens)[at];
+            Lb[b] = L < 0 ? 0 : (L > P ? P : L);
+            Lmax = Lb[b] > Lmax ? Lb[b] : Lmax;
+            int64_t p = b;
+            if (has_index) {  // clamped: an index out of range never reads outside the past
+                const int64_t ia = a[42] + b * a[43];
+                p = a[41] == 4 ? (int64_t)((const int32_t*)idx)[ia] : ((const int64_t*)idx)[ia];
+                p = p < 0 ? 0 : (p >= PB ? PB - 1 : p);
+            }
+            pb[b] = p;
+        }
+        O = (float*)bufs[has_index ? 7 : 6];
     } else {
         O = (float*)bufs[3];
     }
     const int64_t rep = Hq / Hkv, rows = B * Hq * T;
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    const int64_t ld = (L + S + 15) / 16 * 16;  // keys per row of the transposed block
+    const int64_t ld = (Lmax + S + 15) / 16 * 16;  // keys per row of the transposed block
     const bool transpose = rep * T >= BZ_TRANSPOSE_ROWS;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
@@ -123,6 +140,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
+            const int64_t L = Lb[b];
+            const float* PKb = has_past ? PK + pb[b] * pks[1] : nullptr;  // this row's past
+            const float* PVb = has_past ? PV + pb[b] * pvs[1] : nullptr;
             const float* q = Q + b * qs[1] + h * qs[2] + ti * qs[3];
             float* o = O + r * Dv;
             int64_t lim = causal ? (has_past ? ti : S - T + ti) : S - 1;  // last new key seen
@@ -134,8 +154,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             float* s = sc.data();
             if (!transpose) {  // few query rows per key head (decode): one dot per key
                 for (int64_t j = 0; j < L; ++j)
-                    s[j] = bz_dot(q, qs[4], PK + b * pks[1] + g * pks[2] + j * pks[3], pks[4], D) *
-                           scale;
+                    s[j] = bz_dot(q, qs[4], PKb + g * pks[2] + j * pks[3], pks[4], D) * scale;
                 for (int64_t j = 0; j < n_new; ++j)
                     s[L + j] =
                         bz_dot(q, qs[4], K + b * ks[1] + g * ks[2] + j * ks[3], ks[4], D) * scale;
@@ -143,7 +162,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                 cur = b * Hkv + g;            // scores of 16 keys are 16 lanes of D broadcast FMAs
                 float* w = kt.data();
                 for (int64_t j = 0; j < L + S; ++j) {
-                    const float* kr = j < L ? PK + b * pks[1] + g * pks[2] + j * pks[3]
+                    const float* kr = j < L ? PKb + g * pks[2] + j * pks[3]
                                             : K + b * ks[1] + g * ks[2] + (j - L) * ks[3];
                     const int64_t sk = j < L ? pks[4] : ks[4];
                     for (int64_t d = 0; d < D; ++d) w[d * ld + j] = kr[d * sk];
@@ -186,7 +205,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                 for (int i = 0; i < NV; ++i) yv[i] = bzv_zero();
                 for (int64_t jj = 0; jj < n; ++jj) {
                     const bzv p = bzv_set1(s[jj]);
-                    const float* vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
+                    const float* vr = jj < L ? PVb + g * pvs[2] + jj * pvs[3]
                                              : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
 #pragma GCC unroll 16
                     for (int i = 0; i < NV; ++i)
@@ -201,7 +220,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             for (int64_t d = 0; d < Dv; ++d) y[d] = 0.0f;
             for (int64_t jj = 0; jj < n; ++jj) {
                 const float p = s[jj];
-                const float* vr = jj < L ? PV + b * pvs[1] + g * pvs[2] + jj * pvs[3]
+                const float* vr = jj < L ? PVb + g * pvs[2] + jj * pvs[3]
                                          : V + b * vs[1] + g * vs[2] + (jj - L) * vs[3];
                 const int64_t sv = jj < L ? pvs[4] : vs[4];
                 if (sv == 1) {

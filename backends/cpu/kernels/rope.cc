@@ -28,19 +28,26 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     std::memcpy(&scale_d, &a[8], sizeof scale_d);
     const int64_t* xs = a + 10;
     const float* X = (const float*)bufs[0] + xs[0];
-    const int64_t off =
-        a[9] == 4 ? (int64_t)((const int32_t*)bufs[1])[a[15]] : ((const int64_t*)bufs[1])[a[15]];
+    // NB offsets (1, or one per batch entry: a[16]), each serving a[17] leading rows, a[18]
+    // elements apart in the offset buffer
+    const int64_t NB = a[16], bdiv = a[17], ostride = a[18];
+    std::vector<int64_t> off((size_t)NB);
+    for (int64_t b = 0; b < NB; ++b) {
+        const int64_t at = a[15] + b * ostride;
+        off[b] = a[9] == 4 ? (int64_t)((const int32_t*)bufs[1])[at] : ((const int64_t*)bufs[1])[at];
+    }
     float* O = (float*)bufs[2];
     const int64_t half = dims / 2, rows = R0 * R1 * T;
     const float scale = (float)scale_d;
-    std::vector<float> inv(half), cs((size_t)(T * half) + 1), sn((size_t)(T * half) + 1);
+    std::vector<float> inv(half), cs((size_t)(NB * T * half) + 1), sn((size_t)(NB * T * half) + 1);
     for (int64_t i = 0; i < half; ++i) inv[i] = (float)pow(base, (-(double)i * 2.0) / dims);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < T; ++t) {
-            const float pos = (float)(off + t) * scale;
-            float *c = cs.data() + t * half, *s = sn.data() + t * half;
+        for (int64_t bt = 0; bt < NB * T; ++bt) {
+            const int64_t t = bt % T;
+            const float pos = (float)(off[bt / T] + t) * scale;
+            float *c = cs.data() + bt * half, *s = sn.data() + bt * half;
 #pragma omp simd
             for (int64_t i = 0; i < half; ++i) {
                 const float th = pos * inv[i];
@@ -51,10 +58,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = r % T, r1 = (r / T) % R1, r0 = r / (T * R1);
+            const int64_t bt = (NB > 1 ? (r / T) / bdiv * T : 0) + t;  // its table row
             const float* x = X + r0 * xs[1] + r1 * xs[2] + t * xs[3];
             const int64_t sd = xs[4];
             float* o = O + r * D;
-            const float *c = cs.data() + t * half, *s = sn.data() + t * half;
+            const float *c = cs.data() + bt * half, *s = sn.data() + bt * half;
             if (trad) {
                 for (int64_t i = 0; i < half; ++i) {
                     const float x0 = x[(2 * i) * sd], x1 = x[(2 * i + 1) * sd];
