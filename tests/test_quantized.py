@@ -568,7 +568,7 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
     w64, _ = terms64(wq, s, b, bits, gs)
     want = x.astype(np.float64) @ w64.T
     for isa in sorted({0, *(i for i in (1, 2) if qmatmul.kernel_isa(isa=i) == i)}):
-        def run(rows: np.ndarray, threads: int = 2) -> np.ndarray:
+        def run(rows: np.ndarray, threads: int = 2, isa: int = isa) -> np.ndarray:
             return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, isa=isa,
                                             act="invariant", num_threads=threads)
 

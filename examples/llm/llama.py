@@ -139,9 +139,9 @@ class Block(nn.Module):
         # "L'Étoile..." by 0.08 logits in float32 and the 4-bit weights keep that margin,
         # but int8 activations in the feed-forward alone moved it by -0.1 to -0.3
 
-    def __call__(self, x: bz.Array, offset: Any, past: tuple[bz.Array, bz.Array] | None
-                 ) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
-        h, kv = self.attention(self.attn_norm(x), offset, past)
+    def __call__(self, x: bz.Array, offset: Any, past: tuple[bz.Array, bz.Array] | None,
+                 past_index: Any = None) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
+        h, kv = self.attention(self.attn_norm(x), offset, past, past_index)
         x = x + h
         gu = self.gate_up(self.ffn_norm(x))
         return x + self.down(nn.silu(gu[..., :self.hidden]) * gu[..., self.hidden:]), kv
@@ -158,14 +158,14 @@ class KVCache:
     entire cache). ``offset`` is the number of positions filled.
     """
 
-    def __init__(self, cfg: LlamaConfig, max_size: int) -> None:
-        width = cfg.n_kv_heads * cfg.head_dim
+    def __init__(self, cfg: LlamaConfig, max_size: int,
+                 buffers: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
-        shape = (cfg.n_layers, max_size, width)
-        nbytes = max(1, cfg.n_layers * max_size * width * 4)
-        self._maps = (mmap.mmap(-1, nbytes), mmap.mmap(-1, nbytes))
-        self.keys, self.values = (np.frombuffer(m, np.float32, math.prod(shape)).reshape(shape)
-                                  for m in self._maps)
+        if buffers is None:  # (else views of a SlotCache's slot)
+            shape = (cfg.n_layers, max_size, cfg.n_kv_heads * cfg.head_dim)
+            self._maps = (_zero_map(shape), _zero_map(shape))
+            buffers = (_as_floats(self._maps[0], shape), _as_floats(self._maps[1], shape))
+        self.keys, self.values = buffers
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
         """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
@@ -173,6 +173,59 @@ class KVCache:
         self.keys[:, lo:lo + n] = k[:, :n]
         self.values[:, lo:lo + n] = v[:, :n]
         self.offset += n
+
+
+def _zero_map(shape: tuple[int, ...]) -> mmap.mmap:
+    return mmap.mmap(-1, max(1, math.prod(shape) * 4))
+
+
+def _as_floats(m: mmap.mmap, shape: tuple[int, ...]) -> np.ndarray:
+    return np.frombuffer(m, np.float32, math.prod(shape)).reshape(shape)
+
+
+class SlotCache:
+    """The KV caches of up to ``slots`` sequences decoded together (a server's batch):
+    two host buffers (slots, layers, max_size, kv_heads * head_dim), anonymous memory
+    maps as in :class:`KVCache` (unused capacity costs no memory). ``slot(i)`` is slot
+    i's cache as a :class:`KVCache` (its rows are contiguous: a sequence's pre-fill runs
+    the single-sequence step on it); :meth:`Llama.decode_batch` runs one step for any
+    set of slots at their own positions, reading the buffers in place.
+    """
+
+    def __init__(self, cfg: LlamaConfig, slots: int, max_size: int) -> None:
+        if slots < 1:
+            raise ValueError(f"SlotCache: need at least one slot, got {slots}")
+        shape = (slots, cfg.n_layers, max_size, cfg.n_kv_heads * cfg.head_dim)
+        self.cfg, self.max_size, self.n_slots = cfg, max_size, slots
+        self._maps = (_zero_map(shape), _zero_map(shape))
+        self.keys, self.values = _as_floats(self._maps[0], shape), \
+            _as_floats(self._maps[1], shape)
+        self._slots = [KVCache(cfg, max_size, (self.keys[i], self.values[i]))
+                       for i in range(slots)]
+
+    def slot(self, i: int) -> KVCache:
+        """Slot i's cache (``offset``: its filled positions)."""
+        return self._slots[i]
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """Slot ``dst`` starts with the first ``n`` positions of slot ``src`` (a shared
+        system prompt pre-filled once)."""
+        if n > self._slots[src].offset:
+            raise ValueError(f"SlotCache: slot {src} holds {self._slots[src].offset} "
+                             f"positions, not {n}")
+        self.keys[dst, :, :n] = self.keys[src, :, :n]
+        self.values[dst, :, :n] = self.values[src, :, :n]
+        self._slots[dst].offset = n
+
+
+def batch_bucket(n: int) -> int:
+    """Rows of the compiled batched decode step serving ``n`` sequences: the next power
+    of two (one trace per bucket, as TensorRT-LLM buckets its batch dimension).
+
+    >>> [batch_bucket(n) for n in (1, 2, 3, 5, 16)]
+    [1, 2, 4, 8, 16]
+    """
+    return 1 << max(0, n - 1).bit_length()
 
 
 class Llama(nn.Module):
@@ -201,6 +254,7 @@ class Llama(nn.Module):
         bz.eval(*[p for _, p in self.named_parameters()])
         self._step_last = bz.compile(self._forward_last)
         self._step_all = bz.compile(self._forward_all)
+        self._step_batch = bz.compile(self._forward_batch)
 
     # ------------------------------------------------------------ the traced forward pass
     def _body(self, ids: bz.Array, offset: bz.Array, past: tuple[bz.Array, ...]
@@ -235,7 +289,71 @@ class Llama(nn.Module):
         x, k, v = self._body(ids, offset, past)
         return self._logits(x), k, v
 
+    def _forward_batch(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
+                       keys: bz.Array, values: bz.Array) -> tuple[bz.Array, ...]:
+        """One decode step of B sequences: ids (B, 1) at their own ``positions`` (B,),
+        each reading its cache slot (``slots`` (B,)) of the (slots, layers, S, width)
+        buffers in place. Quantized matmuls run ``act="invariant"``: a sequence's logits
+        are the same bits whatever sequences share its step (and at B = 1)."""
+        cfg = self.cfg
+        quantized = [m for m in _modules(self)
+                     if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
+        acts = [getattr(m, "act", None) for m in quantized]
+        for m in quantized:  # (this body runs only while the step is traced)
+            m.act = "invariant"
+        try:
+            x = self.embed(ids)
+            ks, vs = [], []
+            for i, layer in enumerate(self.layers):
+                past = (nn.split_heads(keys[:, i], cfg.n_kv_heads),
+                        nn.split_heads(values[:, i], cfg.n_kv_heads))
+                x, (k, v) = layer(x, positions, past, slots)
+                ks.append(nn.merge_heads(k)[:, 0])
+                vs.append(nn.merge_heads(v)[:, 0])
+            return self._logits(x), bz.stack(ks), bz.stack(vs)
+        finally:
+            for m, act in zip(quantized, acts):
+                m.act = act
+
     # ------------------------------------------------------------ calling the model
+    def make_slot_cache(self, slots: int, max_size: int | None = None) -> SlotCache:
+        """KV caches for ``slots`` sequences of up to ``max_size`` positions each."""
+        return SlotCache(self.cfg, slots, max_size or min(self.cfg.context_length, 2048))
+
+    def decode_batch(self, tokens: list[int], slots: list[int], cache: SlotCache
+                     ) -> np.ndarray:
+        """Logits (n, vocab) of one decode step for n sequences: ``tokens[j]`` appended to
+        slot ``slots[j]`` of ``cache`` at its offset (each slot's offset then grows by
+        one). The step is compiled per :func:`batch_bucket` of n; padding rows read no
+        cache and write nothing."""
+        n = len(tokens)
+        if n == 0 or n != len(slots) or len(set(slots)) != n:
+            raise ValueError(f"decode_batch: need one token per distinct slot, got {n} tokens "
+                             f"for slots {slots}")
+        if any(not 0 <= s < cache.n_slots for s in slots):
+            raise ValueError(f"decode_batch: slots must be in [0, {cache.n_slots}), got {slots}")
+        if any(not 0 <= t < self.cfg.vocab for t in tokens):
+            raise ValueError(f"decode_batch: token ids must be in [0, {self.cfg.vocab})")
+        b = batch_bucket(n)
+        ids = np.zeros((b, 1), np.int32)
+        ids[:n, 0] = tokens
+        pos = np.zeros(b, np.int32)
+        pos[:n] = [cache.slot(s).offset for s in slots]
+        if pos[:n].max() >= cache.max_size:
+            raise ValueError(f"decode_batch: a sequence is full ({cache.max_size} positions)")
+        idx = np.zeros(b, np.int32)
+        idx[:n] = slots
+        logits, k, v = self._step_batch(
+            bz.asarray(ids), bz.asarray(pos), bz.asarray(idx),
+            bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False))
+        k, v = np.asarray(k), np.asarray(v)  # (layers, b, width)
+        sl, at = np.asarray(slots), pos[:n]
+        cache.keys[sl, :, at] = np.swapaxes(k[:, :n], 0, 1)
+        cache.values[sl, :, at] = np.swapaxes(v[:, :n], 0, 1)
+        for s in slots:
+            cache.slot(s).offset += 1
+        return np.asarray(logits)[:n, 0]
+
     def make_cache(self, max_size: int | None = None) -> KVCache:
         """A KV cache for up to ``max_size`` positions (default: min(context, 2048))."""
         return KVCache(self.cfg, max_size or min(self.cfg.context_length, 2048))
@@ -269,6 +387,14 @@ class Llama(nn.Module):
                             bz.asarray(np.int32(t)), *past)
         cache.write(np.asarray(k), np.asarray(v), t)
         return logits if last_only else logits[:, :t]
+
+
+def _modules(m: nn.Module) -> Iterator[nn.Module]:
+    yield m
+    for _, c in m.children():
+        for sub in c if isinstance(c, (list, tuple)) else [c]:
+            if isinstance(sub, nn.Module):
+                yield from _modules(sub)
 
 
 # ---------------------------------------------------------------- loading and generation

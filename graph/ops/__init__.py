@@ -35,8 +35,8 @@ from .leaves import CONSTANT, PARAMETER, VALUE
 from .library import GATHER, MATMUL, SCATTER, argsort_ref, index_key, index_shape
 from .nn import ROPE, SDPA, rope_tables, sdpa_visible
 from .quantized import (
-    QUANT_BITS,
     QUANT_ACT_MODES,
+    QUANT_BITS,
     QUANT_GROUPS,
     QUANTIZED_MATMUL,
     dequantize_ref,
@@ -62,7 +62,8 @@ from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
     "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "DOMAINS", "GATHER", "MATMUL", "OPS",
-    "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS", "RANDOM_BITS",
+    "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",
+    "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",
     "OpDef", "Shape", "argsort_ref", "broadcast_shapes", "check_domain", "declare",
     "dequantize_ref", "elementwise", "elementwise_dtypes", "fft", "index_key", "index_shape",

@@ -1,0 +1,337 @@
+"""Continuous batching for the LLM example: many sequences decoded together.
+
+An :class:`Engine` owns the model, the tokenizer and a :class:`llama.SlotCache` and runs
+one thread. Requests join the running batch between decode steps (each is pre-filled
+alone into a free cache slot, its first token sampled from the pre-fill) and leave it
+when they finish or are cancelled; every decode step is one compiled
+:meth:`llama.Llama.decode_batch` over all running sequences at their own positions (the
+4-bit matvecs become small GEMMs over the batch). The step is batch invariant: a
+sequence gets the same logits whatever runs with it, so greedy output is
+token-for-token the same alone or batched.
+
+* **Shared prefix**: the default system prompt is pre-filled once into a slot of its
+  own; a prompt that starts with its tokens copies those cache rows and pre-fills only
+  the rest.
+* **Back-pressure**: at most ``queue_limit`` requests wait for a slot; past that
+  :meth:`Engine.submit` raises :class:`QueueFull`.
+* **Isolation**: a request whose pre-fill fails gets an error event, the others go on;
+  if a batched step fails, each sequence is retried alone (the step is batch invariant,
+  so the others' results do not change) and only the failing ones end with an error.
+* **Streaming text**: tokens are detokenized incrementally (only the last few ids are
+  decoded per token, holding back an incomplete UTF-8 sequence) and text that could be
+  the start of a stop string is held back until it is known not to be one.
+
+>>> import llama
+>>> model, tok = llama.load()
+>>> engine = Engine(model, tok, max_batch=2)
+>>> engine.start()
+>>> events = []
+>>> done = threading.Event()
+>>> def sink(ev):
+...     events.append(ev)
+...     if ev.kind != "text":
+...         done.set()
+>>> _ = engine.submit(Request(tok.encode(llama.chat_prompt("Hi")).ids, 5, 0.0, 1.0, None, [],
+...                           sink))
+>>> _ = done.wait(60)
+>>> events[-1].kind, events[-1].usage["completion_tokens"] <= 5
+('done', True)
+>>> engine.stop()
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import llama
+import numpy as np
+
+log = logging.getLogger("braze.serve")
+
+
+class QueueFull(RuntimeError):
+    """The engine's queue of waiting requests is at its limit."""
+
+
+@dataclass
+class Event:
+    """What a request hears from the engine: ``text`` (a delta of the answer), then one
+    ``done`` (``finish_reason`` "stop" or "length", ``usage``) or ``error`` (``message``)."""
+
+    kind: str
+    text: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    message: str = ""
+
+
+@dataclass
+class Request:
+    """One generation: prompt token ids, sampling parameters, and ``emit`` (called on the
+    engine's thread with each :class:`Event`; it must not block)."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    stop: list[str]
+    emit: Callable[[Event], None]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    id: int = field(default_factory=itertools.count().__next__)
+
+    def cancel(self) -> None:
+        """Free this request's sequence at the next step boundary (a client that left)."""
+        self.cancelled.set()
+
+
+class _Sequence:
+    """A running request: its cache slot, sampler and detokenizer state."""
+
+    def __init__(self, req: Request, slot: int) -> None:
+        self.req, self.slot = req, slot
+        self.rng = np.random.default_rng(req.seed)
+        self.ids: list[int] = []  # generated tokens
+        self.next_token = -1  # sampled, not yet fed to the model
+        self.prefix_offset = 0  # incremental detokenization (ids[prefix_offset:] decoded)
+        self.read_offset = 0
+        self.text = ""  # the whole answer so far
+        self.sent = 0  # characters of text already emitted
+
+    def usage(self) -> dict[str, int]:
+        p, c = len(self.req.prompt_ids), len(self.ids)
+        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+class Engine:
+    """The batching loop over one model (see the module docstring).
+
+    ``max_batch``: sequences decoded together (cache slots); ``context``: positions per
+    sequence; ``queue_limit``: waiting requests before :class:`QueueFull`;
+    ``prefix``: text pre-filled once and shared (default: the ChatML system turn of the
+    default system prompt; "" for none).
+    """
+
+    def __init__(self, model: llama.Llama, tokenizer: Any, *, max_batch: int = 16,
+                 context: int = 2048, queue_limit: int = 64, prefix: str | None = None
+                 ) -> None:
+        if max_batch < 1 or queue_limit < 0:
+            raise ValueError(f"Engine: max_batch must be >= 1 and queue_limit >= 0, got "
+                             f"{max_batch} and {queue_limit}")
+        self.model, self.tok = model, tokenizer
+        self.max_batch, self.queue_limit = max_batch, queue_limit
+        self.context = min(context, model.cfg.context_length)
+        self.cache = model.make_slot_cache(max_batch + 1, self.context)
+        self._prefix_slot = max_batch  # the last slot holds the shared prefix
+        if prefix is None:
+            prefix = f"<|im_start|>system\n{llama.CHATML_SYSTEM}<|im_end|>\n"
+        self.prefix_ids: list[int] = tokenizer.encode(prefix).ids if prefix else []
+        self._free = list(range(max_batch))[::-1]
+        self._waiting: collections.deque[Request] = collections.deque()
+        self._running: list[_Sequence] = []
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.steps = 0  # decode steps run (stats)
+        self.batch_rows = 0  # sequences summed over those steps
+
+    # ------------------------------------------------------------ the public side
+    def start(self) -> None:
+        """Pre-fill the shared prefix and start the loop's thread."""
+        if self.prefix_ids:
+            self.model([self.prefix_ids], self.cache.slot(self._prefix_slot), last_only=True)
+        self._thread = threading.Thread(target=self._loop, name="braze-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the loop: waiting and running requests end with an error event."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def submit(self, req: Request) -> Request:
+        """Queue ``req``; raises :class:`QueueFull` at the queue limit, ValueError when
+        its prompt and ``max_tokens`` cannot fit the context."""
+        n = len(req.prompt_ids)
+        if n == 0:
+            raise ValueError("the prompt is empty")
+        if n >= self.context:
+            raise ValueError(f"the prompt has {n} tokens; this server's context is "
+                             f"{self.context} tokens")
+        with self._cv:
+            if self._stopping:
+                raise RuntimeError("the engine is stopping")
+            if len(self._waiting) >= len(self._free) + self.queue_limit:
+                raise QueueFull(f"{len(self._waiting)} requests are waiting for a slot "
+                                f"(queue limit {self.queue_limit})")
+            self._waiting.append(req)
+            self._cv.notify_all()
+        return req
+
+    def stats(self) -> dict[str, int]:
+        """Running and waiting requests."""
+        with self._cv:
+            return {"running": len(self._running), "waiting": len(self._waiting),
+                    "slots": self.max_batch}
+
+    # ------------------------------------------------------------ the loop
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopping and not self._waiting and not self._running:
+                    self._cv.wait()
+                if self._stopping:
+                    break
+                admit = []
+                while self._waiting and self._free:
+                    admit.append((self._waiting.popleft(), self._free.pop()))
+            for req, slot in admit:
+                self._admit(req, slot)
+            self._drop_cancelled()
+            if self._running:
+                self._step()
+        for seq in self._running:
+            seq.req.emit(Event("error", message="the server is shutting down"))
+        for req in self._waiting:
+            req.emit(Event("error", message="the server is shutting down"))
+
+    def _release(self, seq: _Sequence) -> None:
+        self._running.remove(seq)
+        self.cache.slot(seq.slot).offset = 0
+        with self._cv:
+            self._free.append(seq.slot)
+
+    def _drop_cancelled(self) -> None:
+        for seq in [s for s in self._running if s.req.cancelled.is_set()]:
+            log.info("request %d cancelled after %d tokens", seq.req.id, len(seq.ids))
+            self._release(seq)
+
+    def _admit(self, req: Request, slot: int) -> None:
+        """Pre-fill ``req`` into ``slot`` (after the shared prefix's rows when its prompt
+        starts with them) and handle its first token."""
+        if req.cancelled.is_set():
+            with self._cv:
+                self._free.append(slot)
+            return
+        seq = _Sequence(req, slot)
+        cache = self.cache.slot(slot)
+        cache.offset = 0
+        ids, p = req.prompt_ids, len(self.prefix_ids)
+        try:
+            rest = ids
+            if p and len(ids) > p and ids[:p] == self.prefix_ids:
+                self.cache.copy_prefix(self._prefix_slot, slot, p)
+                rest = ids[p:]
+            logits = np.asarray(self.model([rest], cache, last_only=True))[0, -1]
+        except Exception as e:  # this request only
+            log.exception("pre-fill of request %d failed", req.id)
+            with self._cv:
+                self._free.append(slot)
+            req.emit(Event("error", message=f"pre-fill failed: {e}"))
+            return
+        self._running.append(seq)
+        self._accept(seq, logits)
+
+    def _step(self) -> None:
+        """One decode step for every running sequence (each alone if the batch fails)."""
+        seqs = list(self._running)
+        try:
+            logits = self.model.decode_batch([s.next_token for s in seqs],
+                                             [s.slot for s in seqs], self.cache)
+            rows = list(zip(seqs, logits))
+        except Exception:
+            log.exception("a batched step of %d sequences failed; retrying each alone",
+                          len(seqs))
+            rows = []
+            for s in seqs:
+                try:
+                    rows.append((s, self.model.decode_batch([s.next_token], [s.slot],
+                                                            self.cache)[0]))
+                except Exception as e:
+                    self._release(s)
+                    s.req.emit(Event("error", message=f"decoding failed: {e}"))
+        self.steps += 1
+        self.batch_rows += len(seqs)
+        for s, row in rows:
+            self._accept(s, row)
+
+    def _accept(self, seq: _Sequence, logits: np.ndarray) -> None:
+        """Sample the next token from ``logits``; emit text; finish or go on."""
+        req = seq.req
+        token = llama.sample(logits, req.temperature, req.top_p, seq.rng)
+        if token in self.model.stop_ids:  # type: ignore[attr-defined]
+            return self._finish(seq, "stop")
+        seq.ids.append(token)
+        self._detokenize(seq)
+        for stop in req.stop:
+            at = seq.text.find(stop, max(0, seq.sent - len(stop)))
+            if at >= 0:
+                seq.text = seq.text[:at]
+                return self._finish(seq, "stop")
+        hold = max((len(s) - 1 for s in req.stop), default=0)
+        end = len(seq.text)
+        for k in range(min(hold, end), 0, -1):  # a tail that may start a stop string
+            if any(s.startswith(seq.text[end - k:]) for s in req.stop):
+                end -= k
+                break
+        if end > seq.sent:
+            req.emit(Event("text", seq.text[seq.sent:end]))
+            seq.sent = end
+        if len(seq.ids) >= req.max_tokens or \
+                self.cache.slot(seq.slot).offset + 1 >= self.context:
+            return self._finish(seq, "length")
+        seq.next_token = token
+
+    def _detokenize(self, seq: _Sequence) -> None:
+        """Append the new token's text (incremental: the last ids decoded, not all)."""
+        ids = seq.ids
+        prefix = self.tok.decode(ids[seq.prefix_offset:seq.read_offset])
+        new = self.tok.decode(ids[seq.prefix_offset:])
+        if new.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more bytes
+            return
+        seq.text += new[len(prefix):]
+        seq.prefix_offset, seq.read_offset = seq.read_offset, len(ids)
+
+    def _finish(self, seq: _Sequence, reason: str) -> None:
+        if len(seq.text) > seq.sent:
+            seq.req.emit(Event("text", seq.text[seq.sent:]))
+            seq.sent = len(seq.text)
+        self._release(seq)
+        seq.req.emit(Event("done", finish_reason=reason, usage=seq.usage()))
+
+
+def chat_template(meta_template: str | None) -> Callable[[list[dict[str, str]]], str]:
+    """The model's chat template (the GGUF's ``tokenizer.chat_template``, Jinja rendered
+    in a sandbox as Hugging Face does: a model file is untrusted input), else ChatML.
+
+    >>> render = chat_template(None)
+    >>> render([{"role": "user", "content": "Hi"}]).endswith("<|im_start|>assistant\\n")
+    True
+    """
+    if meta_template:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        tmpl = env.from_string(meta_template)
+
+        def render(messages: list[dict[str, str]]) -> str:
+            return tmpl.render(messages=messages, add_generation_prompt=True)
+
+        return render
+
+    def chatml(messages: list[dict[str, str]]) -> str:
+        head = "" if messages and messages[0]["role"] == "system" else \
+            f"<|im_start|>system\n{llama.CHATML_SYSTEM}<|im_end|>\n"
+        body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return head + body + "<|im_start|>assistant\n"
+
+    return chatml
+

@@ -1,0 +1,369 @@
+"""An OpenAI-compatible HTTP server for the LLM example, with continuous batching.
+
+    python examples/llm/server.py [--model PATH] [--host 127.0.0.1] [--port 8000]
+
+Endpoints (OpenAI's API, so any client library, editor plugin or agent framework
+works): ``POST /v1/chat/completions`` (the model's chat template; ``stream`` as
+server-sent events in OpenAI's chunk format ending with ``data: [DONE]``;
+``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``seed``,
+``stop``, ``stream_options.include_usage``), ``POST /v1/completions``, ``GET
+/v1/models``, ``GET /health`` (503 while the model loads, then 200 with the
+engine's running/waiting counts). Errors are OpenAI's error JSON: 400 for a
+malformed body, a field of the wrong type or range, a prompt longer than the
+context; 404 for an unknown model; 429 when the queue is full; 503 while loading.
+
+Requests share one :class:`batching.Engine` (continuous batching over a slot cache);
+the HTTP side is FastAPI on uvicorn with sse-starlette for the streams. It listens on
+127.0.0.1 unless ``--host`` says otherwise. Example::
+
+    curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+      -d '{"model": "SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": "Hi"}]}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import braze  # noqa: F401  (before numpy: braze tunes OpenBLAS's thread pool)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import batching  # noqa: E402
+import llama  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from sse_starlette.sse import EventSourceResponse  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+
+log = logging.getLogger("braze.serve")
+MAX_STOP = 4  # stop strings per request (OpenAI's limit)
+
+
+# ---------------------------------------------------------------- request bodies
+class _Body(BaseModel):
+    # unknown fields (other clients' extensions) are ignored; known ones are type-checked
+    model_config = ConfigDict(extra="ignore", strict=False)
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(default=1, ge=1, le=1)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class Message(BaseModel):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart]
+
+    def as_template(self) -> dict[str, str]:
+        """(role, text) for the chat template ("developer" is OpenAI's newer "system")."""
+        text = self.content if isinstance(self.content, str) else \
+            "".join(p.text for p in self.content)
+        return {"role": "system" if self.role == "developer" else self.role, "content": text}
+
+
+class ChatBody(_Body):
+    messages: list[Message] = Field(min_length=1)
+
+
+class CompletionBody(_Body):
+    prompt: str | list[str]
+
+
+_Body.model_rebuild()
+ChatBody.model_rebuild()
+CompletionBody.model_rebuild()
+
+
+class APIError(Exception):
+    """An error reply in OpenAI's format."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = \
+            status, message, type_, param, code
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(status_code=self.status, content={"error": {
+            "message": self.message, "type": self.type, "param": self.param,
+            "code": self.code}})
+
+
+# ---------------------------------------------------------------- the application
+class Served:
+    """The loaded model behind the app: engine, tokenizer, chat template, name."""
+
+    def __init__(self, engine: batching.Engine, name: str,
+                 render: Callable[[list[dict[str, str]]], str]) -> None:
+        self.engine, self.name, self.render = engine, name, render
+        self.tok = engine.tok
+
+
+def load_served(model_path: str | None, max_batch: int, context: int, queue_limit: int
+                ) -> Served:
+    """Load the model (default: SmolLM2-135M-Instruct), warm its steps, start the engine."""
+    path = model_path or llama.default_model_path()
+    model, tok = llama.load(path)
+    meta = braze.load(path, return_metadata=True)[1]
+    name = os.path.basename(path).split(".")[0]
+    engine = batching.Engine(model, tok, max_batch=max_batch, context=context,
+                             queue_limit=queue_limit)
+    engine.start()
+    return Served(engine, name, batching.chat_template(meta.get("tokenizer.chat_template")))
+
+
+def create_app(loader: Callable[[], Served]) -> FastAPI:
+    """The FastAPI app; ``loader`` runs on a background thread at startup (``/health``
+    answers 503 until it returns)."""
+    state: dict[str, Any] = {"served": None, "error": None}
+
+    def load() -> None:
+        try:
+            state["served"] = loader()
+            log.info("model loaded: %s", state["served"].name)
+        except Exception as e:  # reported by /health and every request
+            log.exception("loading the model failed")
+            state["error"] = f"{type(e).__name__}: {e}"
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=load, name="braze-load", daemon=True).start()
+        yield
+        served = state["served"]
+        if served is not None:
+            await asyncio.to_thread(served.engine.stop)
+
+    app = FastAPI(title="braze", lifespan=lifespan)
+
+    @app.exception_handler(APIError)
+    async def api_error(_: Request, e: APIError) -> JSONResponse:
+        return e.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_: Request, e: RequestValidationError) -> JSONResponse:
+        errs = e.errors()
+        first = errs[0] if errs else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        msg = "; ".join(f"{'.'.join(str(p) for p in x.get('loc', ())[1:]) or 'body'}: "
+                        f"{x.get('msg')}" for x in errs) or "malformed request body"
+        return APIError(400, msg, param=where).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return APIError(e.status_code, str(e.detail),
+                        "not_found_error" if e.status_code == 404 else "invalid_request_error"
+                        ).response()
+
+    def served_or_503() -> Served:
+        if state["error"] is not None:
+            raise APIError(503, f"the model failed to load: {state['error']}", "server_error")
+        served = state["served"]
+        if served is None:
+            raise APIError(503, "the model is loading", "server_error", code="model_loading")
+        return served
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        try:
+            served = served_or_503()
+        except APIError as e:
+            return JSONResponse(status_code=503, content={"status": "loading" if state[
+                "error"] is None else "error", "error": e.message})
+        return JSONResponse({"status": "ok", **served.engine.stats()})
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        served = served_or_503()
+        return {"object": "list", "data": [{"id": served.name, "object": "model",
+                                            "created": int(time.time()), "owned_by": "braze"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatBody, request: Request) -> Any:
+        served = served_or_503()
+        _check_model(served, body)
+        text = served.render([m.as_template() for m in body.messages])
+        return await _generate(served, body, served.tok.encode(text).ids, request, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionBody, request: Request) -> Any:
+        served = served_or_503()
+        _check_model(served, body)
+        prompt = body.prompt
+        if isinstance(prompt, list):
+            if len(prompt) != 1:
+                raise APIError(400, "prompt: one prompt per request is supported",
+                               param="prompt")
+            prompt = prompt[0]
+        return await _generate(served, body, served.tok.encode(prompt).ids, request,
+                               chat=False)
+
+    return app
+
+
+def _check_model(served: Served, body: _Body) -> None:
+    if body.model != served.name:
+        raise APIError(404, f"The model '{body.model}' does not exist (this server has "
+                            f"'{served.name}')", param="model", code="model_not_found")
+
+
+async def _generate(served: Served, body: _Body, ids: list[int], request: Request,
+                    chat: bool) -> Any:
+    """Queue the request on the engine; a JSON reply or a server-sent event stream."""
+    engine = served.engine
+    context = engine.context
+    if not ids:
+        raise APIError(400, "the prompt is empty", param="prompt")
+    if len(ids) >= context:
+        raise APIError(400, f"This model's maximum context length is {context} tokens. "
+                            f"However, your prompt has {len(ids)} tokens.",
+                       param="messages" if chat else "prompt", code="context_length_exceeded")
+    room = context - len(ids)
+    max_tokens = body.max_completion_tokens or body.max_tokens
+    if max_tokens is not None and max_tokens > context:
+        raise APIError(400, f"max_tokens is too large: {max_tokens}. This model supports at "
+                            f"most {context} tokens of prompt and completion.",
+                       param="max_tokens")
+    max_tokens = min(max_tokens or room, room)
+    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    if len(stop) > MAX_STOP or any(not s for s in stop):
+        raise APIError(400, f"stop: at most {MAX_STOP} non-empty strings", param="stop")
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[batching.Event] = asyncio.Queue()
+
+    def emit(ev: batching.Event) -> None:  # (the engine's thread)
+        loop.call_soon_threadsafe(queue.put_nowait, ev)
+
+    req = batching.Request(ids, max_tokens, body.temperature, body.top_p, body.seed, stop,
+                           emit)
+    try:
+        engine.submit(req)
+    except batching.QueueFull as e:
+        raise APIError(429, f"the server is busy: {e}; retry later", "rate_limit_exceeded",
+                       code="rate_limit_exceeded") from None
+    except (ValueError, RuntimeError) as e:
+        raise APIError(400, str(e)) from None
+    rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    if body.stream:
+        usage = body.stream_options is not None and body.stream_options.include_usage
+        return EventSourceResponse(_stream(served, req, queue, rid, created, chat, usage),
+                                   sep="\n", ping=15)
+    parts: list[str] = []
+    try:
+        while True:
+            ev = await queue.get()
+            if ev.kind == "text":
+                parts.append(ev.text)
+            elif ev.kind == "error":
+                raise APIError(500, ev.message, "server_error")
+            else:
+                break
+    finally:
+        req.cancel()  # (a no-op once done; frees the slot if the client left)
+    text = "".join(parts)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": ev.finish_reason, "logprobs": None}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    return {"id": rid, "object": "chat.completion" if chat else "text_completion",
+            "created": created, "model": served.name, "choices": [choice], "usage": ev.usage}
+
+
+async def _stream(served: Served, req: batching.Request, queue: asyncio.Queue[batching.Event],
+                  rid: str, created: int, chat: bool, include_usage: bool
+                  ) -> AsyncIterator[dict[str, str]]:
+    """OpenAI's chunks as server-sent events; a client that disconnects cancels the
+    request (sse-starlette cancels this generator: ``finally`` frees the sequence)."""
+    obj = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(delta: str | None, finish: str | None, role: bool = False) -> dict[str, str]:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+        if chat:
+            d: dict[str, str] = {"role": "assistant"} if role else {}
+            if delta is not None:
+                d["content"] = delta
+            choice["delta"] = d
+        else:
+            choice["text"] = delta or ""
+        out: dict[str, Any] = {"id": rid, "object": obj, "created": created,
+                               "model": served.name, "choices": [choice]}
+        if include_usage:
+            out["usage"] = None
+        return {"data": json.dumps(out)}
+
+    try:
+        if chat:
+            yield chunk("", None, role=True)
+        while True:
+            ev = await queue.get()
+            if ev.kind == "text":
+                yield chunk(ev.text, None)
+            elif ev.kind == "error":
+                yield {"data": json.dumps({"error": {"message": ev.message,
+                                                     "type": "server_error"}})}
+                break
+            else:
+                yield chunk(None if chat else "", ev.finish_reason)
+                if include_usage:
+                    yield {"data": json.dumps({"id": rid, "object": obj, "created": created,
+                                               "model": served.name, "choices": [],
+                                               "usage": ev.usage})}
+                break
+        yield {"data": "[DONE]"}
+    finally:
+        req.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="a Llama-architecture .gguf (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only)")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--max-batch", type=int, default=16, help="sequences decoded together")
+    ap.add_argument("--context", type=int, default=2048, help="positions per sequence")
+    ap.add_argument("--queue-limit", type=int, default=64,
+                    help="requests waiting for a slot before 429")
+    ap.add_argument("--log-level", default="info")
+    args = ap.parse_args(argv)
+    if args.max_batch < 1 or args.queue_limit < 0 or args.context < 16:
+        ap.error("--max-batch >= 1, --queue-limit >= 0 and --context >= 16 please")
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    import uvicorn
+
+    app = create_app(lambda: load_served(args.model, args.max_batch, args.context,
+                                         args.queue_limit))
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+"""The LLM example's OpenAI-compatible server (examples/llm/server.py) and its engine.
+
+* The engine (examples/llm/batching.py), in process: greedy output token-for-token the
+  same alone and batched, stop strings, cancellation, a failing request among good
+  ones, the queue limit.
+* The server, started as a subprocess on a free local port and driven with the real
+  ``openai`` client (and httpx for what a client library would not send): chat and
+  completions, streaming and not, usage counts, 8 concurrent streams, a client that
+  disconnects mid-stream, every bad request with its status and message, a clean
+  shutdown on SIGINT.
+* The app in process (FastAPI's TestClient): 503 while the model loads, 429 when full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import braze as bz
+
+pytest.importorskip("fastapi")
+openai = pytest.importorskip("openai")
+try:  # the openai client's HTTP library (httpx2 in its recent releases, httpx before)
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover
+    httpx = pytest.importorskip("httpx")
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "llm"))
+import batching  # noqa: E402
+import llama  # noqa: E402
+
+try:
+    llama.default_model_path()
+except FileNotFoundError as e:  # pragma: no cover - `make test` installs it
+    pytest.skip(str(e), allow_module_level=True)
+
+MODEL = "SmolLM2-135M-Instruct"
+QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
+             "What is 2+2?", "Name three colors.", "Who wrote Hamlet?",
+             "What is the boiling point of water?", "Say hello in Spanish.",
+             "What is the largest planet?"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cpu_only(backend_name):
+    if backend_name != "cpu" and "cpu" in bz.backends.available():
+        pytest.skip("the server tests run once, on the default (cpu) backend")
+
+
+# ---------------------------------------------------------------- the engine
+@pytest.fixture(scope="module")
+def model_tok():
+    return llama.load()
+
+
+def _run(engine: batching.Engine, reqs: list[batching.Request], events: list[list],
+         timeout: float = 120.0) -> None:
+    for r in reqs:
+        engine.submit(r)
+    t0 = time.perf_counter()
+    while not all(any(e.kind != "text" for e in ev) for ev in events):
+        assert time.perf_counter() - t0 < timeout, "the engine did not finish"
+        time.sleep(0.005)
+
+
+def _request(tok, text: str, max_tokens: int = 24, stop=(), temperature=0.0, seed=None):
+    events: list = []
+    return batching.Request(tok.encode(llama.chat_prompt(text)).ids, max_tokens, temperature,
+                            1.0, seed, list(stop), events.append), events
+
+
+def _text(events: list) -> str:
+    return "".join(e.text for e in events if e.kind == "text")
+
+
+def test_greedy_output_is_the_same_alone_and_batched(model_tok) -> None:
+    """Each prompt alone, then all of them in one batch, then a batch that changes while
+    they run (requests joining and leaving between steps): token-for-token the same."""
+    model, tok = model_tok
+    engine = batching.Engine(model, tok, max_batch=4, context=512)
+    engine.start()
+    try:
+        alone = []
+        for q in QUESTIONS[:4]:
+            r, ev = _request(tok, q)
+            _run(engine, [r], [ev])
+            alone.append((_text(ev), ev[-1].usage))
+        pairs = [_request(tok, q) for q in QUESTIONS[:4]]
+        _run(engine, [r for r, _ in pairs], [ev for _, ev in pairs])
+        assert [(_text(ev), ev[-1].usage) for _, ev in pairs] == alone
+        # staggered: lengths differ, so the batch shrinks and grows between steps
+        pairs = [_request(tok, q, max_tokens=m) for q, m in zip(QUESTIONS[:4], (24, 5, 17, 9))]
+        _run(engine, [pairs[0][0], pairs[1][0]], [pairs[0][1], pairs[1][1]])
+        _run(engine, [pairs[2][0], pairs[3][0]], [pairs[2][1], pairs[3][1]])
+        for (_, ev), (want, _), m in zip(pairs, alone, (24, 5, 17, 9)):
+            got = _text(ev)
+            assert want.startswith(got) and ev[-1].usage["completion_tokens"] <= m
+        assert engine.steps and engine.batch_rows > engine.steps  # really batched
+    finally:
+        engine.stop()
+    assert "Paris" in alone[0][0]
+
+
+def test_engine_stop_strings_cancel_errors_and_queue_limit(model_tok) -> None:
+    model, tok = model_tok
+    engine = batching.Engine(model, tok, max_batch=2, context=256, queue_limit=1)
+    # not started: submissions fill the free slots and the queue, then QueueFull
+    reqs = [_request(tok, q) for q in QUESTIONS[:3]]
+    for r, _ in reqs:
+        engine.submit(r)
+    with pytest.raises(batching.QueueFull, match="queue limit 1"):
+        engine.submit(_request(tok, "one too many")[0])
+    with pytest.raises(ValueError, match="context is 256 tokens"):
+        engine.submit(batching.Request([1] * 300, 5, 0.0, 1.0, None, [], lambda e: None))
+    engine.start()
+    try:
+        _run(engine, [], [ev for _, ev in reqs])
+        # a stop string ends the answer before it (held back while it might be one)
+        r, ev = _request(tok, QUESTIONS[0], stop=["Paris"])
+        _run(engine, [r], [ev])
+        assert _text(ev) == "The capital of France is " and ev[-1].finish_reason == "stop"
+        # a bad request (a token id past the vocabulary) fails alone; the other finishes
+        bad_events: list = []
+        bad = batching.Request([model.cfg.vocab + 5], 5, 0.0, 1.0, None, [], bad_events.append)
+        good, good_ev = _request(tok, QUESTIONS[2])
+        _run(engine, [bad, good], [bad_events, good_ev])
+        assert bad_events[-1].kind == "error" and "token ids" in bad_events[-1].message
+        assert good_ev[-1].kind == "done" and "4" in _text(good_ev)
+        # cancelled mid-answer: its slot is freed, the other request is not disturbed
+        long, long_ev = _request(tok, QUESTIONS[1], max_tokens=200)
+        other, other_ev = _request(tok, QUESTIONS[3])
+        engine.submit(long)
+        engine.submit(other)
+        t0 = time.perf_counter()
+        while len([e for e in long_ev if e.kind == "text"]) < 3:
+            assert time.perf_counter() - t0 < 60
+            time.sleep(0.002)
+        long.cancel()
+        _run(engine, [], [other_ev])
+        t0 = time.perf_counter()
+        while engine.stats()["running"]:
+            assert time.perf_counter() - t0 < 30
+            time.sleep(0.01)
+        assert other_ev[-1].kind == "done" and not any(e.kind != "text" for e in long_ev)
+        # a seeded sampled answer is reproducible
+        texts = []
+        for _ in range(2):
+            r, ev = _request(tok, QUESTIONS[1], temperature=0.9, seed=11)
+            _run(engine, [r], [ev])
+            texts.append(_text(ev))
+        assert texts[0] == texts[1]
+    finally:
+        engine.stop()
+
+
+def test_chat_template_is_the_models_own(model_tok) -> None:
+    """The GGUF's Jinja template (sandboxed) renders ChatML with SmolLM's default system
+    turn, the same text as the chat example's prompt."""
+    meta = bz.load(llama.default_model_path(), return_metadata=True)[1]
+    render = batching.chat_template(meta["tokenizer.chat_template"])
+    assert render([{"role": "user", "content": "Hi"}]) == llama.chat_prompt("Hi")
+    assert render([{"role": "system", "content": "Be brief."},
+                   {"role": "user", "content": "Hi"}]) == llama.chat_prompt("Hi", "Be brief.")
+    evil = batching.chat_template("{{ ''.__class__.__mro__[1].__subclasses__() }}")
+    with pytest.raises(Exception, match="unsafe|access"):
+        evil([])
+
+
+# ---------------------------------------------------------------- the server
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "..", "examples", "llm", "server.py"),
+         "--port", str(port), "--max-batch", "8", "--context", "1024", "--queue-limit", "32",
+         "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    while True:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.perf_counter() - t0 < 300, "the server did not come up"
+        time.sleep(0.2)
+    yield base, proc
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        proc.kill()
+        raise
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", max_retries=0,
+                         timeout=300)
+
+
+def _chat(client, q: str, **kw):
+    return client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": q}], temperature=0, **kw)
+
+
+def _stream_text(client, q: str, **kw) -> tuple[str, list]:
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": q}], temperature=0, stream=True,
+        **kw))
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks
+
+
+def test_models_and_health(server, client) -> None:
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    h = httpx.get(server[0] + "/health").json()
+    assert h["status"] == "ok" and h["slots"] == 8
+
+
+def test_chat_completion_and_usage(client, model_tok) -> None:
+    tok = model_tok[1]
+    r = _chat(client, QUESTIONS[0], max_tokens=32)
+    c = r.choices[0]
+    assert c.message.role == "assistant" and "Paris" in c.message.content
+    assert c.finish_reason == "stop" and r.object == "chat.completion" and r.model == MODEL
+    assert r.usage.prompt_tokens == len(tok.encode(llama.chat_prompt(QUESTIONS[0])).ids)
+    n = len(tok.encode(c.message.content).ids)
+    assert abs(r.usage.completion_tokens - n) <= 1  # (+ nothing for the stop token)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    r = _chat(client, QUESTIONS[1], max_tokens=3)
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3
+
+
+def test_streaming_chat_equals_the_reply_and_ends_with_usage(client) -> None:
+    want = _chat(client, QUESTIONS[0], max_tokens=32)
+    text, chunks = _stream_text(client, QUESTIONS[0], max_tokens=32,
+                                stream_options={"include_usage": True})
+    assert text == want.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.model_dump() == \
+        want.usage.model_dump()
+    assert all(c.usage is None for c in chunks[:-1])
+    assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+
+
+def test_completions_streaming_and_not(client) -> None:
+    prompt = llama.chat_prompt(QUESTIONS[2])
+    r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=16, temperature=0)
+    assert r.object == "text_completion" and "4" in r.choices[0].text
+    parts = list(client.completions.create(model=MODEL, prompt=prompt, max_tokens=16,
+                                           temperature=0, stream=True))
+    assert "".join(p.choices[0].text for p in parts) == r.choices[0].text
+    assert parts[-1].choices[0].finish_reason == r.choices[0].finish_reason
+    # the raw stream ends with OpenAI's sentinel
+    with httpx.stream("POST", str(client.base_url) + "completions", json={
+            "model": MODEL, "prompt": prompt, "max_tokens": 2, "stream": True}) as resp:
+        lines = [x for x in resp.iter_lines() if x]
+    assert lines[-1] == "data: [DONE]" and all(x.startswith("data: ") for x in lines)
+
+
+def test_eight_concurrent_streams_match_their_answers_alone(client) -> None:
+    alone = [_chat(client, q, max_tokens=40).choices[0].message.content for q in QUESTIONS]
+    got: list = [None] * 8
+    errors: list = []
+
+    def one(i: int) -> None:
+        try:
+            got[i] = _stream_text(client, QUESTIONS[i], max_tokens=40)[0]
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert got == alone  # greedy: token-for-token the same batched as alone
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_sequence(server, client) -> None:
+    base = server[0]
+    other: dict = {}
+
+    def run_other() -> None:
+        other["text"] = _stream_text(client, QUESTIONS[4], max_tokens=30)[0]
+
+    with httpx.stream("POST", base + "/v1/chat/completions", timeout=120, json={
+            "model": MODEL, "stream": True, "max_tokens": 400, "temperature": 0,
+            "messages": [{"role": "user", "content": "Tell me a very long story."}]}) as resp:
+        lines = resp.iter_lines()
+        seen = 0
+        for line in lines:
+            if line.startswith("data: "):
+                seen += 1
+                if seen == 3:
+                    t = threading.Thread(target=run_other)
+                    t.start()
+                if seen == 6:
+                    break  # leaving the block closes the connection mid-answer
+    t.join(120)
+    assert other["text"] == _chat(client, QUESTIONS[4], max_tokens=30).choices[0].message.content
+    t0 = time.perf_counter()
+    while httpx.get(base + "/health").json()["running"]:
+        assert time.perf_counter() - t0 < 30, "the disconnected sequence was not freed"
+        time.sleep(0.05)
+
+
+BAD = [  # (body or raw bytes, status, a piece of the message, param)
+    (b"{not json", 400, "JSON", None),
+    ({"messages": [{"role": "user", "content": "hi"}]}, 400, "model", "model"),
+    ({"model": MODEL}, 400, "messages", "messages"),
+    ({"model": MODEL, "messages": []}, 400, "at least 1", "messages"),
+    ({"model": MODEL, "messages": [{"role": "wizard", "content": "hi"}]}, 400, "role", None),
+    ({"model": MODEL, "messages": "hi"}, 400, "messages", "messages"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"},
+     400, "max_tokens", "max_tokens"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"},
+     400, "temperature", "temperature"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": -3},
+     400, "greater than or equal to 1", "max_tokens"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**9},
+     400, "max_tokens is too large", "max_tokens"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 3}, 400, "n", "n"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stop": [""]}, 400,
+     "stop", "stop"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "word " * 1500}]}, 400,
+     "maximum context length is 1024 tokens", "messages"),
+    ({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}, 404,
+     "The model 'gpt-9' does not exist", "model"),
+]
+
+
+@pytest.mark.parametrize("body,status,text,param", BAD)
+def test_bad_requests_get_openai_errors(server, body, status, text, param) -> None:
+    kw = {"content": body, "headers": {"Content-Type": "application/json"}} \
+        if isinstance(body, bytes) else {"json": body}
+    r = httpx.post(server[0] + "/v1/chat/completions", timeout=60, **kw)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert text in err["message"], err
+    assert err["type"] in ("invalid_request_error", "not_found_error")
+    if param is not None:
+        assert err["param"] == param, err
+
+
+def test_the_openai_client_raises_its_own_errors(client) -> None:
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+        client.completions.create(model=MODEL, prompt="word " * 1500)
+    with pytest.raises(openai.NotFoundError):
+        client.get("/nowhere", cast_to=object)
+
+
+def test_sampling_parameters(client) -> None:
+    runs = [_chat(client, QUESTIONS[1], max_tokens=20, seed=5, top_p=0.9).choices[0]
+            .message.content for _ in range(2)]
+    sampled = [client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTIONS[1]}], temperature=1.2,
+        seed=5, max_tokens=20).choices[0].message.content for _ in range(2)]
+    assert runs[0] == runs[1] and sampled[0] == sampled[1]  # seeded: reproducible
+    r = _chat(client, QUESTIONS[0], stop=["Paris", "Lyon"])
+    assert r.choices[0].message.content == "The capital of France is "
+
+
+# ---------------------------------------------------------------- the app in process
+def test_503_while_loading_then_ready_and_429_when_full(model_tok) -> None:
+    import server as server_mod
+    from fastapi.testclient import TestClient
+
+    model, tok = model_tok
+    release = threading.Event()
+    engine = batching.Engine(model, tok, max_batch=1, context=256, queue_limit=0)
+
+    def loader():  # the engine is not started: its one slot fills, then 429
+        release.wait(60)
+        return server_mod.Served(engine, MODEL, batching.chat_template(None))
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    with TestClient(server_mod.create_app(loader)) as c:
+        r = c.get("/health")
+        assert r.status_code == 503 and r.json()["status"] == "loading"
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "model_loading"
+        assert c.get("/v1/models").status_code == 503
+        release.set()
+        t0 = time.perf_counter()
+        while c.get("/health").status_code != 200:
+            assert time.perf_counter() - t0 < 30
+            time.sleep(0.01)
+        engine.submit(batching.Request([1, 2], 2, 0.0, 1.0, None, [], lambda e: None))
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_exceeded"
+    assert json.loads(json.dumps(engine.stats()))["waiting"] == 1
+
+
+def test_batched_step_logits_equal_alone(model_tok) -> None:
+    """The model's batched decode step itself: a sequence's logits are the same bits at
+    B = 1 and inside a batch of 3 (bucket 4, one padding row)."""
+    model, tok = model_tok
+    cache = model.make_slot_cache(4, 128)
+    for s, q in enumerate(QUESTIONS[:3]):
+        model([tok.encode(llama.chat_prompt(q)).ids], cache.slot(s), last_only=True)
+    offsets = [cache.slot(s).offset for s in range(3)]
+    keys, values = cache.keys.copy(), cache.values.copy()
+    together = model.decode_batch([11, 12, 13], [2, 0, 1], cache)
+    for j, s in enumerate([2, 0, 1]):
+        cache.keys[:], cache.values[:] = keys, values
+        for i in range(3):
+            cache.slot(i).offset = offsets[i]
+        np.testing.assert_array_equal(model.decode_batch([11 + j], [s], cache)[0], together[j])
+    with pytest.raises(ValueError, match="distinct slot"):
+        model.decode_batch([1, 2], [0, 0], cache)
