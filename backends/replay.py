@@ -254,6 +254,7 @@ class ReplayPlan:
                 self.program.set(n + j, buf)
             self.program.set_bound(self._bind_native)
         self._derived_done = False
+        self._derived_sources = {x for _, _, sources in self._derived for x in sources}
         self.n_native = len(calls)
         self.call_steps = [t for _, t in calls]  # schedule step of each program call
         self._timings: list[Any] = [None]  # run_profiled: [(call, ns)] while it runs
@@ -449,9 +450,10 @@ class ReplayPlan:
         """Recompute the derived buffers whose sources changed (all of them on the first
         call) and bind them."""
         first = not self._derived_done
-        if not (first or changed):
-            return
-        slots = {self._inputs[i][0] for i in changed}
+        if not first:
+            slots = {self._inputs[i][0] for i in changed}
+            if slots.isdisjoint(self._derived_sources):  # (the usual call: weights held)
+                return
         n = len(self.schedule.slots)
         for j, fn, sources in self._derived:
             if first or not slots.isdisjoint(sources):

@@ -393,9 +393,9 @@ def test_503_while_loading_then_ready_and_429_when_full(model_tok) -> None:
     release = threading.Event()
     engine = batching.Engine(model, tok, max_batch=1, context=256, queue_limit=0)
 
-    def loader():  # the engine is not started: its one slot fills, then 429
+    def loader(ready):  # the engine is not started: its one slot fills, then 429
         release.wait(60)
-        return server_mod.Served(engine, MODEL, batching.chat_template(None))
+        ready(server_mod.Served(engine, MODEL, batching.chat_template(None)))
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     with TestClient(server_mod.create_app(loader)) as c:

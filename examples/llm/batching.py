@@ -45,6 +45,7 @@ import collections
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,14 +141,39 @@ class Engine:
         self._stopping = False
         self.steps = 0  # decode steps run (stats)
         self.batch_rows = 0  # sequences summed over those steps
+        self.prefill_seconds = 0.0  # time in pre-fills and in decode steps (stats)
+        self.decode_seconds = 0.0
 
     # ------------------------------------------------------------ the public side
     def start(self) -> None:
-        """Pre-fill the shared prefix and start the loop's thread."""
+        """:meth:`run` on a thread of its own."""
+        self._thread = threading.Thread(target=self.run, name="braze-engine", daemon=True)
+        self._thread.start()
+
+    def run(self) -> None:
+        """Pre-fill the shared prefix, then run the loop on this thread until :meth:`stop`.
+
+        Every model call of a process is best made on one thread: OpenMP keeps a pool of
+        workers per thread that starts parallel regions, and kernels launched from a
+        second thread ran ~2x slower on 2 cores (two pools' workers contending). The
+        server loads the model on the thread that then calls this."""
         if self.prefix_ids:
             self.model([self.prefix_ids], self.cache.slot(self._prefix_slot), last_only=True)
-        self._thread = threading.Thread(target=self._loop, name="braze-engine", daemon=True)
-        self._thread.start()
+        self.warm_up()
+        self._loop()
+
+    def warm_up(self) -> None:
+        """Trace the decode step of every batch bucket now, so that no request waits for a
+        compilation when the batch first grows to a new size."""
+        b = 1
+        while True:
+            slots = list(range(min(b, self.max_batch)))
+            self.model.decode_batch([0] * len(slots), slots, self.cache)
+            for s in slots:  # (the rows written at position 0 are overwritten by pre-fills)
+                self.cache.slot(s).offset = 0
+            if b >= self.max_batch:
+                break
+            b *= 2
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the loop: waiting and running requests end with an error event."""
@@ -176,11 +202,15 @@ class Engine:
             self._cv.notify_all()
         return req
 
-    def stats(self) -> dict[str, int]:
-        """Running and waiting requests."""
+    def stats(self) -> dict[str, Any]:
+        """Running and waiting requests; decode steps, the sequences they served, and
+        the seconds spent in pre-fills and in decode steps."""
         with self._cv:
             return {"running": len(self._running), "waiting": len(self._waiting),
-                    "slots": self.max_batch}
+                    "slots": self.max_batch, "steps": self.steps,
+                    "batch_rows": self.batch_rows,
+                    "prefill_seconds": round(self.prefill_seconds, 3),
+                    "decode_seconds": round(self.decode_seconds, 3)}
 
     # ------------------------------------------------------------ the loop
     def _loop(self) -> None:
@@ -193,11 +223,15 @@ class Engine:
                 admit = []
                 while self._waiting and self._free:
                     admit.append((self._waiting.popleft(), self._free.pop()))
+            t0 = time.perf_counter()
             for req, slot in admit:
                 self._admit(req, slot)
+            t1 = time.perf_counter()
             self._drop_cancelled()
             if self._running:
                 self._step()
+            self.prefill_seconds += t1 - t0
+            self.decode_seconds += time.perf_counter() - t1
         for seq in self._running:
             seq.req.emit(Event("error", message="the server is shutting down"))
         for req in self._waiting:

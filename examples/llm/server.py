@@ -126,39 +126,47 @@ class Served:
         self.tok = engine.tok
 
 
-def load_served(model_path: str | None, max_batch: int, context: int, queue_limit: int
-                ) -> Served:
-    """Load the model (default: SmolLM2-135M-Instruct), warm its steps, start the engine."""
+def serve_model(model_path: str | None, max_batch: int, context: int, queue_limit: int,
+                ready: Callable[[Served], None]) -> None:
+    """Load the model (default: SmolLM2-135M-Instruct), hand it to ``ready``, then run
+    the engine's loop on this thread until it is stopped (every model call on one
+    thread: see :meth:`batching.Engine.run`)."""
     path = model_path or llama.default_model_path()
     model, tok = llama.load(path)
     meta = braze.load(path, return_metadata=True)[1]
     name = os.path.basename(path).split(".")[0]
     engine = batching.Engine(model, tok, max_batch=max_batch, context=context,
                              queue_limit=queue_limit)
-    engine.start()
-    return Served(engine, name, batching.chat_template(meta.get("tokenizer.chat_template")))
+    ready(Served(engine, name, batching.chat_template(meta.get("tokenizer.chat_template"))))
+    engine.run()
 
 
-def create_app(loader: Callable[[], Served]) -> FastAPI:
-    """The FastAPI app; ``loader`` runs on a background thread at startup (``/health``
-    answers 503 until it returns)."""
+def create_app(loader: Callable[[Callable[[Served], None]], None]) -> FastAPI:
+    """The FastAPI app. ``loader(ready)`` runs on a background thread from startup: it
+    loads the model, calls ``ready(served)`` (``/health`` answers 503 until then), and
+    may go on running the engine there until shutdown stops it."""
     state: dict[str, Any] = {"served": None, "error": None}
+
+    def ready(served: Served) -> None:
+        state["served"] = served
+        log.info("model loaded: %s", served.name)
 
     def load() -> None:
         try:
-            state["served"] = loader()
-            log.info("model loaded: %s", state["served"].name)
+            loader(ready)
         except Exception as e:  # reported by /health and every request
-            log.exception("loading the model failed")
+            log.exception("loading or serving the model failed")
             state["error"] = f"{type(e).__name__}: {e}"
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        threading.Thread(target=load, name="braze-load", daemon=True).start()
+        thread = threading.Thread(target=load, name="braze-engine", daemon=True)
+        thread.start()
         yield
         served = state["served"]
         if served is not None:
             await asyncio.to_thread(served.engine.stop)
+            await asyncio.to_thread(thread.join, 30)
 
     app = FastAPI(title="braze", lifespan=lifespan)
 
@@ -359,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     import uvicorn
 
-    app = create_app(lambda: load_served(args.model, args.max_batch, args.context,
-                                         args.queue_limit))
+    app = create_app(lambda ready: serve_model(args.model, args.max_batch, args.context,
+                                               args.queue_limit, ready))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

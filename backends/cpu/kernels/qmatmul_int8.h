@@ -526,11 +526,28 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
 #define BZ_GT 16       /* weight rows per tile (lanes) */
 #define BZ_GM 8        /* rows of x per register block */
 #define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
-struct GT {            /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] */
+struct GT { /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] (scales and
+              biases in the weight's own type: float16 ones stay 16-bit, a sixth less to read) */
     uint32_t* w;
-    float* s;
-    float* b;
+    stype* s;
+    stype* b;
 };
+/* 16 scales or biases (one per lane) as float32 */
+static BZ_INLINE __m512 bz_ld16(const stype* p) {
+#if BZ_HALF
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+#else
+    return _mm512_loadu_ps(p);
+#endif
+}
+static BZ_INLINE void bz_st16(stype* p, __m512i v) { /* (float16: exact, they came from it) */
+#if BZ_HALF
+    _mm256_storeu_si256((__m256i*)p,
+                        _mm512_cvtps_ph(_mm512_castsi512_ps(v), _MM_FROUND_TO_NEAREST_INT));
+#else
+    _mm512_storeu_si512((void*)p, v);
+#endif
+}
 /* r[i][j] -> r[j][i] for a 16x16 matrix of dwords: 32-bit, then 64-bit unpacks within
    128-bit lanes, then a 4x4 transpose of the 128-bit lanes. */
 static BZ_INLINE void bz_tr16(__m512i (&r)[16]) {
@@ -562,18 +579,17 @@ static BZ_INLINE void bz_tr16(__m512i (&r)[16]) {
 static BZ_INLINE __mmask16 bz_mask16(int64_t n) {
     return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
 }
-/* dst[i * 16 + r] = row(r)[i] for i < n: 16-dword chunks of each row (row r < nr, zero
-   above) transposed; row(r, i0, cnt) loads dwords [i0, i0 + cnt) of row r (zero filled). */
-template <class ROW>
-static BZ_INLINE void bz_pack_cols(int64_t nr, int64_t n, ROW&& row, void* dst) {
+/* store(i, v) with v's lane r = row(r)[i] for i < n: 16-dword chunks of each row (row r < nr,
+   zero above) transposed; row(r, i0, cnt) loads dwords [i0, i0 + cnt) of row r (zero filled). */
+template <class ROW, class STORE>
+static BZ_INLINE void bz_pack_cols(int64_t nr, int64_t n, ROW&& row, STORE&& store) {
     for (int64_t i0 = 0; i0 < n; i0 += 16) {
         const int64_t cnt = n - i0 < 16 ? n - i0 : 16;
         __m512i r[16];
 #pragma GCC unroll 16
         for (int k = 0; k < 16; ++k) r[k] = k < nr ? row(k, i0, cnt) : _mm512_setzero_si512();
         bz_tr16(r);
-        for (int64_t j = 0; j < cnt; ++j)
-            _mm512_storeu_si512((void*)((uint32_t*)dst + (i0 + j) * BZ_GT), r[j]);
+        for (int64_t j = 0; j < cnt; ++j) store(i0 + j, r[j]);
     }
 }
 static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
@@ -584,11 +600,11 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
         [&](int64_t r, int64_t i0, int64_t cnt) {
             return _mm512_maskz_loadu_epi32(bz_mask16(cnt), wq + (n0 + r) * rowbytes + i0 * 4);
         },
-        t.w);
+        [&](int64_t i, __m512i v) { _mm512_storeu_si512((void*)(t.w + i * BZ_GT), v); });
     bz_pack_cols(
         nr, G32,
         [&](int64_t r, int64_t i0,
-            int64_t cnt) { /* block -> group scale */
+            int64_t cnt) { /* block -> its group's scale */
                            const stype* s = sc + (n0 + r) * G;
                            const __m512 v =
                                BZ_GS == 32
@@ -596,13 +612,13 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
                                    : QV::expand(QV::lds(s + i0 * 32 / BZ_GS, G - i0 * 32 / BZ_GS));
                            return _mm512_castps_si512(v);
         },
-        t.s);
+        [&](int64_t i, __m512i v) { bz_st16(t.s + i * BZ_GT, v); });
     bz_pack_cols(
         nr, G,
         [&](int64_t r, int64_t g0, int64_t cnt) {
             return _mm512_castps_si512(QV::lds(bi + (n0 + r) * G + g0, cnt));
         },
-        t.b);
+        [&](int64_t i, __m512i v) { bz_st16(t.b + i * BZ_GT, v); });
 }
 template <int MB>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64_t K, float* out,
@@ -625,19 +641,23 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
                 w[j] = _mm512_and_si512(w[j], f);
             }
         }
-        const __m512 sv = _mm512_loadu_ps(t.s + blk * BZ_GT);
+        const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
         __m512 bv = _mm512_setzero_ps();
         const bool gfirst = blk % BPG == 0;
-        if (gfirst) bv = _mm512_loadu_ps(t.b + blk / BPG * BZ_GT);
+        if (gfirst) bv = bz_ld16(t.b + blk / BPG * BZ_GT);
 #pragma GCC unroll 8
         for (int m = 0; m < MB; ++m) {
             const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
-            __m512i ia = _mm512_setzero_si512();
+            /* 4 independent chains of 2 (integer sums: any order gives the same bits), so
+               few rows of x (decode) are not bound by the latency of one chain of 8 */
+            __m512i ic[4];
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
-                ia = _mm512_dpbusd_epi32(ia, w[j], _mm512_set1_epi32(qm[j]));
-                ia = _mm512_dpbusd_epi32(ia, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                ic[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], _mm512_set1_epi32(qm[j]));
+                ic[j] = _mm512_dpbusd_epi32(ic[j], w[4 + j], _mm512_set1_epi32(qm[4 + j]));
             }
+            const __m512i ia =
+                _mm512_add_epi32(_mm512_add_epi32(ic[0], ic[1]), _mm512_add_epi32(ic[2], ic[3]));
             const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),
                                               _mm512_set1_ps(qx.dx[(m0 + m) * qx.Gp + blk]),
                                               _mm512_set1_ps(qx.ez[(m0 + m) * qx.Gp + blk]));
@@ -652,14 +672,13 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
 }
 /* 32-bit words of one repacked tile (codes, block scales, group biases). */
 static BZ_INLINE int64_t bz_tile_words(int64_t K) {
-    return (K / 32 * BZ_GDW + K / 32 + K / BZ_GS) * BZ_GT;
+    return K / 32 * BZ_GDW * BZ_GT + (K / 32 + K / BZ_GS) * BZ_GT * (int64_t)sizeof(stype) / 4;
 }
 static BZ_INLINE GT bz_tile_at(uint32_t* base, int64_t K) {
-    const int64_t G32 = K / 32;
     GT t;
     t.w = base;
-    t.s = (float*)(base + G32 * BZ_GDW * BZ_GT);
-    t.b = t.s + G32 * BZ_GT;
+    t.s = (stype*)(base + K / 32 * BZ_GDW * BZ_GT);
+    t.b = t.s + K / 32 * BZ_GT;
     return t;
 }
 /* Tiles [t0, t1) of the weight repacked into dst (tile ti at ti * bz_tile_words(K)): done

@@ -1,0 +1,254 @@
+"""Serving throughput and latency: braze's OpenAI-compatible server (examples/llm/server.py)
+vs llama-cpp-python's (``python -m llama_cpp.server``, where installed), same GGUF.
+
+Each server runs as its own process on a free local port. For each concurrency level
+(``--streams``, default 1,4,16) that many clients stream chat completions at once, each
+sending ``--requests`` requests back to back (fixed prompts, ``max_tokens`` fixed,
+temperature 0); one untimed round first (braze traces a compiled step per batch bucket).
+Reported per server and level: aggregate generated tokens/s (all streams' tokens / wall
+time), p50/p99 time to first token and inter-token latency, failed requests; and the
+ratios braze/llama.cpp and N-streams/1-stream. ``--duration S``: a soak instead, S seconds
+at the highest level, counting lost or failed requests.
+
+    .venv/bin/python benchmarks/serve.py [--streams 1,4,16] [--max-tokens 64]
+                                         [--requests 2] [--duration 300]
+                                         [--llama-python PYTHON] [--only braze]
+
+``--llama-python`` (default ``$LLAMA_CPP_PYTHON``, else this interpreter) must import
+``llama_cpp`` and its server's dependencies (``pip install fastapi uvicorn sse-starlette
+starlette-context pydantic-settings``); it runs with 2 threads, a 2048-token context and
+``--interrupt_requests False`` (by default each new request cuts the running one short).
+Its server decodes one request at a time (it has no batching), which is what a user
+running it gets. Token counts come from each stream's usage chunk where the server sends
+one, else from its content chunks. The header names the ISA braze's kernels ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "llm"))
+sys.path.insert(0, HERE)
+import json  # noqa: E402
+
+from _timing import isa  # noqa: E402
+
+try:
+    import httpx2 as httpx
+except ImportError:  # older openai releases' HTTP library
+    import httpx  # type: ignore[no-redef]
+
+PROMPTS = ["Write a short story about a lighthouse keeper.",
+           "Explain how a bicycle works to a child.",
+           "Describe a walk through a forest in autumn.",
+           "Write a letter to a friend about a trip to the sea.",
+           "Explain why the sky is blue.",
+           "Describe your favourite meal and how to cook it.",
+           "Tell me about the history of the printing press.",
+           "Write a poem about the moon."]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_up(base: str, proc: subprocess.Popen, timeout: float = 600) -> None:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if proc.poll() is not None:
+            proc.log.seek(0)  # type: ignore[attr-defined]
+            raise RuntimeError(f"the server exited: {proc.log.read()[-2000:]}")  # type: ignore[attr-defined]
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200 or \
+                    httpx.get(base + "/v1/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError("the server did not come up")
+
+
+def start(kind: str, model_path: str, llama_python: str) -> tuple[str, str, subprocess.Popen]:
+    """(base url, model name, process) of a server of ``kind``."""
+    port = _free_port()
+    if kind == "braze":
+        cmd = [sys.executable, os.path.join(HERE, "..", "examples", "llm", "server.py"),
+               "--port", str(port), "--max-batch", "16", "--log-level", "warning"]
+        name = os.path.basename(model_path).split(".")[0]
+    else:
+        cmd = [llama_python, "-m", "llama_cpp.server", "--model", model_path,
+               "--n_threads", "2", "--n_ctx", "2048", "--port", str(port), "--host", "127.0.0.1",
+               # (by default a new request interrupts the running one: most would fail)
+               "--interrupt_requests", "False"]
+        name = model_path
+    # (its log to a file: llama.cpp's is verbose, and a full pipe would block the server)
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    proc.log = log  # type: ignore[attr-defined]
+    base = f"http://127.0.0.1:{port}"
+    _wait_up(base, proc)
+    return base, name, proc
+
+
+def one_request(base: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """Stream one chat completion: token count, time to first token, inter-token gaps."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    t0 = time.perf_counter()
+    times, usage = [], None
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=600) as r:
+        if r.status_code != 200:
+            return {"ok": False, "error": f"HTTP {r.status_code}"}
+        for line in r.iter_lines():
+            # (cheap string tests: the client shares the server's 2 cores, and parsing
+            # every chunk as JSON in 16 threads slowed the server it measures)
+            if not line.startswith("data: {"):
+                continue
+            if '"usage": {' in line or '"usage":{' in line:
+                usage = json.loads(line[6:])["usage"]
+            elif '"content": ""' not in line and '"content":""' not in line and \
+                    ('"content":' in line):
+                times.append(time.perf_counter())
+    if not times:
+        return {"ok": False, "error": "no tokens"}
+    n = usage["completion_tokens"] if usage else len(times)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return {"ok": True, "tokens": n, "ttft": times[0] - t0, "gaps": gaps}
+
+
+def run_level(base: str, model: str, streams: int, requests: int, max_tokens: int
+              ) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def client(i: int) -> None:
+        for j in range(requests):
+            try:
+                r = one_request(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
+            except Exception as e:  # counted as failed
+                r = {"ok": False, "error": repr(e)}
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r["ok"]]
+    gaps = sorted(g for r in ok for g in r["gaps"])
+    ttft = sorted(r["ttft"] for r in ok)
+
+    def pct(xs: list[float], p: float) -> float:
+        return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+
+    return {"streams": streams, "tok_s": sum(r["tokens"] for r in ok) / wall,
+            "ttft50": pct(ttft, 0.5), "ttft99": pct(ttft, 0.99), "itl50": pct(gaps, 0.5),
+            "itl99": pct(gaps, 0.99), "failed": len(results) - len(ok), "requests": len(results)}
+
+
+def soak(base: str, model: str, streams: int, seconds: float, max_tokens: int
+         ) -> dict[str, Any]:
+    """``streams`` clients sending requests back to back for ``seconds``."""
+    stop = time.perf_counter() + seconds
+    counts = {"ok": 0, "failed": 0, "tokens": 0}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(i: int) -> None:
+        j = 0
+        while time.perf_counter() < stop:
+            try:
+                r = one_request(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
+            except Exception as e:
+                r = {"ok": False, "error": repr(e)}
+            j += 1
+            with lock:
+                counts["ok" if r["ok"] else "failed"] += 1
+                counts["tokens"] += r.get("tokens", 0)
+                if not r["ok"]:
+                    errors.append(r["error"])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {**counts, "seconds": wall, "tok_s": counts["tokens"] / wall, "errors": errors[:5]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", default="1,4,16")
+    ap.add_argument("--requests", type=int, default=2, help="requests per stream per level")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--duration", type=float, default=0.0, help="soak seconds (0: none)")
+    ap.add_argument("--only", default="braze,llama.cpp")
+    ap.add_argument("--llama-python", default=os.environ.get("LLAMA_CPP_PYTHON", sys.executable))
+    args = ap.parse_args()
+    import llama
+
+    model_path = llama.default_model_path()
+    levels = [int(x) for x in args.streams.split(",")]
+    kinds = [k for k in args.only.split(",") if k in ("braze", "llama.cpp")]
+    if "llama.cpp" in kinds and subprocess.run(
+            [args.llama_python, "-c", "import llama_cpp.server"], capture_output=True
+    ).returncode != 0:
+        print(f"(llama.cpp: {args.llama_python} cannot import llama_cpp.server: skipped)")
+        kinds.remove("llama.cpp")
+    print(f"serving {os.path.basename(model_path)}, {os.cpu_count()} cpus, braze on {isa()}; "
+          f"max_tokens {args.max_tokens}, {args.requests} requests per stream, temperature 0")
+    table: dict[str, dict[int, dict[str, Any]]] = {}
+    for kind in kinds:
+        base, name, proc = start(kind, model_path, args.llama_python)
+        try:
+            table[kind] = {}
+            for n in levels:
+                run_level(base, name, n, 1, 8)  # warm-up (compiled steps, caches)
+                r = run_level(base, name, n, args.requests, args.max_tokens)
+                table[kind][n] = r
+                if kind == "braze":  # where the engine's time went
+                    h = httpx.get(base + "/health").json()
+                    r["engine"] = {k: h[k] for k in ("steps", "batch_rows", "prefill_seconds",
+                                                     "decode_seconds")}
+                print(f"{kind:10s} {n:3d} streams: {r['tok_s']:7.1f} tok/s  TTFT p50 "
+                      f"{r['ttft50'] * 1e3:7.0f} ms p99 {r['ttft99'] * 1e3:7.0f} ms  ITL p50 "
+                      f"{r['itl50'] * 1e3:6.1f} ms p99 {r['itl99'] * 1e3:6.1f} ms  failed "
+                      f"{r['failed']}/{r['requests']}", r.get("engine", ""), flush=True)
+            if args.duration:
+                s = soak(base, name, max(levels), args.duration, args.max_tokens)
+                print(f"{kind:10s} soak {max(levels)} streams {s['seconds']:.0f} s: {s['ok']} "
+                      f"requests ok, {s['failed']} failed, {s['tok_s']:.1f} tok/s "
+                      f"{s['errors'] or ''}", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    if "braze" in table:
+        b = table["braze"]
+        lo, hi = min(levels), max(levels)
+        print(f"braze {hi} streams / {lo} stream: {b[hi]['tok_s'] / b[lo]['tok_s']:.2f}x")
+        if "llama.cpp" in table:
+            for n in levels:
+                print(f"braze / llama.cpp at {n} streams: "
+                      f"{b[n]['tok_s'] / table['llama.cpp'][n]['tok_s']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
