@@ -111,8 +111,8 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
     None, ``"causal"`` (query t sees keys up to ``S - T + t``) or a boolean (True =
     attend) / additive float array broadcastable to (B, Hq, T, S).
 
-    ``past=(keys, values)`` (B, Hkv, P, D), of which the first ``past_length`` rows
-    are valid (an int or a 0-d int array: a runtime input of a compiled step; clamped
+    ``past=(keys, values)`` (B, Hkv, P, D) (any float dtype: a float16 cache is read
+    as it is, never cast), of which the first ``past_length`` rows are valid (an int or a 0-d int array: a runtime input of a compiled step; clamped
     to [0, P]), puts those rows before k and v without concatenating them: every query
     sees them, and ``"causal"`` then means query t sees new keys up to t (the KV-cache
     decode/pre-fill case). For a batch of sequences at different positions (batched
@@ -150,7 +150,8 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
         elif past_length is not None or past_index is not None:
             raise ValueError(f"{op}: past_length / past_index without past")
         dtype = dt.result_type(q.dtype, k.dtype, v.dtype)
-        ins = [a if a.dtype == dtype or i >= 5 else astype(a, dtype) for i, a in enumerate(ins)]
+        # (a past of another float dtype is read as it is: casting would copy the cache)
+        ins = [a if a.dtype == dtype or i >= 3 else astype(a, dtype) for i, a in enumerate(ins)]
         attrs = {"scale": float(scale), "causal": mask == "causal"}
         shape, out_dtype = SDPA.infer(  # type: ignore[misc]
             tuple(a.shape for a in ins), tuple(a.dtype for a in ins), attrs)

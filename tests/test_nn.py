@@ -537,3 +537,36 @@ def test_rope_per_row_offsets_match_rows_alone(b, h, t, half, traditional, seed,
                                    atol=3e-5)
     with pytest.raises(TypeError, match="one per entry"):
         f(arg, bz.asarray(np.zeros(b + 1, np.int32)))
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_sdpa_reads_a_float16_past_as_it_is(indexed) -> None:
+    """A float16 KV cache (float32 q, k, v): read in place, each element widened exactly,
+    so the result equals attention over the cache converted to float32 (2e-5); one op."""
+    rng = np.random.default_rng(3)
+    b, hkv, rep, p, d = 3, 2, 3, 37, 64
+    q, k, v = (rng.standard_normal(sh).astype(np.float32)
+               for sh in ((b, hkv * rep, 1, d), (b, hkv, 1, d), (b, hkv, 1, d)))
+    pk, pv = (rng.standard_normal((b, hkv, p, d)).astype(np.float16) for _ in range(2))
+    lens = np.array([37, 5, 0], np.int32)
+    idx = np.array([2, 0, 1], np.int32)
+    rows = idx if indexed else np.arange(b)
+    want = np.concatenate([np_sdpa_past(q[i:i + 1], k[i:i + 1], v[i:i + 1],
+                                        pk[rows[i]:rows[i] + 1].astype(np.float32),
+                                        pv[rows[i]:rows[i] + 1].astype(np.float32),
+                                        int(lens[i]), 0.125, True) for i in range(b)])
+
+    def f(q, k, v, pk, pv, n, *ix):
+        return bz.fast.scaled_dot_product_attention(
+            q, k, v, scale=0.125, mask="causal", past=(pk, pv), past_length=n,
+            past_index=ix[0] if ix else None)
+
+    args = [bz.asarray(a) for a in (q, k, v, pk, pv, lens)] + \
+        ([bz.asarray(idx)] if indexed else [])
+    got = f(*args)
+    assert got.dtype == bz.float32
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
+    step = bz.compile(f)
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(step(*args)), want, rtol=2e-5, atol=2e-5)
+    assert kernel_count(f, *args) == 1

@@ -21,6 +21,9 @@ and grouped-query heads index their shared key/value head (never repeated).
 * A query row that sees no key gets NaN, as the reference's softmax over nothing.
 * Threads: OpenMP over query rows when the work (rows x keys x (D + Dv)) is at least
   ``PARALLEL_WORK``; one thread below (a parallel region costs more).
+* The past keys and values may be float16 (a KV cache of half the memory and memory
+  traffic: decoding a batch reads every sequence's cache every step) with float32 q, k,
+  v; each element is widened exactly as it is read.
 * Other dtypes run the numpy reference (float16/bfloat16 computed in float32 there).
 
 * Batched decoding: the past length may be one per batch row (B,), and a past index
@@ -53,7 +56,7 @@ from .library import KernelFamily, NativeOp
 __all__ = ["ScaledDotProductAttention", "source"]
 
 PARALLEL_WORK = 1 << 18  # rows * keys * (D + Dv) below this runs on one thread
-_F32 = np.dtype(np.float32)
+_F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
 def source() -> tuple[str, str]:
@@ -72,7 +75,7 @@ _KERNELS = KernelFamily(lambda _: source())
 
 
 def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: int,
-          index_itemsize: int = 0) -> np.ndarray:
+          index_itemsize: int = 0, past_half: bool = False) -> np.ndarray:
     q, k, v = views[:3]
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[3]
@@ -98,7 +101,22 @@ def _args(attrs: dict[str, Any], views: list[View], off_itemsize: int, threads: 
     else:
         a += [0, 0, 0, 0]
     a.append(views[3].shape[0] if past else 0)
+    a.append(int(past_half))
     return np.array(a, np.int64)
+
+
+def _past_half(dtypes: list[np.dtype]) -> bool | None:
+    """Whether the kernel reads a float16 past (True), a float32 one (False), or cannot
+    run these dtypes (None): q, k, v float32; the past keys and values both float32 or
+    both float16 (a half-size KV cache)."""
+    if any(d != _F32 for d in dtypes[:3]):
+        return None
+    if len(dtypes) < 6:
+        return False
+    pk, pv = dtypes[3], dtypes[4]
+    if pk == pv == _F32:
+        return False
+    return True if pk == pv == _F16 else None
 
 
 class ScaledDotProductAttention(NativeOp):
@@ -117,9 +135,8 @@ class ScaledDotProductAttention(NativeOp):
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, *xs: np.ndarray
                  ) -> np.ndarray:
-        floats = xs[:5] if len(xs) >= 6 else xs
-        h = self._kernel(_KERNELS.handle) if all(x.dtype == _F32 for x in floats) and \
-            out_dtype == _F32 else None
+        half = _past_half([x.dtype for x in xs])
+        h = self._kernel(_KERNELS.handle) if half is not None and out_dtype == _F32 else None
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(SDPA, attrs, out_dtype, *xs)
@@ -133,7 +150,8 @@ class ScaledDotProductAttention(NativeOp):
         q, v = arrays[0], arrays[2]
         out = np.empty(q.shape[:3] + v.shape[3:], np.float32)
         if out.size:
-            args = _args(attrs, views, 8 if len(xs) >= 6 else 0, self._num_threads(), 8)
+            args = _args(attrs, views, 8 if len(xs) >= 6 else 0, self._num_threads(), 8,
+                         bool(half))
             _core.launch(h, [*arrays, out], args)
         self.calls["native"] += 1
         return out
@@ -141,8 +159,8 @@ class ScaledDotProductAttention(NativeOp):
     def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                     out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
         """The kernel as a replay-program step (float32, any strides); None otherwise."""
-        floats = inputs[:5] if len(inputs) >= 6 else inputs
-        if out[1] != _F32 or any(d != _F32 for _, d in floats) or 0 in out[0]:
+        half = _past_half([d for _, d in inputs])
+        if out[1] != _F32 or half is None or 0 in out[0]:
             return None
         if any(d.itemsize not in (4, 8) for _, d in inputs[5:]):
             return None  # the kernel reads 32- or 64-bit past lengths and indices
@@ -153,4 +171,5 @@ class ScaledDotProductAttention(NativeOp):
         views = [v for v, _ in inputs]
         return NativeLibraryCall(h, _args(attrs, views, inputs[5][1].itemsize
                                           if len(inputs) >= 6 else 0, self._num_threads(),
-                                          inputs[6][1].itemsize if len(inputs) == 7 else 0))
+                                          inputs[6][1].itemsize if len(inputs) == 7 else 0,
+                                          half))

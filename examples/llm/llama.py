@@ -159,12 +159,14 @@ class KVCache:
     """
 
     def __init__(self, cfg: LlamaConfig, max_size: int,
-                 buffers: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 buffers: tuple[np.ndarray, np.ndarray] | None = None,
+                 dtype: Any = np.float32) -> None:
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
         if buffers is None:  # (else views of a SlotCache's slot)
             shape = (cfg.n_layers, max_size, cfg.n_kv_heads * cfg.head_dim)
-            self._maps = (_zero_map(shape), _zero_map(shape))
-            buffers = (_as_floats(self._maps[0], shape), _as_floats(self._maps[1], shape))
+            self._maps = (_zero_map(shape, dtype), _zero_map(shape, dtype))
+            buffers = (_as_array(self._maps[0], shape, dtype),
+                       _as_array(self._maps[1], shape, dtype))
         self.keys, self.values = buffers
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
@@ -175,31 +177,34 @@ class KVCache:
         self.offset += n
 
 
-def _zero_map(shape: tuple[int, ...]) -> mmap.mmap:
-    return mmap.mmap(-1, max(1, math.prod(shape) * 4))
+def _zero_map(shape: tuple[int, ...], dtype: Any) -> mmap.mmap:
+    return mmap.mmap(-1, max(1, math.prod(shape) * np.dtype(dtype).itemsize))
 
 
-def _as_floats(m: mmap.mmap, shape: tuple[int, ...]) -> np.ndarray:
-    return np.frombuffer(m, np.float32, math.prod(shape)).reshape(shape)
+def _as_array(m: mmap.mmap, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    return np.frombuffer(m, dtype, math.prod(shape)).reshape(shape)
 
 
 class SlotCache:
     """The KV caches of up to ``slots`` sequences decoded together (a server's batch):
     two host buffers (slots, layers, max_size, kv_heads * head_dim), anonymous memory
-    maps as in :class:`KVCache` (unused capacity costs no memory). ``slot(i)`` is slot
+    maps as in :class:`KVCache` (unused capacity costs no memory), float16 by default
+    (``dtype``): a batched step reads every sequence's cache, and attention then reads
+    half the bytes (llama.cpp's default KV type too). ``slot(i)`` is slot
     i's cache as a :class:`KVCache` (its rows are contiguous: a sequence's pre-fill runs
     the single-sequence step on it); :meth:`Llama.decode_batch` runs one step for any
     set of slots at their own positions, reading the buffers in place.
     """
 
-    def __init__(self, cfg: LlamaConfig, slots: int, max_size: int) -> None:
+    def __init__(self, cfg: LlamaConfig, slots: int, max_size: int,
+                 dtype: Any = np.float16) -> None:
         if slots < 1:
             raise ValueError(f"SlotCache: need at least one slot, got {slots}")
         shape = (slots, cfg.n_layers, max_size, cfg.n_kv_heads * cfg.head_dim)
         self.cfg, self.max_size, self.n_slots = cfg, max_size, slots
-        self._maps = (_zero_map(shape), _zero_map(shape))
-        self.keys, self.values = _as_floats(self._maps[0], shape), \
-            _as_floats(self._maps[1], shape)
+        self._maps = (_zero_map(shape, dtype), _zero_map(shape, dtype))
+        self.keys, self.values = _as_array(self._maps[0], shape, dtype), \
+            _as_array(self._maps[1], shape, dtype)
         self._slots = [KVCache(cfg, max_size, (self.keys[i], self.values[i]))
                        for i in range(slots)]
 
@@ -316,9 +321,11 @@ class Llama(nn.Module):
                 m.act = act
 
     # ------------------------------------------------------------ calling the model
-    def make_slot_cache(self, slots: int, max_size: int | None = None) -> SlotCache:
+    def make_slot_cache(self, slots: int, max_size: int | None = None,
+                        dtype: Any = np.float16) -> SlotCache:
         """KV caches for ``slots`` sequences of up to ``max_size`` positions each."""
-        return SlotCache(self.cfg, slots, max_size or min(self.cfg.context_length, 2048))
+        return SlotCache(self.cfg, slots, max_size or min(self.cfg.context_length, 2048),
+                         dtype)
 
     def decode_batch(self, tokens: list[int], slots: list[int], cache: SlotCache
                      ) -> np.ndarray:
