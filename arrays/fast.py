@@ -113,8 +113,9 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, scale: float,
 
     ``past=(keys, values)`` (B, Hkv, P, D) (any float dtype: a float16 cache is read
     as it is, never cast), of which the first ``past_length`` rows are valid (an int
-    or a 0-d int array: a runtime input of a compiled step; clamped to [0, P]), puts those rows before k and v without concatenating them: every query
-    sees them, and ``"causal"`` then means query t sees new keys up to t (the KV-cache
+    or a 0-d int array: a runtime input of a compiled step; clamped to [0, P]), puts
+    those rows before k and v without concatenating them: every query sees them, and
+    ``"causal"`` then means query t sees new keys up to t (the KV-cache
     decode/pre-fill case). For a batch of sequences at different positions (batched
     decoding) ``past_length`` may be one length per batch row (B,), and ``past_index``
     (B,) ints says which batch row of the past each row reads (the past then has its own
