@@ -254,7 +254,8 @@ def main() -> int:
     if "braze" in table:
         b = table["braze"]
         lo, hi = min(levels), max(levels)
-        print(f"braze {hi} streams / {lo} stream: {b[hi]['tok_s'] / b[lo]['tok_s']:.2f}x")
+        if hi != lo:
+            print(f"braze {hi} streams / {lo} stream: {b[hi]['tok_s'] / b[lo]['tok_s']:.2f}x")
         if "llama.cpp" in table:
             for n in levels:
                 print(f"braze / llama.cpp at {n} streams: "
