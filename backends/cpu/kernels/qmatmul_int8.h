@@ -648,16 +648,29 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
 #pragma GCC unroll 8
         for (int m = 0; m < MB; ++m) {
             const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
-            /* 4 independent chains of 2 (integer sums: any order gives the same bits), so
-               few rows of x (decode) are not bound by the latency of one chain of 8 */
-            __m512i ic[4];
+            /* one chain of 8 where enough rows of x run side by side to hide its latency;
+               below 4 rows (decode), 4 independent chains of 2, then 3 adds (integer
+               sums: any order gives the same bits) */
+            __m512i ia;
+            if constexpr (MB >= 4) {
+                ia = _mm512_setzero_si512();
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
-                ic[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], _mm512_set1_epi32(qm[j]));
-                ic[j] = _mm512_dpbusd_epi32(ic[j], w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                for (int j = 0; j < 4;
+                     ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
+                    ia = _mm512_dpbusd_epi32(ia, w[j], _mm512_set1_epi32(qm[j]));
+                    ia = _mm512_dpbusd_epi32(ia, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                }
+            } else {
+                __m512i ic[4];
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) {
+                    ic[j] =
+                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], _mm512_set1_epi32(qm[j]));
+                    ic[j] = _mm512_dpbusd_epi32(ic[j], w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                }
+                ia = _mm512_add_epi32(_mm512_add_epi32(ic[0], ic[1]),
+                                      _mm512_add_epi32(ic[2], ic[3]));
             }
-            const __m512i ia =
-                _mm512_add_epi32(_mm512_add_epi32(ic[0], ic[1]), _mm512_add_epi32(ic[2], ic[3]));
             const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),
                                               _mm512_set1_ps(qx.dx[(m0 + m) * qx.Gp + blk]),
                                               _mm512_set1_ps(qx.ez[(m0 + m) * qx.Gp + blk]));
