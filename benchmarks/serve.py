@@ -10,7 +10,7 @@ time), p50/p99 time to first token and inter-token latency, failed requests; and
 ratios braze/llama.cpp and N-streams/1-stream. ``--duration S``: a soak instead, S seconds
 at the highest level, counting lost or failed requests.
 
-    .venv/bin/python benchmarks/serve.py [--streams 1,4,16] [--max-tokens 64]
+    .venv/bin/python benchmarks/serve.py [--streams 1,4,16] [--max-tokens 128]
                                          [--requests 2] [--duration 300]
                                          [--llama-python PYTHON] [--only braze]
 
@@ -138,6 +138,25 @@ def _lower_priority() -> None:
         pass
 
 
+def _request_or_failure(base: str, model: str, prompt: str, max_tokens: int
+                        ) -> dict[str, Any]:
+    try:
+        return one_request(base, model, prompt, max_tokens)
+    except Exception as e:  # counted as failed
+        return {"ok": False, "error": repr(e)}
+
+
+def _run_clients(streams: int, client: Any) -> float:
+    """Wall seconds of ``streams`` threads running ``client(i)`` at once."""
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def run_level(base: str, model: str, streams: int, requests: int, max_tokens: int
               ) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
@@ -146,20 +165,11 @@ def run_level(base: str, model: str, streams: int, requests: int, max_tokens: in
     def client(i: int) -> None:
         _lower_priority()
         for j in range(requests):
-            try:
-                r = one_request(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
-            except Exception as e:  # counted as failed
-                r = {"ok": False, "error": repr(e)}
+            r = _request_or_failure(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
             with lock:
                 results.append(r)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = _run_clients(streams, client)
     ok = [r for r in results if r["ok"]]
     gaps = sorted(g for r in ok for g in r["gaps"])
     ttft = sorted(r["ttft"] for r in ok)
@@ -184,10 +194,7 @@ def soak(base: str, model: str, streams: int, seconds: float, max_tokens: int
         _lower_priority()
         j = 0
         while time.perf_counter() < stop:
-            try:
-                r = one_request(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
-            except Exception as e:
-                r = {"ok": False, "error": repr(e)}
+            r = _request_or_failure(base, model, PROMPTS[(i + j) % len(PROMPTS)], max_tokens)
             j += 1
             with lock:
                 counts["ok" if r["ok"] else "failed"] += 1
@@ -195,13 +202,7 @@ def soak(base: str, model: str, streams: int, seconds: float, max_tokens: int
                 if not r["ok"]:
                     errors.append(r["error"])
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = _run_clients(streams, client)
     return {**counts, "seconds": wall, "tok_s": counts["tokens"] / wall, "errors": errors[:5]}
 
 
@@ -209,7 +210,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="1,4,16")
     ap.add_argument("--requests", type=int, default=2, help="requests per stream per level")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--duration", type=float, default=0.0, help="soak seconds (0: none)")
     ap.add_argument("--only", default="braze,llama.cpp")
     ap.add_argument("--llama-python", default=os.environ.get("LLAMA_CPP_PYTHON", sys.executable))

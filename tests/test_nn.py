@@ -473,19 +473,29 @@ def test_sdpa_per_row_lengths_and_past_index_match_rows_alone(b, hkv, rep, t, sl
     pk, pv = (rng.standard_normal((nslots, hkv, p, d)).astype(np.float32) for _ in range(2))
     lens = rng.integers(-1, p + 2, b).astype(ndtype)
     idx = rng.integers(-1, nslots + 1, b).astype(ndtype)
-    rows = np.clip(idx, 0, nslots - 1) if indexed else np.arange(b)
+    _check_per_row_sdpa(q, k, v, pk, pv, lens, idx if indexed else None, 0.3)
+
+
+def _check_per_row_sdpa(q, k, v, pk, pv, lens, idx, scale) -> None:  # type: ignore[no-untyped-def]
+    """Per-row attention (eager, traced, replayed; one op) == each row alone over its own
+    slot of the past converted to float32 (2e-5)."""
+    b = q.shape[0]
+    rows = np.clip(idx, 0, pk.shape[0] - 1) if idx is not None else np.arange(b)
     want = np.concatenate([np_sdpa_past(q[i:i + 1], k[i:i + 1], v[i:i + 1],
-                                        pk[rows[i]:rows[i] + 1], pv[rows[i]:rows[i] + 1],
-                                        int(lens[i]), 0.3, True) for i in range(b)])
+                                        pk[rows[i]:rows[i] + 1].astype(np.float32),
+                                        pv[rows[i]:rows[i] + 1].astype(np.float32),
+                                        int(lens[i]), scale, True) for i in range(b)])
 
     def f(q, k, v, pk, pv, n, *ix):
         return bz.fast.scaled_dot_product_attention(
-            q, k, v, scale=0.3, mask="causal", past=(pk, pv), past_length=n,
+            q, k, v, scale=scale, mask="causal", past=(pk, pv), past_length=n,
             past_index=ix[0] if ix else None)
 
     args = [bz.asarray(a) for a in (q, k, v, pk, pv, lens)] + \
-        ([bz.asarray(idx)] if indexed else [])
-    np.testing.assert_allclose(np.asarray(f(*args)), want, rtol=2e-5, atol=2e-5)
+        ([bz.asarray(idx)] if idx is not None else [])
+    got = f(*args)
+    assert got.dtype == bz.float32
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
     step = bz.compile(f)
     for _ in range(2):  # traced, then replayed (cpu: the native kernel as a program step)
         np.testing.assert_allclose(np.asarray(step(*args)), want, rtol=2e-5, atol=2e-5)
@@ -550,23 +560,4 @@ def test_sdpa_reads_a_float16_past_as_it_is(indexed) -> None:
     pk, pv = (rng.standard_normal((b, hkv, p, d)).astype(np.float16) for _ in range(2))
     lens = np.array([37, 5, 0], np.int32)
     idx = np.array([2, 0, 1], np.int32)
-    rows = idx if indexed else np.arange(b)
-    want = np.concatenate([np_sdpa_past(q[i:i + 1], k[i:i + 1], v[i:i + 1],
-                                        pk[rows[i]:rows[i] + 1].astype(np.float32),
-                                        pv[rows[i]:rows[i] + 1].astype(np.float32),
-                                        int(lens[i]), 0.125, True) for i in range(b)])
-
-    def f(q, k, v, pk, pv, n, *ix):
-        return bz.fast.scaled_dot_product_attention(
-            q, k, v, scale=0.125, mask="causal", past=(pk, pv), past_length=n,
-            past_index=ix[0] if ix else None)
-
-    args = [bz.asarray(a) for a in (q, k, v, pk, pv, lens)] + \
-        ([bz.asarray(idx)] if indexed else [])
-    got = f(*args)
-    assert got.dtype == bz.float32
-    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
-    step = bz.compile(f)
-    for _ in range(2):
-        np.testing.assert_allclose(np.asarray(step(*args)), want, rtol=2e-5, atol=2e-5)
-    assert kernel_count(f, *args) == 1
+    _check_per_row_sdpa(q, k, v, pk, pv, lens, idx if indexed else None, 0.125)
