@@ -461,9 +461,10 @@ def packed_bytes(h: int, n: int, k: int) -> int:
 def prepack(h: int, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray, n: int, k: int,
             num_threads: int = 1) -> np.ndarray:
     """The (N, K) weight's tiles as kernel ``h``'s int8 GEMM reads them (see the kernel's
-    ``bz_gemm_prepack``): the ``"invariant"`` mode's weights, repacked once instead of per
-    call (the repacking was ~40 % of a one-row product). A 1-byte placeholder when the
-    kernel has no GEMM. Reads the buffers' first N rows (views' owning buffers are fine).
+    ``bz_gemm_prepack``), repacked once instead of per call (the repacking was ~40 % of a
+    one-row product) for every launch that runs the batch-invariant GEMM
+    (:func:`_invariant`). A 1-byte placeholder when the kernel has no GEMM. Reads the
+    buffers' first N rows (views' owning buffers are fine).
     """
     size = packed_bytes(h, n, k)
     out = np.empty(max(size, 1), np.uint8)
