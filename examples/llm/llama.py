@@ -11,7 +11,9 @@ number of valid tokens, cached keys/values): prompts are padded to a multiple of
 filled length being the position (a runtime input: attention reads only those rows,
 in place), so decoding traces once per conversation and pre-fill once per prompt
 bucket. The KV cache is two fixed-size host buffers (layers, positions, width); each
-step returns the new keys/values, which are written into them.
+step returns the new keys/values, which are written into them. :meth:`Llama.decode_batch`
+decodes many sequences in one compiled step (a server's batch: ``batching.py``) over a
+:class:`SlotCache`, each at its own position, with the same logits as alone.
 
 >>> model, tok = load()
 >>> logits = model(bz.asarray([tok.encode("Hello").ids], dtype=bz.int32))
