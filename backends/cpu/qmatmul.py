@@ -439,9 +439,7 @@ def _native(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarra
     scratch = np.empty(scratch_len, np.float32) if scratch_len else _NO_SCRATCH
     bufs = [x2, wq, scales, biases, out, scratch]
     if args[5]:  # "invariant" through the GEMM: the weight's tiles, repacked once
-        if e.packed is None:
-            e.packed = prepack(h, wq, scales, biases, n, k, num_threads)
-        bufs.append(e.packed)
+        bufs.append(_packed_tiles(e, h, wq, scales, biases, n, k, num_threads))
     _core.launch(h, bufs, args)
     return out if x.ndim == 2 else out.reshape(x.shape[:-1] + (n,))
 
@@ -529,9 +527,7 @@ def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
         scratch = np.empty(max(scratch_len, 1), np.float32)
         bufs = [x2, wq, scales, biases, None, scratch]
         if packed:
-            if e.packed is None:
-                e.packed = prepack(e.h, wq, scales, biases, n, k, num_threads)
-            bufs.append(e.packed)
+            bufs.append(_packed_tiles(e, e.h, wq, scales, biases, n, k, num_threads))
 
         def run(t: _tactics_mod.Tactic) -> np.ndarray:
             out = np.empty((m, n), np.float32)
@@ -661,6 +657,12 @@ def _prepack_buffers(h: int, n: int, k: int, threads: int, group_size: int, bits
         if wq.shape[0] == n and wq.size * 32 // bits == n * k else None
     if e is None:
         return prepack(h, wq, scales, biases, n, k, threads)
+    return _packed_tiles(e, h, wq, scales, biases, n, k, threads)
+
+
+def _packed_tiles(e: _Weights, h: int, wq: np.ndarray, scales: np.ndarray,
+                  biases: np.ndarray, n: int, k: int, threads: int) -> np.ndarray:
+    """The weight's repacked tiles, made on first use and kept with its cached state."""
     if e.packed is None:
         e.packed = prepack(h, wq, scales, biases, n, k, threads)
     return e.packed

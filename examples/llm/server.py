@@ -52,6 +52,10 @@ MAX_STOP = 4  # stop strings per request (OpenAI's limit)
 
 
 # ---------------------------------------------------------------- request bodies
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
 class _Body(BaseModel):
     # unknown fields (other clients' extensions) are ignored; known ones are type-checked
     model_config = ConfigDict(extra="ignore", strict=False)
@@ -66,10 +70,6 @@ class _Body(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
-
-
-class StreamOptions(BaseModel):
-    include_usage: bool = False
 
 
 class TextPart(BaseModel):
@@ -94,11 +94,6 @@ class ChatBody(_Body):
 
 class CompletionBody(_Body):
     prompt: str | list[str]
-
-
-_Body.model_rebuild()
-ChatBody.model_rebuild()
-CompletionBody.model_rebuild()
 
 
 class APIError(Exception):
