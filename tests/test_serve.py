@@ -432,3 +432,21 @@ def test_batched_step_logits_equal_alone(model_tok) -> None:
         np.testing.assert_array_equal(model.decode_batch([11 + j], [s], cache)[0], together[j])
     with pytest.raises(ValueError, match="distinct slot"):
         model.decode_batch([1, 2], [0, 0], cache)
+
+
+def test_bad_engine_and_batch_arguments_are_refused_at_the_call(model_tok) -> None:
+    model, tok = model_tok
+    with pytest.raises(ValueError, match="at least one slot"):
+        model.make_slot_cache(0, 16)
+    with pytest.raises(ValueError, match="max_batch must be >= 1"):
+        batching.Engine(model, tok, max_batch=0)
+    cache = model.make_slot_cache(2, 16)
+    with pytest.raises(ValueError, match=r"slots must be in \[0, 2\)"):
+        model.decode_batch([1], [5], cache)
+    with pytest.raises(ValueError, match="token ids must be in"):
+        model.decode_batch([model.cfg.vocab], [0], cache)
+    cache.slot(0).offset = 16
+    with pytest.raises(ValueError, match="is full"):
+        model.decode_batch([1], [0], cache)
+    with pytest.raises(ValueError, match="holds 16 positions, not 17"):
+        cache.copy_prefix(0, 1, 17)
