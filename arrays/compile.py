@@ -50,7 +50,7 @@ from ..graph.kernel import Schedule
 from ..graph.node import Node
 from ..graph.ops import CONSTANT, OPS, PARAMETER, broadcast_shapes
 from ..graph.passes.registry import PassConfig, make_config
-from .array import Array, tracing
+from .array import TRACING, Array, tracing
 from .array import eval as _eval
 
 RETRACE_WARNING = 10
@@ -180,6 +180,10 @@ class CompiledFunction:
         return tuple(sig)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if TRACING.get():
+            # inside another trace (bz.compile, bz.grad...): the function's ops join that
+            # graph, as jax.jit's do under a transformation (a replay needs values)
+            return self.fn(*args, **kwargs)
         if not kwargs and not self.shapeless:  # fast path: positional arrays only
             fkey = []
             for a in args:

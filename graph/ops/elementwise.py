@@ -19,10 +19,91 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import libm as lm
-from .record import OPS, OpDef, declare  # noqa: F401  (OPS: doctest)
+from .record import OPS, OpDef, declare, zero_vjp  # noqa: F401  (OPS: doctest)
 
 # costs (see OpDef.cost): one scale for fusion and the generators
 ARITH, MEDIUM, TRANSCENDENTAL = 1, 4, 8
+
+
+# ---------------------------------------------------------------- gradient rules
+# vjp(ad, g, y, *xs) -> one cotangent per input (see OpDef.vjp), by op name: each record
+# below takes its rule from here. Inputs arrive in the compute dtype; a cotangent may keep
+# the broadcast shape. Ties of maximum/minimum split the cotangent in half, as JAX does.
+_LN2, _LN10, _PI = 0.6931471805599453, 2.302585092994046, 3.141592653589793
+
+
+def _pick_rule() -> Callable[..., Any]:
+    """maximum/minimum: g to the operand picked, halved between tied ones."""
+    def rule(ad: Any, g: Any, y: Any, a: Any, b: Any) -> tuple[Any, Any]:
+        half = ad.where(a == b, 0.5, 1.0)
+        wa = ad.where(a == y, half, 0.0)
+        wb = ad.where(b == y, half, 0.0)
+        return g * wa, g * wb
+    return rule
+
+
+_VJP: dict[str, Callable[..., Any]] = {
+    "exp": lambda ad, g, y, x: (g * y,),
+    "expm1": lambda ad, g, y, x: (g * (y + 1.0),),
+    "exp2": lambda ad, g, y, x: (g * y * _LN2,),
+    "log": lambda ad, g, y, x: (g / x,),
+    "log1p": lambda ad, g, y, x: (g / (x + 1.0),),
+    "log2": lambda ad, g, y, x: (g / (x * _LN2),),
+    "log10": lambda ad, g, y, x: (g / (x * _LN10),),
+    "sqrt": lambda ad, g, y, x: (g * 0.5 / y,),
+    "sin": lambda ad, g, y, x: (g * ad.cos(x),),
+    "cos": lambda ad, g, y, x: (-(g * ad.sin(x)),),
+    "tan": lambda ad, g, y, x: (g * (y * y + 1.0),),
+    "asin": lambda ad, g, y, x: (g / ad.sqrt(1.0 - x * x),),
+    "acos": lambda ad, g, y, x: (-(g / ad.sqrt(1.0 - x * x)),),
+    "atan": lambda ad, g, y, x: (g / (x * x + 1.0),),
+    "sinh": lambda ad, g, y, x: (g * ad.cosh(x),),
+    "cosh": lambda ad, g, y, x: (g * ad.sinh(x),),
+    "tanh": lambda ad, g, y, x: (g * (1.0 - y * y),),
+    "asinh": lambda ad, g, y, x: (g / ad.sqrt(x * x + 1.0),),
+    "acosh": lambda ad, g, y, x: (g / ad.sqrt(x * x - 1.0),),
+    "atanh": lambda ad, g, y, x: (g / (1.0 - x * x),),
+    "reciprocal": lambda ad, g, y, x: (-(g * y * y),),
+    "sigmoid": lambda ad, g, y, x: (g * y * (1.0 - y),),
+    "negative": lambda ad, g, y, x: (-g,),
+    "positive": lambda ad, g, y, x: (g,),
+    "square": lambda ad, g, y, x: (g * x * 2.0,),
+    "abs": lambda ad, g, y, x: (g * ad.sign(x),),
+    "real": lambda ad, g, y, x: (g,),
+    "conj": lambda ad, g, y, x: (g,),
+    "add": lambda ad, g, y, a, b: (g, g),
+    "subtract": lambda ad, g, y, a, b: (g, -g),
+    "multiply": lambda ad, g, y, a, b: (g * b, g * a),
+    "divide": lambda ad, g, y, a, b: (g / b, -(g * y / b)),
+    "remainder": lambda ad, g, y, a, b: (g, -(g * ad.floor_divide(a, b))),
+    "fmod": lambda ad, g, y, a, b: (g, -(g * ad.trunc(a / b))),
+    # d/da a**b = b a**(b-1) (0 where b == 0); d/db = a**b log a (0 where a == 0)
+    "pow": lambda ad, g, y, a, b: (
+        g * ad.where(b == 0.0, 0.0, b * ad.pow(a, b - 1.0)),
+        g * ad.where(a == 0.0, 0.0, y * ad.log(ad.where(a == 0.0, 1.0, a)))),
+    "maximum": _pick_rule(),
+    "minimum": _pick_rule(),
+    "fmax": _pick_rule(),
+    "fmin": _pick_rule(),
+    "atan2": lambda ad, g, y, a, b: (g * b / (a * a + b * b), -(g * a / (a * a + b * b))),
+    "hypot": lambda ad, g, y, a, b: (g * a / y, g * b / y),
+    "copysign": lambda ad, g, y, a, b: (g * ad.where(ad.signbit(a) == ad.signbit(y), 1.0,
+                                                     -1.0), None),
+    "logaddexp": lambda ad, g, y, a, b: (g * ad.exp(a - y), g * ad.exp(b - y)),
+    "logaddexp2": lambda ad, g, y, a, b: (g * ad.exp2(a - y), g * ad.exp2(b - y)),
+    "sinc": lambda ad, g, y, x: (g * ad.where(
+        x == 0.0, 0.0, (ad.cos(x * _PI) - y) / ad.where(x == 0.0, 1.0, x)),),
+    "deg2rad": lambda ad, g, y, x: (g * (_PI / 180.0),),
+    "rad2deg": lambda ad, g, y, x: (g * (180.0 / _PI),),
+    "where": lambda ad, g, y, c, a, b: (None, ad.where(c, g, 0.0), ad.where(c, 0.0, g)),
+    "cast": lambda ad, g, y, x, dtype: (g,),
+}
+for _name in ("sign round ceil floor trunc imag bitwise_invert logical_not isnan isinf "
+              "isfinite signbit floor_divide nextafter bitwise_and bitwise_or bitwise_xor "
+              "bitwise_left_shift bitwise_right_shift logical_and logical_or logical_xor "
+              "equal not_equal less less_equal greater greater_equal heaviside bitcast "
+              ).split():
+    _VJP[_name] = zero_vjp
 
 
 def _ew(name: str, arity: int, ref: Callable[..., Any], domain: str = "numeric",
@@ -36,7 +117,7 @@ def _ew(name: str, arity: int, ref: Callable[..., Any], domain: str = "numeric",
                          exact_dtype=exact_dtype, real_reference=real_ref, summary=summary,
                          example=example, cost=cost, c=c, helpers=helpers, libm=libm,
                          exact_on_low=exact_on_low, msl_native=msl_native, mlx=mlx,
-                         mlx_bridge=mlx_bridge))
+                         mlx_bridge=mlx_bridge, vjp=_VJP.get(name)))
 
 
 def _lm(name: str, arity: int = 1) -> tuple[tuple[str, int], ...]:
@@ -500,6 +581,8 @@ def _cast_ref(x: np.ndarray, *, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
-CAST = declare(OpDef("cast", "elementwise", 1, _cast_ref, doc="Convert to attrs['dtype']."))
+CAST = declare(OpDef("cast", "elementwise", 1, _cast_ref, doc="Convert to attrs['dtype'].",
+                    vjp=_VJP["cast"]))
 BITCAST = declare(OpDef("bitcast", "elementwise", 1, lambda x, *, dtype: x.view(dtype),
-                        doc="Reinterpret the bits as attrs['dtype'] (same item size)."))
+                        doc="Reinterpret the bits as attrs['dtype'] (same item size).",
+                        vjp=zero_vjp))

@@ -23,8 +23,9 @@ VALUE = declare(OpDef("value", "leaf", 0, _no_reference,
 
 
 def _unbound_parameter(*args: Any, **kw: Any) -> Any:
-    raise TypeError("the value of an array traced by bz.compile is not known while tracing: "
-                    "reading it (item(), bool(), np.asarray, printing...) inside a compiled "
+    raise TypeError("the value of an array traced by bz.compile (or differentiated by "
+                    "bz.grad, bz.vjp, bz.jvp) is not known while tracing: reading it (item(), "
+                    "bool(), np.asarray, printing...) inside a compiled or transformed "
                     "function is not supported; compute it outside, or pass it as an argument")
 
 

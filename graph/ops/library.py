@@ -8,13 +8,34 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
-from .record import OpDef, Shape, declare, library_op
+from .record import OpDef, Shape, declare, library_op, zero_vjp
 from .shapes import broadcast_shapes, matmul_shape
+
+def _matmul_vjp(ad, g, y, a, b):
+    # 1-d operands as numpy promotes them: a (k,) -> (1, k), b (k,) -> (k, 1)
+    a2 = ad.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = ad.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    g2 = ad.reshape(g, ad.matmul(a2, b2).shape)
+    ga = ad.sum_to(ad.matmul(g2, ad.matrix_transpose(b2)), a2.shape)
+    gb = ad.sum_to(ad.matmul(ad.matrix_transpose(a2), g2), b2.shape)
+    return ad.reshape(ga, a.shape), ad.reshape(gb, b.shape)
+
 
 MATMUL = declare(OpDef(
     "matmul", "library", 2, np.matmul, "numeric",
-    infer=lambda shapes, dtypes, attrs: (matmul_shape(*shapes), dtypes[0]),
+    infer=lambda shapes, dtypes, attrs: (matmul_shape(*shapes), dtypes[0]), vjp=_matmul_vjp,
 ))
+
+
+def _scatter_add(ad, g, positions, size, shape):
+    """The transpose of reading x's flat ``positions``: g summed into each position."""
+    flat = ad.apply("bincount", ad.reshape(positions, (-1,)), ad.reshape(g, (-1,)),
+                    length=size)
+    return ad.reshape(flat, shape)
+
+
+def _positions(ad, x):
+    return ad.reshape(ad.arange(x.size), x.shape)
 
 
 def _same_infer(shapes, dtypes, attrs):
@@ -36,9 +57,16 @@ def argsort_ref(x, *, axis, descending):
     return (n - 1 - a).astype(np.int64)
 
 
-library_op("sort", _sort_ref, _same_infer, "real", doc="Stable sort along attrs['axis'].")
+def _sort_vjp(ad, g, y, x, *, axis, descending):
+    # y = take_along_axis(x, perm): x's cotangent takes g back through the inverse perm
+    perm = ad.argsort(x, axis=axis, descending=descending, stable=True)
+    return (ad.take_along_axis(g, ad.argsort(perm, axis=axis), axis=axis),)
+
+
+library_op("sort", _sort_ref, _same_infer, "real", doc="Stable sort along attrs['axis'].",
+           vjp=_sort_vjp)
 library_op("argsort", argsort_ref, lambda s, d, a: (s[0], dt.DEFAULT_INDEX), "real",
-         doc="Indices of a stable sort along attrs['axis'].")
+         doc="Indices of a stable sort along attrs['axis'].", vjp=zero_vjp)
 
 
 def _searchsorted_ref(x1, x2, *sorter, side):
@@ -46,7 +74,8 @@ def _searchsorted_ref(x1, x2, *sorter, side):
 
 
 library_op("searchsorted", _searchsorted_ref, lambda s, d, a: (s[1], dt.DEFAULT_INDEX), "real",
-         doc="Insertion indices of x2 into sorted 1-d x1 (optional sorter input).")
+         doc="Insertion indices of x2 into sorted 1-d x1 (optional sorter input).",
+         vjp=zero_vjp)
 
 
 def index_key(spec: tuple[Any, ...], arrays: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
@@ -96,10 +125,26 @@ def _scatter_ref(x, v, *idx, spec):
     return out
 
 
+def _gather_vjp(ad, g, y, x, *idx, spec):
+    # which flat position of x each element of y read, then g summed into those
+    pos = ad.apply("gather", _positions(ad, x), *idx, spec=spec)
+    return (_scatter_add(ad, g, pos, x.size, x.shape), *(None,) * len(idx))
+
+
+def _scatter_vjp(ad, g, y, x, v, *idx, spec):
+    # x's cotangent: g where no write landed; v's: g at the places written
+    gx = ad.apply("scatter", g, ad.zeros(v.shape, dtype=g.dtype), *idx, spec=spec)
+    gv = ad.apply("gather", g, *idx, spec=spec)
+    return (gx, ad.broadcast_to(gv, v.shape) if gv.shape != v.shape else gv,
+            *(None,) * len(idx))
+
+
 GATHER = library_op("gather", _gather_ref, _gather_infer, moves_data=True,
-                  doc="x[key] with integer index arrays (numpy advanced indexing).")
+                  doc="x[key] with integer index arrays (numpy advanced indexing).",
+                  vjp=_gather_vjp)
 SCATTER = library_op("scatter", _scatter_ref, lambda s, d, a: (s[0], d[0]), moves_data=True,
-                   doc="x with x[key] = v (integer index arrays; last write wins).")
+                   doc="x with x[key] = v (integer index arrays; last write wins).",
+                   vjp=_scatter_vjp)
 
 
 def _bincount_ref(idx, *weights, length, block=1 << 16):
@@ -129,9 +174,20 @@ def _bincount_infer(shapes, dtypes, attrs):
 
 
 # out[j] = count (or weights' sum) of idx == j for j < length; other indices are ignored
+def _bincount_vjp(ad, g, y, idx, *weights, length, block=1 << 16):
+    if not weights:
+        return (None,)
+    # each weight's cotangent is g at its bin (0 for an index outside 0..length-1)
+    flat = ad.reshape(idx, (-1,))
+    inside = (flat >= 0) & (flat < length)
+    padded = ad.concat([g, ad.zeros((1,), dtype=g.dtype)])
+    gw = ad.take(padded, ad.where(inside, flat, length))
+    return (None, ad.reshape(gw, weights[0].shape))
+
+
 BINCOUNT = library_op("bincount", _bincount_ref, _bincount_infer,
                       doc="Counts (weights' sums) of each index 0..length-1 of flat idx; "
-                          "others ignored.")
+                          "others ignored.", vjp=_bincount_vjp)
 
 
 def _roll_ref(x, *, shifts, axes):
@@ -141,7 +197,9 @@ def _roll_ref(x, *, shifts, axes):
 # x shifted cyclically by shifts[i] (0 < shift < n) along axes[i]: one node however many
 # axes (a game of life's np.roll(np.roll(b, i, 0), j, 1) is one copy, not two concats)
 library_op("roll", _roll_ref, lambda s, d, a: (s[0], d[0]),
-           doc="x rolled by attrs['shifts'] along attrs['axes'].", moves_data=True)
+           doc="x rolled by attrs['shifts'] along attrs['axes'].", moves_data=True,
+           vjp=lambda ad, g, y, x, *, shifts, axes: (
+               ad.roll(g, tuple(-s for s in shifts), axis=tuple(axes)),))
 
 
 def _take_along_ref(x, idx, *, axis):
@@ -152,4 +210,7 @@ library_op("take_along_axis", _take_along_ref,
          lambda s, d, a: (broadcast_shapes(s[0][:a["axis"]] + (s[1][a["axis"]],)
                                            + s[0][a["axis"] + 1:], s[1],
                                            op="take_along_axis"), d[0]),
-         doc="Elements of x at idx along attrs['axis'].", moves_data=True)
+         doc="Elements of x at idx along attrs['axis'].", moves_data=True,
+         vjp=lambda ad, g, y, x, idx, *, axis: (_scatter_add(
+             ad, g, ad.take_along_axis(_positions(ad, x), idx, axis=axis), x.size, x.shape),
+             None))

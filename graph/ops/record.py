@@ -87,7 +87,11 @@ class OpDef:
     # operands instead ("always", "float" / "int" operands, "float64" operands, "never")
     mlx: Callable[..., Any] | None = field(default=None, repr=False)
     mlx_bridge: str = "never"
-    # ---- autodiff: vjp(cotangent, output, *inputs, **attrs) -> input cotangents
+    # ---- autodiff: vjp(ad, g, out, *inputs, **attrs) -> one cotangent per input (None:
+    # zero). ``ad`` is braze.arrays.autodiff.AD: the public ops to record the backward
+    # with (rules here cannot import them); g, out and the inputs are Arrays. An
+    # elementwise input's cotangent may keep the broadcast shape (autodiff sums it down).
+    # None: no rule (differentiating through the op is an error); zero_vjp: zero.
     vjp: Callable[..., Any] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -136,6 +140,11 @@ def elementwise_dtypes(op: OpDef, dtype: np.dtype) -> tuple[np.dtype, np.dtype]:
 OPS: dict[str, OpDef] = {}
 
 
+def zero_vjp(ad: Any, g: Any, out: Any, *xs: Any, **attrs: Any) -> tuple[None, ...]:
+    """The gradient rule of a piecewise-constant or integer op: zero for every input."""
+    return (None,) * len(xs)
+
+
 def declare(op: OpDef) -> OpDef:
     if op.name in OPS:
         raise ValueError(f"op {op.name!r} declared twice")
@@ -145,7 +154,8 @@ def declare(op: OpDef) -> OpDef:
 
 
 def library_op(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "any",
-             doc: str = "", moves_data: bool = False) -> OpDef:
+             doc: str = "", moves_data: bool = False,
+             vjp: Callable[..., Any] | None = None) -> OpDef:
     """Declare a library op whose reference result never aliases its inputs."""
     def fresh(*xs: Any, **attrs: Any) -> Any:
         # A library result must own its memory: backends plan in-place reuse of it, which
@@ -156,7 +166,7 @@ def library_op(name: str, ref: Callable[..., Any], infer: Infer, domain: str = "
         return out
 
     return declare(OpDef(name, "library", -1, fresh, domain, infer=infer, doc=doc,
-                         moves_data=moves_data))
+                         moves_data=moves_data, vjp=vjp))
 
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
-from .record import OpDef, declare
+from .record import OpDef, declare, zero_vjp
 from .shapes import reduced_shape
 
 
@@ -22,7 +22,8 @@ def sum_dtype(d: np.dtype) -> np.dtype:
 
 
 def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.dtype], np.dtype],
-            needs_nonempty: bool = False, *, identity: str, combine: str) -> OpDef:
+            needs_nonempty: bool = False, *, identity: str, combine: str,
+            vjp: Callable[..., Any] | None = zero_vjp) -> OpDef:
     """A reduction: its accumulator starts at ``identity`` ("0", "1", "lowest" or "highest"
     value of the dtype) and folds elements with ``combine`` (a C operator, or max/min/
     argmax/argmin); every generator reads both."""
@@ -34,7 +35,48 @@ def _reduce(name: str, ref: Callable[..., Any], domain: str, out: Callable[[np.d
         return reduced_shape(shape, axes, attrs["keepdims"]), out(dtype)
 
     return declare(OpDef(name, "reduce", 1, ref, domain, infer=infer, identity=identity,
-                         combine=combine))
+                         combine=combine, vjp=vjp))
+
+
+# ---- gradient rules (see OpDef.vjp): the cotangent broadcast back over the reduced axes
+def _sum_vjp(ad, g, y, x, *, axes, keepdims):
+    return (ad.unreduce(g, x.shape, axes, keepdims),)
+
+
+def _mean_vjp(ad, g, y, x, *, axes, keepdims):
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return (ad.unreduce(g, x.shape, axes, keepdims) / float(max(n, 1)),)
+
+
+def _extremum_vjp(ad, g, y, x, *, axes, keepdims):
+    # ties share the cotangent equally (JAX's rule)
+    hit = x == ad.unreduce(y, x.shape, axes, keepdims)
+    count = ad.sum(hit, axis=axes, keepdims=True).astype(x.dtype)
+    return (ad.where(hit, ad.unreduce(g, x.shape, axes, keepdims) / count, 0.0),)
+
+
+def _prod_vjp(ad, g, y, x, *, axes, keepdims):
+    # the product of the other elements, as exclusive cumulative products from both ends
+    # along the reduced axes moved last and flattened: exact with zeros in x
+    kept = [a for a in range(x.ndim) if a not in axes]
+    perm = (*kept, *axes)
+    t = ad.permute_dims(x, perm)
+    lead = t.shape[:len(kept)]
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    flat = ad.reshape(t, (*lead, n))
+    left = ad.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
+    right = ad.flip(ad.cumulative_prod(ad.flip(flat, axis=-1), axis=-1,
+                                       include_initial=True)[..., :-1], axis=-1)
+    others = ad.reshape(left * right, t.shape)
+    inv = [0] * x.ndim
+    for i, p in enumerate(perm):
+        inv[p] = i
+    others = ad.permute_dims(others, tuple(inv))
+    return (ad.unreduce(g, x.shape, axes, keepdims) * others,)
 
 
 # braze's order for float sums and products, in every tier (the generated kernels:
@@ -103,9 +145,9 @@ def _prod_ref(x, *, axes, keepdims):
 
 
 _reduce("sum", _sum_ref, "any", sum_dtype,
-        identity="0", combine="+")
+        identity="0", combine="+", vjp=_sum_vjp)
 _reduce("prod", _prod_ref, "any", sum_dtype,
-        identity="1", combine="*")
+        identity="1", combine="*", vjp=_prod_vjp)
 def mean_ref(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     """sum / count (an empty reduction gives NaN, without numpy's warning)."""
     n = 1
@@ -117,13 +159,13 @@ def mean_ref(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndar
 
 
 _reduce("mean", mean_ref, "numeric", lambda d: d,
-        identity="0", combine="+")
+        identity="0", combine="+", vjp=_mean_vjp)
 _reduce("max", lambda x, *, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
         "real", lambda d: d, needs_nonempty=True,
-        identity="lowest", combine="max")
+        identity="lowest", combine="max", vjp=_extremum_vjp)
 _reduce("min", lambda x, *, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
         "real", lambda d: d, needs_nonempty=True,
-        identity="highest", combine="min")
+        identity="highest", combine="min", vjp=_extremum_vjp)
 _reduce("any", lambda x, *, axes, keepdims: np.any(x, axis=axes, keepdims=keepdims),
         "any", lambda d: dt.bool_,
         identity="0", combine="|")
@@ -165,7 +207,16 @@ def _cumsum_ref(x, *, axis, include_initial):
     return out
 
 
-declare(OpDef("cumulative_sum", "scan", 1, _cumsum_ref, "any", infer=_cumsum_infer))
+def _cumsum_vjp(ad, g, y, x, *, axis, include_initial):
+    # the reversed cumulative sum of the cotangent
+    if include_initial:
+        g = ad.apply("slice", g, slices=tuple((1, g.shape[a], 1) if a == axis else
+                                              (0, g.shape[a], 1) for a in range(g.ndim)))
+    return (ad.flip(ad.cumulative_sum(ad.flip(g, axis=axis), axis=axis), axis=axis),)
+
+
+declare(OpDef("cumulative_sum", "scan", 1, _cumsum_ref, "any", infer=_cumsum_infer,
+              vjp=_cumsum_vjp))
 
 
 def _cumprod_ref(x, *, axis, include_initial):
@@ -177,4 +228,37 @@ def _cumprod_ref(x, *, axis, include_initial):
     return out
 
 
-declare(OpDef("cumulative_prod", "scan", 1, _cumprod_ref, "any", infer=_cumsum_infer))
+def _cumprod_vjp(ad, g, y, x, *, axis, include_initial):
+    # d y_j / d x_i = prod_{k <= j, k != i} x_k, so the cotangent of x_i is
+    # sum_{j >= i} g_j y_j / x_i: a reversed cumulative sum. Where x_i == 0 that quotient
+    # is undefined: along axes of up to 64 elements the explicit products serve there;
+    # longer ones give inf/NaN at zeros of x (the recurrence needs a general scan op)
+    if include_initial:
+        sl = tuple((1, g.shape[a], 1) if a == axis else (0, g.shape[a], 1)
+                   for a in range(g.ndim))
+        g = ad.apply("slice", g, slices=sl)
+        y = ad.apply("slice", y, slices=sl)
+    rev = ad.flip(ad.cumulative_sum(ad.flip(g * y, axis=axis), axis=axis), axis=axis)
+    if x.shape[axis] > 64:
+        return (rev / x,)
+    safe = ad.where(x == 0.0, 1.0, x)
+    return (ad.where(x == 0.0, _cumprod_zero_grad(ad, g, x, axis), rev / safe),)
+
+
+def _cumprod_zero_grad(ad, g, x, axis):
+    # where x_i == 0: sum_{j>=i} g_j prod_{k<=j, k!=i} x_k, by x_i replaced with 1
+    n = x.shape[axis]
+    out = []
+    for i in range(n):
+        sl = tuple((i, i + 1, 1) if a == axis else (0, x.shape[a], 1) for a in range(x.ndim))
+        xi1 = ad.apply("slice_update", x, ad.ones_like(ad.apply("slice", x, slices=sl)),
+                       slices=sl)
+        p = ad.cumulative_prod(xi1, axis=axis)
+        tail = tuple((i, x.shape[a], 1) if a == axis else (0, x.shape[a], 1)
+                     for a in range(x.ndim))
+        out.append(ad.sum(ad.apply("slice", g * p, slices=tail), axis=axis, keepdims=True))
+    return ad.concat(out, axis=axis) if out else ad.zeros_like(x)
+
+
+declare(OpDef("cumulative_prod", "scan", 1, _cumprod_ref, "any", infer=_cumsum_infer,
+              vjp=_cumprod_vjp))
