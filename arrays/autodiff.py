@@ -210,11 +210,16 @@ def backward(outputs: Sequence[Node], cotangents: Sequence[Array], wrt: Sequence
     order = _order([o for o in outputs if o.data is None])
     active = set(wrt_ids)
     for n in order:
-        if id(n) in active or n in _STOPPED or not _differentiable(n.dtype):
+        if id(n) in active or n in _STOPPED:
             continue
         call = _CUSTOM.get(n)
         ins = call.inputs if call is not None else n.inputs
-        if any(x is not None and id(x) in active for x in ins):
+        if not any(x is not None and id(x) in active for x in ins):
+            continue
+        if dt.is_complex(n.dtype):
+            raise TypeError(f"{name}: differentiating through complex values is not "
+                            f"supported (op {n.op.name} gives {dt.name(n.dtype)})")
+        if _differentiable(n.dtype):  # (integer and bool results carry no gradient)
             active.add(id(n))
     cts: dict[int, Array] = {}
 

@@ -179,7 +179,9 @@ def _attention_masked(q: Array, k: Array, v: Array, scale: float, m: Array) -> A
         scores = reshape(scores, (b, hkv, rep, t, s))
         scores = where(m, scores, float("-inf")) if m.dtype == dt.bool_ else scores + m
         scores = reshape(scores, (b, hkv, rep * t, s))
-    p = astype(softmax(astype(scores, dt.float32), axis=-1), q.dtype)
+    # (float16/bfloat16 scores softmaxed in float32; float64 stays float64)
+    p = astype(softmax(astype(scores, dt.result_type(scores.dtype, dt.float32)), axis=-1),
+               q.dtype)
     out = matmul(p, v)
     return reshape(out, (b, hq, t, v.shape[-1]))
 

@@ -60,6 +60,15 @@ def _values(seed, shape, lo, hi):
     return np.random.default_rng(seed).uniform(lo, hi, shape)
 
 
+def _distinct(seed, shape, lo, hi):
+    """Values in [lo, hi] at least (hi - lo) / (2 size) apart: sorts, maxima and argsorts
+    stay put under a finite-difference step (a near tie would cross over)."""
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(seed)
+    steps = rng.permutation(n) + rng.uniform(0.0, 0.5, n)
+    return (lo + (hi - lo) * steps / max(n, 1)).reshape(shape)
+
+
 # ---------------------------------------------------------------- elementwise ops
 UNARY = {  # op -> the domain values are drawn from (away from non-differentiable points)
     "exp": (-2, 2), "expm1": (-2, 2), "exp2": (-2, 2), "log": (0.2, 3), "log1p": (-0.5, 3),
@@ -138,7 +147,7 @@ def test_reduction_grad(name, shape, seed, keepdims, data) -> None:
     counted = int(np.prod([shape[a] for a in (axes or range(len(shape)))]))
     assume(name != "std" or counted > 1)  # sqrt at 0: not differentiable
     lo, hi = (0.5, 1.5) if name == "prod" else (-2, 2)
-    x = bz.asarray(_values(seed, shape, lo, hi))
+    x = bz.asarray(_distinct(seed, shape, lo, hi))
     f = getattr(bz, name)
     out_shape = np.sum(np.zeros(shape), axis=axis, keepdims=keepdims).shape
     w = bz.asarray(_values(seed + 1, out_shape, -1, 1))
@@ -219,7 +228,7 @@ def _setitem(x):
 @given(shape=array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4),
        seed=st.integers(0, 2**16), strided=st.booleans())
 def test_view_grad(name, shape, seed, strided) -> None:
-    big = _values(seed, (2 * shape[0], *shape[1:]), -2, 2)
+    big = _distinct(seed, (2 * shape[0], *shape[1:]), -2, 2)
     # a non-contiguous argument (every other row of an evaluated array) or a plain one
     x = bz.asarray(big)[::2] if strided else bz.asarray(big[: shape[0]])
     f = VIEWS[name]
@@ -425,3 +434,72 @@ def test_errors_name_the_transformation_and_argument() -> None:
     # an op without a rule names itself
     with pytest.raises(TypeError, match=r"grad: op linalg\.svd.* no gradient rule"):
         bz.grad(lambda x: bz.sum(bz.linalg.svd(x)[1]))(bz.ones((3, 3)) + bz.eye(3))
+
+
+# ---------------------------------------------------------------- library ops
+@pytest.mark.parametrize("mask", [None, "causal", "array"])
+def test_attention_grad(mask) -> None:
+    q = bz.asarray(_values(0, (2, 4, 3, 8), -1, 1))
+    k = bz.asarray(_values(1, (2, 2, 5, 8), -1, 1))
+    v = bz.asarray(_values(2, (2, 2, 5, 8), -1, 1))
+    w = bz.asarray(_values(3, (2, 4, 3, 8), -1, 1))
+    m = bz.asarray(_values(4, (3, 5), 0, 1) > 0.3) if mask == "array" else mask
+    check_grad(lambda q, k, v: bz.sum(bz.fast.scaled_dot_product_attention(
+        q, k, v, scale=0.3, mask=m) * w), q, k, v)
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+def test_rope_grad(traditional) -> None:
+    x = bz.asarray(_values(0, (2, 5, 8), -1, 1))
+    w = bz.asarray(_values(1, (2, 5, 8), -1, 1))
+    check_grad(lambda x: bz.sum(bz.fast.rope(x, 6, traditional=traditional, base=10000.0,
+                                             offset=3) * w), x)
+
+
+def test_quantized_matmul_grad_equals_dequantized_matmul() -> None:
+    x = bz.asarray(_values(0, (3, 64), -1, 1).astype(np.float32))
+    wq, s, b = bz.quantize(bz.asarray(_values(1, (4, 64), -1, 1).astype(np.float32)), bits=4)
+    w = bz.asarray(_values(2, (3, 4), -1, 1).astype(np.float32))
+    packed = bz.grad(lambda x, s, b: bz.sum(
+        bz.quantized_matmul(x, wq, s, b, act="float") * w), argnums=(0, 1, 2))(x, s, b)
+    plain = bz.grad(lambda x, s, b: bz.sum((x @ bz.dequantize(wq, s, b).mT) * w),
+                    argnums=(0, 1, 2))(x, s, b)
+    for a, c in zip(packed, plain):  # the same sums, regrouped: float32 rounding apart
+        assert np.allclose(_np(a), _np(c), rtol=1e-5, atol=1e-5)
+
+
+SQUARE = _values(0, (3, 3), -1, 1) + 3 * np.eye(3)
+W33 = _values(1, (3, 3), -1, 1)
+LINALG = {
+    "det": lambda a: bz.linalg.det(a),
+    "inv": lambda a: bz.sum(bz.linalg.inv(a) * W33),
+    "slogdet": lambda a: bz.linalg.slogdet(a)[1],
+    "solve_vector": lambda a: bz.sum(bz.sin(bz.linalg.solve(a, bz.asarray([1.0, -2.0, 0.5])))),
+    "solve_batched": lambda a: bz.sum(bz.sin(bz.linalg.solve(
+        a, bz.asarray(_values(2, (2, 3, 2), -1, 1))))),
+    "cholesky": lambda a: bz.sum(bz.linalg.cholesky(a @ a.mT + bz.eye(3)) * W33),
+    "cholesky_upper": lambda a: bz.sum(bz.linalg.cholesky(a @ a.mT + bz.eye(3), upper=True)
+                                       * W33),
+    "eigvalsh": lambda a: bz.sum(bz.linalg.eigvalsh(a + a.mT) * bz.asarray([1.0, 2.0, 3.0])),
+    # (squared: an eigenvector's sign is arbitrary)
+    "eigh_vectors": lambda a: bz.sum(bz.linalg.eigh(a + a.mT)[1] ** 2 * W33),
+    "svdvals": lambda a: bz.sum(bz.linalg.svdvals(a) * bz.asarray([1.0, 2.0, 3.0])),
+    "matrix_power": lambda a: bz.sum(bz.linalg.matrix_power(a, 3) * W33),
+    "matrix_power_neg": lambda a: bz.sum(bz.linalg.matrix_power(a, -2) * W33),
+    "vector_norm_2": lambda a: bz.linalg.vector_norm(a),
+    "vector_norm_1": lambda a: bz.linalg.vector_norm(a, ord=1),
+    "vector_norm_3": lambda a: bz.linalg.vector_norm(a, axis=1, ord=3)[0],
+    "vector_norm_inf": lambda a: bz.linalg.vector_norm(a, ord=float("inf")),
+    "matrix_norm": lambda a: bz.linalg.matrix_norm(a),
+    "trace_diagonal": lambda a: bz.linalg.trace(a) + bz.sum(bz.linalg.diagonal(a) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG))
+def test_linalg_grad(name) -> None:
+    check_grad(LINALG[name], bz.asarray(SQUARE))
+
+
+def test_complex_paths_are_refused() -> None:
+    with pytest.raises(TypeError, match="grad: differentiating through complex values"):
+        bz.grad(lambda x: bz.sum(bz.abs(bz.fft.rfft(x))))(bz.ones(8))

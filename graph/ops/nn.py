@@ -58,8 +58,15 @@ def _rope_infer(shapes, dtypes, attrs):
     return x, dtypes[0]
 
 
+def _rope_vjp(ad, g, y, x, offset, *, dims, traditional, base, scale):
+    # a rotation's transpose is the rotation by the negated angles: scale -> -scale
+    # (positions are rounded to float32 first, then scaled: negation is exact)
+    return ad.apply("rope", g, offset, dims=dims, traditional=traditional, base=base,
+                    scale=-scale), None
+
+
 ROPE = declare(OpDef(
-    "rope", "library", 2, _rope_ref, "real_floating", infer=_rope_infer,
+    "rope", "library", 2, _rope_ref, "real_floating", infer=_rope_infer, vjp=_rope_vjp,
     doc="Rotary position embedding of the first `dims` features of x (..., T, D) at "
         "positions offset + t, one offset or one per entry of x's first axis (one op).",
 ))
@@ -148,9 +155,25 @@ def _sdpa_infer(shapes, dtypes, attrs):
     return (q[0], q[1], q[2], v[3]), dt.result_type(*dtypes[:3])
 
 
+def _sdpa_vjp(ad, g, y, q, k, v, *past, scale, causal):
+    # the attention recomputed from its composed form (two matmuls around a masked
+    # softmax: what a training step's backward reads anyway) and differentiated
+    if past:
+        raise TypeError("grad: scaled_dot_product_attention over a key/value cache (past=) "
+                        "has no gradient rule; differentiate attention without a past")
+    t, s = q.shape[2], k.shape[2]
+    mask = ad.asarray(sdpa_visible(t, s, None, causal))
+
+    def attention(q, k, v):
+        return ad.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+
+    _, grads = ad.vjp(attention, [q, k, v], [g])
+    return tuple(grads)
+
+
 SDPA = declare(OpDef(
     "scaled_dot_product_attention", "library", -1, _sdpa_ref, "real_floating",
-    infer=_sdpa_infer,
+    infer=_sdpa_infer, vjp=_sdpa_vjp,
     doc="softmax(q @ k.T * scale, causal mask) @ v over grouped-query heads, optionally "
         "after the first `past_len` rows (one length, or one per batch row) of a cached "
         "key/value chunk, whose batch rows a past index may pick (one op).",

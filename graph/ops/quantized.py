@@ -71,7 +71,26 @@ def _qmm_infer(shapes, dtypes, attrs):
     return x[:-1] + (shapes[1][0],), dtypes[0]
 
 
+def _qmm_vjp(ad, g, y, x, wq, scales, biases, *, group_size, bits, act="auto"):
+    # y = x @ W.T with W[n, k] = code[n, k] * scale[n, k // gs] + bias[n, k // gs]:
+    # gx = g @ W; the scales' and biases' cotangents sum g^T x (= gW) over each group,
+    # the scales' weighted by the codes (the codes themselves are integers: no gradient)
+    n, k = wq.shape[0], x.shape[-1]
+    w = ad.dequantize(wq, scales, biases, group_size=group_size, bits=bits)
+    gx = ad.matmul(g, w.astype(g.dtype))
+    g2 = ad.reshape(g, (-1, n)).astype(ad.float32)
+    x2 = ad.reshape(x, (-1, k)).astype(ad.float32)
+    gw = ad.reshape(ad.matmul(ad.matrix_transpose(g2), x2), (n, k // group_size, group_size))
+    codes = ad.dequantize(wq, ad.ones(scales.shape), ad.zeros(biases.shape),
+                          group_size=group_size, bits=bits)
+    codes = ad.reshape(codes, (n, k // group_size, group_size))
+    gs = ad.sum(gw * codes, axis=-1).astype(scales.dtype)
+    gb = ad.sum(gw, axis=-1).astype(biases.dtype)
+    return gx, None, gs, gb
+
+
 QUANTIZED_MATMUL = declare(OpDef(
     "quantized_matmul", "library", 4, qmm_ref, "real_floating", infer=_qmm_infer,
+    vjp=_qmm_vjp,
     doc="x @ dequantize(wq, scales, biases).T with the weight kept packed.",
 ))
