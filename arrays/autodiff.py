@@ -113,7 +113,10 @@ def stop_gradient(x: Any) -> Array:
     >>> bz.grad(lambda x: bz.sum(x * bz.stop_gradient(x)))(bz.asarray([3.0])).tolist()
     [3.0]
     """
-    node = _identity(as_array(x, "stop_gradient")._node)
+    x = as_array(x, "stop_gradient")
+    if _DEPTH[0] == 0:  # no transformation in progress: nothing to stop (no extra node)
+        return x
+    node = _identity(x._node)
     _STOPPED.add(node)
     return Array(node)
 

@@ -23,6 +23,7 @@ from ..graph import dtypes as dt
 from ..graph.node import Node, constant
 from ..graph.ops import OPS, check_domain
 from .array import Array, _ew_op, _no_out, as_array, astype
+from .autodiff import stop_gradient
 
 Axis = int | tuple[int, ...] | None
 
@@ -241,7 +242,8 @@ def logsumexp(x: Array, /, *, axis: Axis = None, keepdims: bool = False) -> Arra
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     if builtins.any(x.shape[a] == 0 for a in axes):  # empty: log(0) = -inf
         return _ew_op("log", _reduce("sum", x, axes, keepdims))
-    m = _reduce("max", x, axes, True)
+    # (the max only shifts for stability: no gradient flows through it)
+    m = stop_gradient(_reduce("max", x, axes, True))
     from .elementwise import where
 
     m = where(_ew_op("isfinite", m), m, 0.0)  # all -inf (or inf) rows stay exact
@@ -264,7 +266,7 @@ def softmax(x: Array, /, axis: Axis = -1) -> Array:
     axes = normalize_axes(axis, x.ndim, "softmax")
     if x.size == 0:
         return x
-    e = _ew_op("exp", x - _reduce("max", x, axes, True))
+    e = _ew_op("exp", x - stop_gradient(_reduce("max", x, axes, True)))
     return e / _reduce("sum", e, axes, True)
 
 
