@@ -24,7 +24,7 @@ from ..graph.dtypes import (
     uint32,
     uint64,
 )
-from . import fast, fft, linalg, nn, random
+from . import fast, fft, linalg, nn, optimizers, random
 from .array import Array, Device, astype, eval
 from .autodiff import custom_vjp, grad, jvp, stop_gradient, value_and_grad, vjp
 from .batching import vmap
@@ -98,7 +98,7 @@ __all__ = [
     "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
-    "quantize", "dequantize", "quantized_matmul", "nn", "fast", "load", "save",
+    "quantize", "dequantize", "quantized_matmul", "nn", "optimizers", "fast", "load", "save",
     "fromfile", "genfromtxt", "loadtxt", "savetxt", "savez", "savez_compressed",
     "cross", "dot", "einsum", "inner", "kron", "matvec", "vdot", "vecmat",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,

@@ -117,6 +117,7 @@ class _Entry:
         self.out_kinds = out_kinds
         self.schedules: dict[Any, Schedule] = {None: schedule}
         self.struct: Any = None
+        self.state_out: Any = None  # the outputs= state's structure (bz.compile(outputs=))
         # the inputs list with the trace's constants in place (an LLM step has hundreds of
         # weights): a call copies it and fills in the rest
         self.template = [ref if kind == "data" else None for kind, ref, _ in bindings]
@@ -128,9 +129,14 @@ class CompiledFunction:
     """A function traced once per signature and replayed (see the module docstring)."""
 
     def __init__(self, fn: Callable[..., Any], shapeless: bool = False,
-                 opt_level: int | None = None, disable_passes: Any = None) -> None:
+                 opt_level: int | None = None, disable_passes: Any = None,
+                 inputs: Any = None, outputs: Any = None) -> None:
         self.fn = fn
         self.shapeless = shapeless
+        # implicit state (MLX's inputs=/outputs=): objects whose arrays the function reads
+        # (bound at every call) and leaves new values in (written back after every call)
+        self._state_in = _state_objects(inputs, "inputs")
+        self._state_out = _state_objects(outputs, "outputs")
         # None: the configuration in force when a trace is compiled (graph.compiler.CONFIG)
         self.pass_config: PassConfig | None = None if opt_level is None and not disable_passes \
             else make_config(opt_level, disable_passes, base=_compiler.CONFIG)
@@ -184,6 +190,8 @@ class CompiledFunction:
             # inside another trace (bz.compile, bz.grad...): the function's ops join that
             # graph, as jax.jit's do under a transformation (a replay needs values)
             return self.fn(*args, **kwargs)
+        if self._state_in or self._state_out:
+            return self._call_with_state(args, kwargs)
         if not kwargs and not self.shapeless:  # fast path: positional arrays only
             fkey = []
             for a in args:
@@ -218,8 +226,31 @@ class CompiledFunction:
             self._fast[(tuple(fkey), len(captured))] = entry
         return self._replay(entry, leaves, captured)
 
+    # ------------------------------------------------------------ implicit state
+    def _call_with_state(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        leaves, struct = flatten((args, kwargs))
+        leaves = [Array(_np_leaf(x)) if isinstance(x, (np.ndarray, np.generic)) else x
+                  for x in leaves]
+        state, state_struct = flatten([_state_get(o) for o in self._state_in])
+        for x in state:
+            if not isinstance(x, Array):
+                raise TypeError(f"bz.compile: inputs= state holds a {type(x).__name__}; "
+                                "only arrays (in modules, optimizers, lists, dicts)")
+        captured = self._captured()
+        key = (struct, state_struct, self._signature(leaves + state, captured),
+               self._static_ints)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._trace(leaves, struct, captured, state_struct)
+            self._entries[key] = entry
+        outs = self._replay(entry, leaves + state, captured)
+        user, new_state = outs
+        _state_write(self._state_out, entry.state_out, new_state, state)
+        return user
+
     # ------------------------------------------------------------ trace
-    def _trace(self, leaves: list[Any], struct: Any, captured: list[Any]) -> _Entry:
+    def _trace(self, leaves: list[Any], struct: Any, captured: list[Any],
+               state_struct: Any = None) -> _Entry:
         self.trace_count += 1
         if self.trace_count > RETRACE_WARNING and not self._warned:
             self._warned = True
@@ -240,14 +271,27 @@ class CompiledFunction:
             else:
                 placeholders.append(x)
         args, kwargs = unflatten(struct, placeholders)
+        saved = [_state_get(o) for o in self._state_in]
+        if state_struct is not None:
+            state = flatten(saved)[0]
+            held = [Array(Node(PARAMETER, (), {"index": len(leaves) + j}, x.shape, x.dtype))
+                    for j, x in enumerate(state)]
+            for o, tree in zip(self._state_in, unflatten(state_struct, held)):
+                _state_set(o, tree)
         try:
             with tracing():
                 out = self.fn(*args, **kwargs)
+                if state_struct is not None:
+                    new_state, new_struct = flatten([_state_get(o) for o in self._state_out])
+                    out = (out, new_state)
         except TypeError as e:
             if "traced by bz.compile" in str(e) and not self._static_ints and any(
                     isinstance(x, _MAYBE_RUNTIME) for x in leaves):
                 raise _NeedsStaticInts() from e
             raise
+        finally:
+            for o, tree in zip(self._state_in, saved):  # the objects hold their arrays again
+                _state_set(o, tree)
         out_leaves, out_struct = flatten(out)
         targets = [o._node for o in out_leaves if isinstance(o, Array)]
         t = trace(targets)
@@ -264,6 +308,8 @@ class CompiledFunction:
         out_kinds = ["array" if isinstance(o, Array) else ("static", o) for o in out_leaves]
         entry = _Entry(t._rows, t._outputs, t.leaves, bindings, out_struct, out_kinds, schedule)
         entry.struct = struct
+        if state_struct is not None:
+            entry.state_out = new_struct
         return entry
 
     # ------------------------------------------------------------ replay
@@ -352,11 +398,16 @@ def _np_leaf(data: Any) -> Node:
 
 
 def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  # noqa: A001
-            opt_level: int | None = None, disable_passes: Any = None) -> Any:
+            opt_level: int | None = None, disable_passes: Any = None,
+            inputs: Any = None, outputs: Any = None) -> Any:
     """Decorator: trace ``fn`` once per signature and replay the optimized schedule.
 
     ``opt_level`` (0 none, 1 basic, 2 extended, 3 layout) and ``disable_passes`` (pass
     names) choose this function's optimization passes (see :mod:`braze.graph.passes`).
+    ``inputs`` / ``outputs`` (MLX's): objects -- modules, optimizers, lists and dicts
+    of arrays -- whose arrays ``fn`` reads, and leaves new arrays in, without taking
+    them as arguments: read at every call, written back after it (a training step
+    that updates a model and its optimizer replays as one schedule).
 
     >>> import braze as bz
     >>> double = bz.compile(lambda x: x * 2)
@@ -370,6 +421,47 @@ def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  #
         if opt_level is not None or disable_passes:  # bad names or levels raise at the call,
             make_config(opt_level, disable_passes)  # not at decoration (CompiledFunction's)
         return lambda f: CompiledFunction(f, shapeless=shapeless, opt_level=opt_level,
-                                          disable_passes=disable_passes)
+                                          disable_passes=disable_passes, inputs=inputs,
+                                          outputs=outputs)
     return CompiledFunction(fn, shapeless=shapeless, opt_level=opt_level,
-                            disable_passes=disable_passes)
+                            disable_passes=disable_passes, inputs=inputs, outputs=outputs)
+
+
+# ---------------------------------------------------------------- implicit state
+def _state_objects(objs: Any, what: str) -> list[Any]:
+    if objs is None:
+        return []
+    items = list(objs) if isinstance(objs, (list, tuple)) else [objs]
+    for o in items:
+        if not (isinstance(o, (dict, list)) or hasattr(o, "parameters") and hasattr(o, "update")
+                or hasattr(o, "state") and isinstance(o.state, dict)):
+            raise TypeError(f"bz.compile: {what}= takes modules, optimizers, lists and dicts "
+                            f"of arrays, got {type(o).__name__}")
+    return items
+
+
+def _state_get(o: Any) -> Any:
+    """The tree of arrays an inputs=/outputs= object holds."""
+    if isinstance(o, (dict, list)):
+        return o
+    if hasattr(o, "parameters") and hasattr(o, "update"):  # a bz.nn.Module
+        return o.parameters()
+    return o.state  # an optimizer
+
+
+def _state_set(o: Any, tree: Any) -> None:
+    if isinstance(o, dict):
+        o.clear()
+        o.update(tree)
+    elif isinstance(o, list):
+        o[:] = tree
+    elif hasattr(o, "parameters") and hasattr(o, "update"):
+        o.update(tree)
+    else:
+        o.state = tree
+
+
+def _state_write(objs: list[Any], struct: Any, values: list[Any], state_in: list[Any]) -> None:
+    """Write the outputs= state a replay computed back into its objects."""
+    for o, tree in zip(objs, unflatten(struct, list(values))):
+        _state_set(o, tree)

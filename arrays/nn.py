@@ -33,12 +33,15 @@ from .indexing import take
 from .linalg import matmul
 from .manipulation import concat, permute_dims, reshape
 from .quantized import dequantize, quantize, quantized_matmul
+from . import losses
+from .autodiff import value_and_grad as _value_and_grad
 from .reductions import softmax  # noqa: F401  (bz.nn.softmax)
 
 __all__ = [
     "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
     "LayerNorm", "RoPE", "Attention", "concat_linears", "silu", "gelu", "gelu_approx", "relu",
-    "softmax",
+    "softmax", "Dropout", "LoRALinear", "value_and_grad", "losses", "tree_from_names",
+    "names_from_tree",
 ]
 
 
@@ -94,6 +97,45 @@ def gelu_approx(x: Any) -> Array:
     """
     x = as_array(x, "gelu_approx")
     return 0.5 * x * (1.0 + tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+# ---------------------------------------------------------------- parameter trees
+def tree_from_names(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Nested dicts (lists where the keys count 0, 1, ...) from dotted names.
+
+    >>> tree_from_names([("a.0.w", 1), ("a.1.w", 2), ("b", 3)])
+    {'a': [{'w': 1}, {'w': 2}], 'b': 3}
+    """
+    root: dict[str, Any] = {}
+    for name, value in items:
+        node = root
+        *path, leaf = name.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return _lists(root)
+
+
+def _lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out = {k: _lists(v) for k, v in node.items()}
+    if out and all(k.isdigit() for k in out) and sorted(map(int, out)) == list(range(len(out))):
+        return [out[str(i)] for i in range(len(out))]
+    return out
+
+
+def names_from_tree(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted name, leaf) of a nested dict/list tree: the inverse of tree_from_names.
+
+    >>> names_from_tree({"a": [{"w": 1}], "b": 3})
+    [('a.0.w', 1), ('b', 3)]
+    """
+    if isinstance(tree, Mapping):
+        return [x for k, v in tree.items() for x in names_from_tree(v, f"{prefix}{k}.")]
+    if isinstance(tree, (list, tuple)):
+        return [x for i, v in enumerate(tree) for x in names_from_tree(v, f"{prefix}{i}.")]
+    return [(prefix[:-1], tree)]
 
 
 # ---------------------------------------------------------------- modules
@@ -152,9 +194,55 @@ class Module:
                 out[name] = [m.parameters() for m in value]
         return out
 
-    def trainable_parameters(self) -> list[tuple[str, Array]]:
-        """Parameters not frozen with :meth:`freeze`."""
-        return [(n, p) for n, p in self.named_parameters() if n not in self._all_frozen()]
+    def trainable_parameters(self) -> dict[str, Any]:
+        """The parameters not frozen with :meth:`freeze`, as a nested dict like
+        :meth:`parameters` (what ``nn.value_and_grad`` differentiates)."""
+        frozen = self._all_frozen()
+        return tree_from_names([(n, p) for n, p in self.named_parameters() if n not in frozen])
+
+    def update(self, parameters: Mapping[str, Any]) -> Module:
+        """Replace parameters from a nested dict shaped like :meth:`parameters` (any
+        subset; lazy values stay lazy: an optimizer step records, then evaluates once).
+
+        >>> import braze as bz
+        >>> lin = bz.nn.Linear(2, 1).update({"bias": bz.ones(1)})
+        >>> lin.bias.tolist()
+        [1.0]
+        """
+        for name, value in names_from_tree(parameters):
+            *path, leaf = name.split(".")
+            owner: Any = self
+            for part in path:
+                owner = owner[int(part)] if isinstance(owner, (list, tuple)) else \
+                    getattr(owner, part)
+            if not isinstance(owner, Module) or not isinstance(getattr(owner, leaf, None),
+                                                                 Array):
+                raise ValueError(f"update: {type(self).__name__} has no parameter {name!r}")
+            old = getattr(owner, leaf)
+            if not isinstance(value, Array) or value.shape != old.shape:
+                raise ValueError(f"update: {name}: expected an array of shape {old.shape}, "
+                                 f"got {getattr(value, 'shape', type(value).__name__)}")
+            setattr(owner, leaf, value)
+        return self
+
+    @property
+    def training(self) -> bool:
+        """True in training mode (:meth:`train`; Dropout is active), False after
+        :meth:`eval`."""
+        return vars(self).get("_training", True)
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and its children."""
+        self._training = bool(mode)
+        for _, value in self.children():
+            for m in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(m, Module):
+                    m.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Inference mode (``train(False)``)."""
+        return self.train(False)
 
     def freeze(self) -> Module:
         """Mark every current parameter frozen (excluded from trainable_parameters)."""
@@ -257,6 +345,7 @@ class QuantizedLinear(Module):
         self.biases = zeros((output_dims, input_dims // group_size))
         if bias:
             self.bias = zeros((output_dims,))
+        self.freeze()  # packed weights are not trained (LoRALinear adapts them)
 
     @classmethod
     def from_linear(cls, linear: Linear, group_size: int = 32, bits: int = 4
@@ -347,6 +436,7 @@ class QuantizedEmbedding(Module):
         self.weight = zeros((num_embeddings, dims * bits // 32), dtype=dt.uint32)
         self.scales = zeros((num_embeddings, dims // group_size))
         self.biases = zeros((num_embeddings, dims // group_size))
+        self.freeze()
 
     @classmethod
     def from_embedding(cls, emb: Embedding, group_size: int = 32, bits: int = 4
@@ -512,3 +602,124 @@ def attend(q: Array, k: Array, v: Array, scale: float, offset: Any,
                                              past_length=offset, past_index=past_index)
 
 
+
+
+# ---------------------------------------------------------------- training
+class Dropout(Module):
+    """Zero each element with probability ``p`` in training mode, scaling the rest by
+    ``1 / (1 - p)``; the identity after :meth:`Module.eval`. ``key`` (a
+    ``bz.random.key``) makes the mask reproducible; a compiled step should pass one per
+    call (the global random state is read when tracing, not at each replay).
+
+    >>> import braze as bz
+    >>> bz.nn.Dropout(0.5).eval()(bz.ones(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = float(p)
+
+    def __call__(self, x: Any, key: Any = None) -> Array:
+        from .random import bernoulli
+
+        x = as_array(x, "Dropout")
+        if not self.training or self.p == 0:
+            return x
+        keep = bernoulli(1.0 - self.p, x.shape, key=key)
+        return where(keep, x * (1.0 / (1.0 - self.p)), 0.0)
+
+
+class LoRALinear(Module):
+    """A frozen :class:`Linear` or :class:`QuantizedLinear` plus a trainable low-rank
+    update: ``y = base(x) + scale * (x @ lora_a) @ lora_b`` (``lora_b`` starts at zero,
+    so training starts from the base model). :meth:`fuse` merges the update into a plain
+    Linear.
+
+    >>> import braze as bz
+    >>> lora = bz.nn.LoRALinear.from_base(bz.nn.Linear(4, 3), rank=2)
+    >>> sorted(name for name, _ in bz.nn.names_from_tree(lora.trainable_parameters()))
+    ['lora_a', 'lora_b']
+    """
+
+    def __init__(self, base: Module, rank: int = 8, scale: float = 20.0,
+                 dropout: float = 0.0, seed: int = 0) -> None:
+        super().__init__()
+        if not isinstance(base, (Linear, QuantizedLinear)):
+            raise TypeError(f"LoRALinear: base must be a Linear or QuantizedLinear, got "
+                            f"{type(base).__name__}")
+        if rank < 1:
+            raise ValueError(f"LoRALinear: rank must be >= 1, got {rank}")
+        out_dims, in_dims = _linear_dims(base)
+        self.base = base.freeze()
+        self.scale = float(scale)
+        self.dropout = Dropout(dropout)
+        bound = 1.0 / math.sqrt(in_dims)
+        rng = np.random.default_rng(seed)
+        self.lora_a = asarray(rng.uniform(-bound, bound, (in_dims, rank)).astype(np.float32),
+                              copy=False)
+        self.lora_b = zeros((rank, out_dims))
+
+    @classmethod
+    def from_base(cls, base: Module, rank: int = 8, scale: float = 20.0,
+                  dropout: float = 0.0, seed: int = 0) -> LoRALinear:
+        """Wrap ``base`` (see the class)."""
+        return cls(base, rank, scale, dropout, seed)
+
+    def __call__(self, x: Any) -> Array:
+        x = as_array(x, "LoRALinear")
+        y = self.base(x)
+        z = matmul(matmul(self.dropout(x), self.lora_a.astype(x.dtype)),
+                   self.lora_b.astype(x.dtype))
+        return y + z * self.scale
+
+    def fuse(self) -> Linear:
+        """A plain Linear computing the same function (the adapter merged in)."""
+        base = self.base
+        out_dims, in_dims = _linear_dims(base)
+        if isinstance(base, QuantizedLinear):
+            w = dequantize(base.weight, base.scales, base.biases, group_size=base.group_size,
+                           bits=base.bits)
+        else:
+            w = base.weight
+        fused = Linear(in_dims, out_dims, bias="bias" in vars(base))
+        fused.weight = w + (self.lora_a @ self.lora_b).mT * self.scale
+        if "bias" in vars(base):
+            fused.bias = base.bias
+        _eval(*[p for _, p in fused.named_parameters()])
+        return fused
+
+
+def _linear_dims(layer: Module) -> tuple[int, int]:
+    if isinstance(layer, QuantizedLinear):
+        return layer.weight.shape[0], layer.weight.shape[1] * 32 // layer.bits
+    return layer.weight.shape  # type: ignore[attr-defined, return-value]
+
+
+def value_and_grad(model: Module, fn: Any) -> Any:
+    """``fn(*args)`` and its gradient with respect to ``model``'s trainable parameters
+    (a nested dict shaped like :meth:`Module.trainable_parameters`), MLX's
+    ``nn.value_and_grad``. ``fn`` calls the model; it returns a scalar loss.
+
+    >>> import braze as bz
+    >>> lin = bz.nn.Linear(2, 1)
+    >>> loss, grads = bz.nn.value_and_grad(lin, lambda x: bz.sum(lin(x)))(bz.ones((3, 2)))
+    >>> grads["bias"].tolist(), grads["weight"].tolist()
+    ([3.0], [[3.0, 3.0]])
+    """
+    def inner(params: Any, *args: Any, **kwargs: Any) -> Any:
+        model.update(params)
+        return fn(*args, **kwargs)
+
+    vg = _value_and_grad(inner)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        params = model.trainable_parameters()
+        try:
+            return vg(params, *args, **kwargs)
+        finally:
+            model.update(params)  # the arrays it held (the traced stand-ins are gone)
+
+    return wrapped
