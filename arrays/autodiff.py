@@ -236,8 +236,8 @@ def backward(outputs: Sequence[Node], cotangents: Sequence[Array], wrt: Sequence
         prev = cts.get(id(node))
         cts[id(node)] = g if prev is None else prev + g
 
-    for o, g in zip(outputs, cotangents):
-        add(o, g)
+    for o, seed in zip(outputs, cotangents):
+        add(o, seed)
     for n in reversed(order):
         if id(n) in wrt_ids or id(n) not in active:
             continue

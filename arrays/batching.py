@@ -285,9 +285,9 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
             out = fun(*unflatten(struct, placeholders))
             outs, out_struct = flatten(out)
             nodes = [o._node for o in outs if isinstance(o, Array)]
-            for n in topo_order(nodes):
-                if n.inputs:
-                    batcher.rewrite(n)
+            for node in topo_order(nodes):
+                if node.inputs:
+                    batcher.rewrite(node)
             oaxes = [out_axes] * len(outs) if out_axes is None or isinstance(out_axes, int) \
                 else list(out_axes)
             if len(oaxes) != len(outs):
@@ -298,8 +298,8 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
                 if not isinstance(o, Array):
                     results.append(o)
                     continue
-                node = batcher.batched.get(id(o._node))
-                y = Array(node if node is not None else _broadcast_batch(o._node, size))
+                done = batcher.batched.get(id(o._node))
+                y = Array(done if done is not None else _broadcast_batch(o._node, size))
                 if not isinstance(ax, int):
                     raise TypeError(f"vmap: out_axes entries must be ints, got {ax!r}")
                 results.append(_moveaxis(y, 0, ax % y.ndim))

@@ -16,8 +16,8 @@ from typing import Any
 from ..graph import dtypes as dt
 from .array import Array, as_array
 from .elementwise import abs as _abs  # type: ignore[attr-defined]  # generated (op records)
-from .elementwise import log1p, maximum, where  # type: ignore[attr-defined]
 from .elementwise import exp as _exp  # type: ignore[attr-defined]
+from .elementwise import log1p, maximum, where  # type: ignore[attr-defined]
 from .indexing import take_along_axis
 from .manipulation import expand_dims, squeeze
 from .reductions import logsumexp, mean

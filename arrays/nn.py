@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from ..graph import dtypes as dt
-from . import fast
+from . import fast, losses
 from .array import Array, as_array
 from .array import eval as _eval
+from .autodiff import value_and_grad as _value_and_grad
 from .creation import asarray, zeros
 from .elementwise import abs as _abs  # type: ignore[attr-defined]  # generated (op records)
 from .elementwise import exp, sigmoid, tanh, where  # type: ignore[attr-defined]  # generated
@@ -33,8 +34,6 @@ from .indexing import take
 from .linalg import matmul
 from .manipulation import concat, permute_dims, reshape
 from .quantized import dequantize, quantize, quantized_matmul
-from . import losses
-from .autodiff import value_and_grad as _value_and_grad
 from .reductions import softmax  # noqa: F401  (bz.nn.softmax)
 
 __all__ = [
@@ -679,15 +678,16 @@ class LoRALinear(Module):
         """A plain Linear computing the same function (the adapter merged in)."""
         base = self.base
         out_dims, in_dims = _linear_dims(base)
+        w: Array
         if isinstance(base, QuantizedLinear):
             w = dequantize(base.weight, base.scales, base.biases, group_size=base.group_size,
                            bits=base.bits)
         else:
-            w = base.weight
+            w = vars(base)["weight"]
         fused = Linear(in_dims, out_dims, bias="bias" in vars(base))
         fused.weight = w + (self.lora_a @ self.lora_b).mT * self.scale
         if "bias" in vars(base):
-            fused.bias = base.bias
+            fused.bias = vars(base)["bias"]
         _eval(*[p for _, p in fused.named_parameters()])
         return fused
 
@@ -695,7 +695,8 @@ class LoRALinear(Module):
 def _linear_dims(layer: Module) -> tuple[int, int]:
     if isinstance(layer, QuantizedLinear):
         return layer.weight.shape[0], layer.weight.shape[1] * 32 // layer.bits
-    return layer.weight.shape  # type: ignore[attr-defined, return-value]
+    out_dims, in_dims = vars(layer)["weight"].shape
+    return out_dims, in_dims
 
 
 def value_and_grad(model: Module, fn: Any) -> Any:

@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from .record import OpDef, Shape, declare, library_op, zero_vjp
 from .shapes import broadcast_shapes, matmul_shape
 
+
 def _matmul_vjp(ad, g, y, a, b):
     # 1-d operands as numpy promotes them: a (k,) -> (1, k), b (k,) -> (k, 1)
     a2 = ad.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
