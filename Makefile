@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve demo test lint bench clean aarch64-tools fuzz
+.PHONY: run serve demo train test lint bench clean aarch64-tools fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,14 @@ serve: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
+
+# LoRA fine-tuning of the same model on examples/llm/data/lora_zephyria.jsonl, then a chat
+# turn with the adapters (a few minutes on 2 cores); STEPS=... to train longer
+STEPS ?= 60
+ADAPTER ?= build/lora/adapters.safetensors
+train: $(STAMP)
+	$(BIN)/python examples/llm/lora.py --steps $(STEPS) --out $(ADAPTER)
+	$(BIN)/python examples/llm/chat.py --adapter $(ADAPTER) --prompt "What is the capital of Zephyria?"
 
 test: $(STAMP) lint aarch64-tools
 	$(BIN)/python -m pytest tests

@@ -32,12 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--context", type=int, default=2048, help="KV cache size in tokens")
     ap.add_argument("--system", default=llama.CHATML_SYSTEM, help="system message")
+    ap.add_argument("--adapter", help="LoRA adapters saved by lora.py (.safetensors)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     try:
         model, tok = llama.load(args.model, quantized=not args.float32)
-    except (OSError, ValueError) as e:
+        if args.adapter:
+            import lora
+
+            lora.load_adapter(model, args.adapter)
+    except (OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     kind = "float32" if args.float32 else "quantized"

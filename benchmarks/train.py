@@ -1,0 +1,477 @@
+"""Training-step speed and memory: braze against torch (eager and torch.compile), jax.jit
+and MLX (its CPU build on Linux), float32, one process per framework.
+
+Two steps, the same model and data in every framework:
+  mlp: 784-512-512-10 with ReLU, batch 256, cross-entropy, Adam
+  lm:  a 4-layer pre-norm transformer LM (d 256, 4 heads, GELU MLP 4x, vocab 2048,
+       causal attention), sequence 128, batch 8, cross-entropy, AdamW
+braze's step is one bz.compile(inputs=[model, opt], outputs=[model, opt]) function;
+torch.compile compiles the model's forward+backward (the optimizer step stays eager);
+jax.jit jits the whole step; MLX mx.compiles it with its state. Reported: steps/s
+(median of 5 timed runs of N steps after warm-up) and the peak RSS above the resident
+set before the timed steps (VmHWM reset through /proc/self/clear_refs), with ratios to
+braze. Peers run under $PEERS_PYTHON (default: this interpreter) where installed.
+
+    .venv/bin/python benchmarks/train.py [--only braze,torch-eager] [--models mlp,lm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "mlx"]
+MLP = dict(d_in=784, hidden=512, classes=10, batch=256, lr=1e-3)
+LM = dict(vocab=2048, d=256, heads=4, layers=4, seq=128, batch=8, lr=3e-4, wd=0.01)
+
+
+def _rss() -> tuple[int, int]:
+    """(current, peak) resident set in bytes (Linux /proc)."""
+    cur = peak = 0
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                cur = int(line.split()[1]) * 1024
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) * 1024
+    return cur, peak
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _data(model: str):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if model == "mlp":
+        x = rng.standard_normal((MLP["batch"], MLP["d_in"])).astype(np.float32)
+        y = rng.integers(0, MLP["classes"], MLP["batch"]).astype(np.int32)
+        return x, y
+    ids = rng.integers(0, LM["vocab"], (LM["batch"], LM["seq"] + 1)).astype(np.int32)
+    return ids[:, :-1].copy(), ids[:, 1:].copy()
+
+
+def _init(model: str):
+    """The initial weights, shared by every framework (numpy, float32)."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+
+    def lin(i, o):
+        b = 1.0 / np.sqrt(i)
+        return rng.uniform(-b, b, (o, i)).astype(np.float32), np.zeros(o, np.float32)
+
+    if model == "mlp":
+        return {"l1": lin(784, 512), "l2": lin(512, 512), "l3": lin(512, 10)}
+    d, v = LM["d"], LM["vocab"]
+    w = {"emb": (rng.standard_normal((v, d)) * 0.02).astype(np.float32)}
+    for i in range(LM["layers"]):
+        w[f"b{i}.qkv"] = lin(d, 3 * d)
+        w[f"b{i}.o"] = lin(d, d)
+        w[f"b{i}.up"] = lin(d, 4 * d)
+        w[f"b{i}.down"] = lin(4 * d, d)
+    w["head"] = lin(d, v)
+    return w
+
+
+# ---------------------------------------------------------------- braze
+def run_braze(model: str):
+    import numpy as np
+
+    import braze as bz
+
+    nn, optim = bz.nn, bz.optimizers
+    w0 = _init(model)
+
+    def linear(i, o, name):
+        m = nn.Linear(i, o)
+        m.weight, m.bias = bz.asarray(w0[name][0]), bz.asarray(w0[name][1])
+        return m
+
+    if model == "mlp":
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l1, self.l2 = linear(784, 512, "l1"), linear(512, 512, "l2")
+                self.l3 = linear(512, 10, "l3")
+
+            def __call__(self, x):
+                return self.l3(nn.relu(self.l2(nn.relu(self.l1(x)))))
+        net = Net()
+        opt = optim.Adam(MLP["lr"])
+    else:
+        d, h = LM["d"], LM["heads"]
+
+        class Block(nn.Module):
+            def __init__(self, i):
+                super().__init__()
+                self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+                self.qkv, self.o = linear(d, 3 * d, f"b{i}.qkv"), linear(d, d, f"b{i}.o")
+                self.up, self.down = linear(d, 4 * d, f"b{i}.up"), linear(4 * d, d, f"b{i}.down")
+
+            def __call__(self, x):
+                b, t, _ = x.shape
+                qkv = bz.reshape(self.qkv(self.n1(x)), (b, t, 3, h, d // h))
+                q, k, v = (bz.permute_dims(qkv[:, :, j], (0, 2, 1, 3)) for j in range(3))
+                a = bz.fast.scaled_dot_product_attention(q, k, v, scale=(d // h) ** -0.5,
+                                                         mask="causal")
+                x = x + self.o(bz.reshape(bz.permute_dims(a, (0, 2, 1, 3)), (b, t, d)))
+                return x + self.down(nn.gelu_approx(self.up(self.n2(x))))
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(LM["vocab"], d)
+                self.emb.weight = bz.asarray(w0["emb"])
+                self.blocks = [Block(i) for i in range(LM["layers"])]
+                self.norm = nn.LayerNorm(d)
+                self.head = linear(d, LM["vocab"], "head")
+
+            def __call__(self, ids):
+                x = self.emb(ids)
+                for blk in self.blocks:
+                    x = blk(x)
+                return self.head(self.norm(x))
+        net = Net()
+        opt = optim.AdamW(LM["lr"], weight_decay=LM["wd"])
+    opt.init(net.trainable_parameters())
+    vg = nn.value_and_grad(net, lambda x, y: nn.losses.cross_entropy(net(x), y))
+    state = [net, opt]
+
+    @bz.compile(inputs=state, outputs=state)
+    def step(x, y):
+        loss, grads = vg(x, y)
+        opt.update(net, grads)
+        return loss
+
+    x, y = (bz.asarray(a) for a in _data(model))
+    return lambda: step(x, y), lambda out: float(out)
+
+
+# ---------------------------------------------------------------- torch
+def _torch_net(model: str):
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    w0 = _init(model)
+
+    def linear(name):
+        wt, b = w0[name]
+        m = nn.Linear(wt.shape[1], wt.shape[0])
+        with torch.no_grad():
+            m.weight.copy_(torch.from_numpy(wt))
+            m.bias.copy_(torch.from_numpy(b))
+        return m
+
+    if model == "mlp":
+        return nn.Sequential(linear("l1"), nn.ReLU(), linear("l2"), nn.ReLU(), linear("l3"))
+    d, h = LM["d"], LM["heads"]
+
+    class Block(nn.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.o = linear(f"b{i}.qkv"), linear(f"b{i}.o")
+            self.up, self.down = linear(f"b{i}.up"), linear(f"b{i}.down")
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.down(F.gelu(self.up(self.n2(x)), approximate="tanh"))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(LM["vocab"], d)
+            with torch.no_grad():
+                self.emb.weight.copy_(torch.from_numpy(w0["emb"]))
+            self.blocks = nn.ModuleList([Block(i) for i in range(LM["layers"])])
+            self.norm = nn.LayerNorm(d)
+            self.head = linear("head")
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.norm(x))
+    return Net()
+
+
+def run_torch(model: str, compiled: bool):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    net = _torch_net(model)
+    opt = torch.optim.Adam(net.parameters(), lr=MLP["lr"]) if model == "mlp" else \
+        torch.optim.AdamW(net.parameters(), lr=LM["lr"], weight_decay=LM["wd"])
+    x, y = _data(model)
+    x = torch.from_numpy(x)
+    y = torch.from_numpy(y).long()
+    if model == "lm":
+        x = x.long()
+
+    def loss_fn(x, y):
+        out = net(x)
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+    fwd_bwd = torch.compile(loss_fn) if compiled else loss_fn
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = fwd_bwd(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, lambda out: float(out.detach())
+
+
+# ---------------------------------------------------------------- jax
+def run_jax(model: str):
+    import jax
+    import jax.numpy as jnp
+
+    w0 = _init(model)
+    params = {k: ((jnp.asarray(v[0]), jnp.asarray(v[1])) if isinstance(v, tuple)
+                  else jnp.asarray(v)) for k, v in w0.items()}
+
+    def lin(p, x):
+        return x @ p[0].T + p[1]
+
+    def ln(x):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + 1e-5)
+
+    def forward(p, x):
+        if model == "mlp":
+            return lin(p["l3"], jax.nn.relu(lin(p["l2"], jax.nn.relu(lin(p["l1"], x)))))
+        d, h = LM["d"], LM["heads"]
+        x = p["emb"][x]
+        b, t, _ = x.shape
+        mask = jnp.tril(jnp.ones((t, t), bool))
+        for i in range(LM["layers"]):
+            q, k, v = jnp.moveaxis(lin(p[f"b{i}.qkv"], ln(x)).reshape(b, t, 3, h, d // h),
+                                   2, 0).transpose(0, 1, 3, 2, 4)
+            s = jnp.where(mask, q @ k.swapaxes(-1, -2) * (d // h) ** -0.5, -jnp.inf)
+            a = jax.nn.softmax(s, -1) @ v
+            x = x + lin(p[f"b{i}.o"], a.transpose(0, 2, 1, 3).reshape(b, t, d))
+            x = x + lin(p[f"b{i}.down"], jax.nn.gelu(lin(p[f"b{i}.up"], ln(x)),
+                                                     approximate=True))
+        return lin(p["head"], ln(x))
+
+    def loss_fn(p, x, y):
+        logits = forward(p, x)
+        lse = jax.nn.logsumexp(logits, -1)
+        picked = jnp.take_along_axis(logits, y[..., None], -1)[..., 0]
+        return (lse - picked).mean()
+
+    lr = MLP["lr"] if model == "mlp" else LM["lr"]
+    wd = 0.0 if model == "mlp" else LM["wd"]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = (params, zeros, zeros, jnp.zeros((), jnp.int32))
+
+    @jax.jit
+    def step(state, x, y):
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        p = jax.tree_util.tree_map(
+            lambda p, m, v: p * (1 - lr * wd) - lr * (m / c1) / (jnp.sqrt(v / c2) + eps),
+            p, m, v)
+        return (p, m, v, t), loss
+
+    x, y = (jnp.asarray(a) for a in _data(model))
+    box = [state]
+
+    def run():
+        box[0], loss = step(box[0], x, y)
+        return loss
+
+    return run, lambda out: float(out)
+
+
+# ---------------------------------------------------------------- mlx
+def run_mlx(model: str):
+    from functools import partial
+
+    import mlx.core as mx
+    import mlx.nn as mnn
+    import mlx.optimizers as mopt
+
+    w0 = _init(model)
+
+    def linear(name):
+        wt, b = w0[name]
+        m = mnn.Linear(wt.shape[1], wt.shape[0])
+        m.weight, m.bias = mx.array(wt), mx.array(b)
+        return m
+
+    if model == "mlp":
+        class Net(mnn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l1, self.l2, self.l3 = linear("l1"), linear("l2"), linear("l3")
+
+            def __call__(self, x):
+                return self.l3(mnn.relu(self.l2(mnn.relu(self.l1(x)))))
+        opt = mopt.Adam(MLP["lr"])
+    else:
+        d, h = LM["d"], LM["heads"]
+
+        class Block(mnn.Module):
+            def __init__(self, i):
+                super().__init__()
+                self.n1, self.n2 = mnn.LayerNorm(d), mnn.LayerNorm(d)
+                self.qkv, self.o = linear(f"b{i}.qkv"), linear(f"b{i}.o")
+                self.up, self.down = linear(f"b{i}.up"), linear(f"b{i}.down")
+
+            def __call__(self, x):
+                b, t, _ = x.shape
+                q, k, v = mx.split(self.qkv(self.n1(x)).reshape(b, t, 3, h, d // h), 3, 2)
+                q, k, v = (z.squeeze(2).transpose(0, 2, 1, 3) for z in (q, k, v))
+                a = mx.fast.scaled_dot_product_attention(q, k, v, scale=(d // h) ** -0.5,
+                                                         mask="causal")
+                x = x + self.o(a.transpose(0, 2, 1, 3).reshape(b, t, d))
+                return x + self.down(mnn.gelu_approx(self.up(self.n2(x))))
+
+        class Net(mnn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = mnn.Embedding(LM["vocab"], d)
+                self.emb.weight = mx.array(w0["emb"])
+                self.blocks = [Block(i) for i in range(LM["layers"])]
+                self.norm = mnn.LayerNorm(d)
+                self.head = linear("head")
+
+            def __call__(self, ids):
+                x = self.emb(ids)
+                for blk in self.blocks:
+                    x = blk(x)
+                return self.head(self.norm(x))
+        opt = mopt.AdamW(LM["lr"], weight_decay=LM["wd"])
+    net = Net()
+    mx.eval(net.parameters())
+    x, y = (mx.array(a) for a in _data(model))
+
+    def loss_fn(x, y):
+        return mnn.losses.cross_entropy(net(x), y, reduction="mean")
+
+    vg = mnn.value_and_grad(net, loss_fn)
+    state = [net.state, opt.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(x, y):
+        loss, grads = vg(x, y)
+        opt.update(net, grads)
+        return loss
+
+    def run():
+        loss = step(x, y)
+        mx.eval(state, loss)
+        return loss
+
+    return run, lambda out: float(out.item())
+
+
+# ---------------------------------------------------------------- worker / driver
+def worker(framework: str, model: str, steps: int, runs: int) -> dict:
+    if framework == "braze":
+        step, value = run_braze(model)
+    elif framework in ("torch-eager", "torch-compile"):
+        step, value = run_torch(model, framework == "torch-compile")
+    elif framework == "jax-jit":
+        step, value = run_jax(model)
+    else:
+        step, value = run_mlx(model)
+    t0 = time.perf_counter()
+    first = value(step())
+    warm = time.perf_counter() - t0
+    for _ in range(3):
+        value(step())
+    base, _ = _rss()
+    _reset_peak()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            out = step()
+        last = value(out)
+        times.append((time.perf_counter() - t0) / steps)
+    _, peak = _rss()
+    return {"steps_per_s": 1.0 / statistics.median(times), "first_s": warm,
+            "first_loss": first, "last_loss": last, "peak_mb": (peak - base) / 2**20,
+            "rss_mb": peak / 2**20}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(FRAMEWORKS))
+    ap.add_argument("--models", default="mlp,lm")
+    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (0: per model)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        fw, model = args.worker.split(":")
+        print(json.dumps(worker(fw, model, args.steps, args.runs)))
+        return 0
+    sys.path.insert(0, HERE)
+    from _timing import isa
+
+    peers_py = os.environ.get("PEERS_PYTHON", sys.executable)
+    print(f"training steps, float32, {os.cpu_count()} cpus, {isa()}; median of {args.runs} "
+          f"runs; peak = RSS above the pre-step resident set")
+    for model in args.models.split(","):
+        steps = args.steps or (20 if model == "mlp" else 5)
+        desc = "MLP 784-512-512-10, batch 256, Adam" if model == "mlp" else \
+            "LM 4x(d256, 4 heads), seq 128, batch 8, AdamW"
+        print(f"\n{desc}")
+        print(f"{'framework':15s} {'steps/s':>9s} {'vs braze':>9s} {'peak MB':>9s} "
+              f"{'RSS MB':>8s} {'first s':>8s} {'loss':>14s}")
+        ref = None
+        for fw in args.only.split(","):
+            py = sys.executable if fw in ("braze", "mlx") else peers_py
+            try:
+                out = subprocess.run([py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
+                                      "--steps", str(steps), "--runs", str(args.runs)],
+                                     capture_output=True, text=True, timeout=1800)
+            except subprocess.TimeoutExpired:
+                print(f"{fw:15s} timed out")
+                continue
+            if out.returncode != 0:
+                err = (out.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"{fw:15s} unavailable ({err[:70]})")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            if fw == "braze":
+                ref = r["steps_per_s"]
+            ratio = f"{r['steps_per_s'] / ref:.2f}x" if ref else "-"
+            print(f"{fw:15s} {r['steps_per_s']:9.1f} {ratio:>9s} {r['peak_mb']:9.1f} "
+                  f"{r['rss_mb']:8.0f} {r['first_s']:8.1f} "
+                  f"{r['first_loss']:6.3f}->{r['last_loss']:6.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
