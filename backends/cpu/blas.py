@@ -104,13 +104,13 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
             elif b.ndim == 2 and a.flags.c_contiguous and b.T.flags.c_contiguous and \
                     (a.shape[0] <= _mv.MAX_ROWS or _gemm()):
                 x, w = a, b.T  # x @ W.T (the GEMM path above MAX_ROWS rows, as in plans)
-            elif b.ndim == 2 and a.shape[0] > _mv.MAX_ROWS and b.shape[1] > 1 and _gemm():
-                # g @ W and X.T @ g (a backward pass's products): the operands the GEMM
-                # reads K-contiguous, transposed into copies (O(size) beside O(M N K))
-                # rather than numpy's BLAS, whose spinning pool would slow the kernels
-                # that follow (see the module docstring)
-                x = a if a.flags.c_contiguous else np.ascontiguousarray(a)
-                w = b.T if b.T.flags.c_contiguous else np.ascontiguousarray(b.T)
+            elif b.ndim == 2 and a.flags.c_contiguous and a.shape[0] > _mv.MAX_ROWS and \
+                    b.shape[1] > 1 and _gemm():
+                # g @ W (a backward pass's product through a layer): W transposed into a
+                # copy (weight-sized, beside O(M N K) work) rather than numpy's BLAS, whose
+                # spinning pool would slow the kernels that follow (module docstring).
+                # (X.T @ g would need X transposed too: numpy's BLAS packs it faster)
+                x, w = a, np.ascontiguousarray(b.T)
             if x is not None and w is not None:
                 threads = 1 if w.size < _mv.PARALLEL_WEIGHTS else num_threads()
                 try:

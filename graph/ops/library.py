@@ -13,6 +13,13 @@ from .shapes import broadcast_shapes, matmul_shape
 
 
 def _matmul_vjp(ad, g, y, a, b):
+    if a.ndim > 2 and b.ndim == 2:
+        # x (..., k) @ W (k, n), a layer's product: the batch folded into the rows, so
+        # W's cotangent is one GEMM over all of them (not a batch of GEMMs summed)
+        k, n = b.shape
+        a2, g2 = ad.reshape(a, (-1, k)), ad.reshape(g, (-1, n))
+        return (ad.reshape(ad.matmul(g2, ad.matrix_transpose(b)), a.shape),
+                ad.matmul(ad.matrix_transpose(a2), g2))
     # 1-d operands as numpy promotes them: a (k,) -> (1, k), b (k,) -> (k, 1)
     a2 = ad.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
     b2 = ad.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
