@@ -88,7 +88,6 @@ def _init(model: str):
 
 # ---------------------------------------------------------------- braze
 def run_braze(model: str):
-    import numpy as np
 
     import braze as bz
 
