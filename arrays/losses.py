@@ -100,8 +100,7 @@ def mse_loss(predictions: Any, targets: Any, *, reduction: str = "mean") -> Arra
     >>> bz.nn.losses.mse_loss(bz.asarray([1.0, 3.0]), bz.asarray([0.0, 1.0])).item()
     2.5
     """
-    p, t = as_array(predictions, "mse_loss"), as_array(targets, "mse_loss")
-    _same_shape(p, t, "mse_loss")
+    p, t = _pair(predictions, targets, "mse_loss")
     d = p - t
     return _reduce(d * d, reduction, "mse_loss")
 
@@ -113,8 +112,7 @@ def l1_loss(predictions: Any, targets: Any, *, reduction: str = "mean") -> Array
     >>> bz.nn.losses.l1_loss(bz.asarray([1.0, 3.0]), bz.asarray([0.0, 1.0])).item()
     1.5
     """
-    p, t = as_array(predictions, "l1_loss"), as_array(targets, "l1_loss")
-    _same_shape(p, t, "l1_loss")
+    p, t = _pair(predictions, targets, "l1_loss")
     return _reduce(_abs(p - t), reduction, "l1_loss")
 
 
@@ -127,8 +125,7 @@ def binary_cross_entropy(logits: Any, targets: Any, *, with_logits: bool = True,
     >>> round(bz.nn.losses.binary_cross_entropy(bz.asarray([0.0]), bz.asarray([1.0])).item(), 4)
     0.6931
     """
-    x, t = as_array(logits, "binary_cross_entropy"), as_array(targets, "binary_cross_entropy")
-    _same_shape(x, t, "binary_cross_entropy")
+    x, t = _pair(logits, targets, "binary_cross_entropy")
     if with_logits:
         loss = maximum(x, 0.0) - x * t + log1p(_exp(-_abs(x)))
     else:
@@ -139,7 +136,10 @@ def binary_cross_entropy(logits: Any, targets: Any, *, with_logits: bool = True,
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
-def _same_shape(p: Array, t: Array, op: str) -> None:
+def _pair(predictions: Any, targets: Any, op: str) -> tuple[Array, Array]:
+    """Both operands as arrays of one shape (else a ValueError naming the op)."""
+    p, t = as_array(predictions, op), as_array(targets, op)
     if p.shape != t.shape:
         raise ValueError(f"{op}: predictions of shape {p.shape} and targets of shape "
                          f"{t.shape} differ")
+    return p, t

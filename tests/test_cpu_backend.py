@@ -1075,6 +1075,27 @@ def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
         np.testing.assert_array_equal(got, matvec.matvec(x, w, 1, isa))
 
 
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(9, 90), k=st.integers(0, 70), n=st.integers(1, 40),
+       isa=st.sampled_from([1, 2, None]), threads=st.sampled_from([1, 2]))
+def test_gemm_takes_transposed_operands_with_the_same_bits(m, k, n, isa, threads) -> None:
+    """The GEMM path given x as x.T (K, M) and/or W as W.T (K, N) (a backward pass's
+    ``X.T @ g`` and ``g @ W``): it transposes them in blocks itself and sums every output
+    in the same order, so each layout gives the bits of the plain one."""
+    from braze.backends.cpu import matvec
+
+    if not matvec.gemm_available(isa):
+        pytest.skip("no GEMM path at this ISA here")
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+    plain = matvec.matvec(x, w, threads, isa)
+    xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
+    for a, b, tx, tw in [(xt, w, True, False), (x, wt, False, True), (xt, wt, True, True)]:
+        np.testing.assert_array_equal(matvec.matvec(a, b, threads, isa, tx=tx, tw=tw), plain)
+    with pytest.raises(ValueError, match="transposed operands need the GEMM path"):
+        matvec.matvec(np.ones((4, 3), np.float32), np.ones((5, 4), np.float32), tx=True)
+
+
 def test_matvec_kernel_refuses_operands_it_would_misread() -> None:
     from braze.backends.cpu import matvec
 

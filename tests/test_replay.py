@@ -272,6 +272,30 @@ def test_matvec_steps_match_numpy(m, k, n) -> None:
         assert plan.n_native == (launches if native else launches - 1)
 
 
+@pytest.mark.parametrize("m,k,n", [(64, 48, 40), (20, 12, 17), (200, 33, 5)])
+def test_backward_products_are_native_steps(m, k, n) -> None:
+    """A layer's backward products ``X.T @ g`` and ``g @ W`` (W row-major): native GEMM
+    steps of the replay program on AVX-512 / AVX2 hosts (no numpy BLAS between the
+    kernels) when they have more than 8 rows (the GEMM path), float32 against numpy
+    within K * 1e-6."""
+    x, g, w = data(m, k, seed=1), data(m, n, seed=2), data(n, k, seed=3)
+
+    @bz.compile
+    def f(x, g, w):
+        return bz.sin(x.T @ g), bz.cos(g @ w)
+
+    a, b = f(bz.asarray(x), bz.asarray(g), bz.asarray(w))
+    a, b = f(bz.asarray(x), bz.asarray(g), bz.asarray(w))
+    np.testing.assert_allclose(np.asarray(a), np.sin(x.T @ g), rtol=1e-5, atol=m * 1e-6)
+    np.testing.assert_allclose(np.asarray(b), np.cos(g @ w), rtol=1e-5, atol=n * 1e-6)
+    if bz.backends.current().name == "cpu":
+        from braze.backends.cpu import matvec
+
+        plan = _plans(f)[0]
+        if matvec.gemm_available():
+            assert plan.n_native == plan.schedule.num_kernels
+
+
 @pytest.mark.parametrize("n,k", [(1000, 1000), (7, 3), (1, 5), (5, 1), (3000, 17)])
 def test_matrix_vector_steps_match_numpy(n, k) -> None:
     """``M @ v`` and ``X.T @ r`` (a power iteration's, a gradient's): on cpu native steps

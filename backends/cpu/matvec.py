@@ -76,23 +76,29 @@ def gemm_available(isa: int | None = None) -> bool:
     return _GEMM[isa]
 
 
-def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None = None
-           ) -> np.ndarray:
+def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None = None,
+           tx: bool = False, tw: bool = False) -> np.ndarray:
     """``x @ w.T`` for float32 x (M, K) and w (N, K), both C-contiguous, with the kernel
-    (eager: tests and benchmarks).
+    (eager: tests and benchmarks). ``tx`` / ``tw``: x is given as x.T (K, M), w as w.T
+    (K, N), both C-contiguous: a matmul's ``X.T @ g`` and ``g @ W`` without a transposed
+    copy made beforehand (the GEMM path transposes in blocks; more than ``MAX_ROWS`` rows).
 
     >>> matvec(np.ones((1, 3), np.float32), np.full((2, 3), 2.0, np.float32)).tolist()
     [[6.0, 6.0]]
     """
-    if x.dtype != _F32 or w.dtype != _F32 or x.ndim != 2 or w.ndim != 2 or \
-            x.shape[1] != w.shape[1] or not (x.flags.c_contiguous and w.flags.c_contiguous):
+    m, k = x.shape[::-1] if tx and x.ndim == 2 else x.shape if x.ndim == 2 else (0, -1)
+    n, kw = w.shape[::-1] if tw and w.ndim == 2 else w.shape if w.ndim == 2 else (0, -2)
+    if x.dtype != _F32 or w.dtype != _F32 or k != kw or \
+            not (x.flags.c_contiguous and w.flags.c_contiguous):
         raise ValueError(f"matvec: expected C-contiguous float32 x (M, K) and w (N, K), got "
                          f"{x.dtype} {x.shape} and {w.dtype} {w.shape}")
-    m, k = x.shape
-    out = np.empty((m, w.shape[0]), np.float32)
+    if (tx or tw) and (m <= MAX_ROWS or not gemm_available(isa)):
+        raise ValueError(f"matvec: transposed operands need the GEMM path (more than "
+                         f"{MAX_ROWS} rows), got {m} rows")
+    out = np.empty((m, n), np.float32)
     if out.size:
         _core.launch(_KERNELS.handle(isa), [x, w, out],
-                     np.array([num_threads, m, w.shape[0], k, 0], np.int64))
+                     np.array([num_threads, m, n, k, 2 * tx + 4 * tw], np.int64))
     return out
 
 
@@ -140,14 +146,20 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     if len(wv.shape) != 2:
         return None
     k, n = wv.shape
-    if xv.shape[-1] != k or not (xv.offset == 0 and xv.is_contiguous()) or n == 0 or k == 0:
+    if xv.shape[-1] != k or xv.offset != 0 or n == 0 or k == 0:
         return None
     m = xv.size // k
     if m == 0 or out[0] != xv.shape[:-1] + (n,):
         return None
-    # W.T of a contiguous (N, K) W: strides (1, K), offset 0 (size-1 dims: stride 0)
-    if wv.offset != 0 or wv.canonical() != View((k, n), (1 if k > 1 else 0,
-                                                         k if n > 1 else 0)):
+    # x contiguous, or (2-d, the GEMM path) the transpose of a contiguous (K, M) matrix
+    tx = not xv.is_contiguous()
+    if tx and (len(xv.shape) != 2 or m <= MAX_ROWS or
+               xv.canonical() != View((m, k), (1 if m > 1 else 0, m if k > 1 else 0))):
+        return None
+    # W.T of a contiguous (N, K) W: strides (1, K), offset 0 (size-1 dims: stride 0); or
+    # (the GEMM path) a contiguous (K, N) right operand
+    tw = wv.canonical() != View((k, n), (1 if k > 1 else 0, k if n > 1 else 0))
+    if wv.offset != 0 or tw and (m <= MAX_ROWS or not wv.is_contiguous()):
         return None
     try:
         h = _KERNELS.handle()
@@ -156,7 +168,7 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     except _build.BuildError:
         return None
     threads = 1 if n * k * max(1, m // 8) < PARALLEL_WEIGHTS else num_threads
-    return NativeLibraryCall(h, np.array([threads, m, n, k, 0], np.int64))
+    return NativeLibraryCall(h, np.array([threads, m, n, k, 2 * tx + 4 * tw], np.int64))
 
 
 def _vector_call(av: View, vv: View, out: tuple[tuple[int, ...], np.dtype], num_threads: int

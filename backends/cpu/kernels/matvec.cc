@@ -103,8 +103,27 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
 #endif
 #include "gemm_tile.h"
 
+/* m x k of a (rows x cols, row stride ld) into t (cols x rows, row stride ldt), in 16 x 16
+   blocks; the threads share the blocks of rows when the copy is large */
+static void bz_transpose(const float* a, int64_t rows, int64_t cols, int64_t ld, float* t,
+                         int64_t ldt, int64_t nt) {
+    const int64_t blocks = (rows + 15) / 16;
+#pragma omp parallel for num_threads((int)nt) if (nt > 1 && rows * cols >= (1 << 18))
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t r0 = 16 * b, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            const int64_t c1 = c0 + 16 < cols ? c0 + 16 : cols;
+            for (int64_t c = c0; c < c1; ++c)
+                for (int64_t r = r0; r < r1; ++r) t[c * ldt + r] = a[r * ld + c];
+        }
+    }
+}
+
+/* y (M x N) = x W^T. tx: x is given transposed (K x M, row-major: a matmul's X.T operand);
+   tw: W is given transposed (K x N: a row-major right operand). Either way the tiles read
+   xT (K x Mp) and W (N x K), so every layout sums each output in the same order. */
 static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t N, int64_t K,
-                    int64_t nt) {
+                    int64_t nt, int tx, int tw) {
     if (K == 0) { /* empty sums */
         for (int64_t i = 0; i < M * N; ++i) y[i] = 0.f;
         return;
@@ -113,11 +132,19 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
     /* rows of xT padded to 16 floats: every load of 16 is one aligned cache line */
     const int64_t Mp = (M + 15) / 16 * 16;
     float* xT = (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
-    for (int64_t m0 = 0; m0 < M; m0 += 16) /* 16 x 16 blocks */
-        for (int64_t k0 = 0; k0 < K; k0 += 16)
-            for (int64_t k = k0; k < (k0 + 16 < K ? k0 + 16 : K); ++k)
-                for (int64_t m = m0; m < (m0 + 16 < M ? m0 + 16 : M); ++m)
-                    xT[k * Mp + m] = x[m * K + k];
+    if (tx) {
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t m = 0; m < M; ++m) xT[k * Mp + m] = x[k * M + m];
+    } else {
+        bz_transpose(x, M, K, K, xT, Mp, nt);
+    }
+    float* Wt = nullptr;
+    if (tw) { /* W (K x N) -> (N x K) */
+        const size_t bytes = (sizeof(float) * (size_t)(N * K) + 63) / 64 * 64;
+        Wt = (float*)aligned_alloc(64, bytes);
+        bz_transpose(W, K, N, N, Wt, K, nt);
+        W = Wt;
+    }
     int64_t NC = (32768 / K) / NW * NW;
     NC = NC < NW ? NW : (NC > 64 / NW * NW ? 64 / NW * NW : NC);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
@@ -137,6 +164,7 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
         }
     }
     free(xT);
+    free(Wt);
 }
 #else
 #define BZ_GEMM 0
@@ -144,7 +172,9 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
 
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t nt = a[0], M = a[1], N = a[2], K = a[3];
-    const int sw = a[4] != 0;  // W in bufs[0], x in bufs[1] (a program step's M @ v)
+    // a[4] bit 0: W in bufs[0], x in bufs[1] (a program step's M @ v); bits 1, 2: x, W
+    // given transposed (the GEMM path only: M > BZ_MAX_ROWS)
+    const int sw = (a[4] & 1) != 0, tx = (a[4] & 2) != 0, tw = (a[4] & 4) != 0;
     const float *x = (const float*)bufs[sw], *W = (const float*)bufs[1 - sw];
     float* y = (float*)bufs[2];
     if (M < 0) { /* query: does this build have the GEMM path? */
@@ -153,10 +183,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     }
 #if BZ_GEMM
     if (M > BZ_MAX_ROWS) {
-        bz_gemm(x, W, y, M, N, K, nt);
+        bz_gemm(x, W, y, M, N, K, nt, tx, tw);
         return;
     }
 #endif
+    if (tx || tw) return; /* (never asked: the caller checks M and the GEMM path) */
     const int64_t blocks = N / 4;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
