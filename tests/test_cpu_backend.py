@@ -1078,6 +1078,7 @@ def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
 @settings(max_examples=30, deadline=None)
 @given(m=st.integers(9, 90), k=st.integers(0, 70), n=st.integers(1, 40),
        isa=st.sampled_from([1, 2, None]), threads=st.sampled_from([1, 2]))
+@example(m=48, k=37, n=19, isa=None, threads=2)  # x.T of whole 16-float rows: read in place
 def test_gemm_takes_transposed_operands_with_the_same_bits(m, k, n, isa, threads) -> None:
     """The GEMM path given x as x.T (K, M) and/or W as W.T (K, N) (a backward pass's
     ``X.T @ g`` and ``g @ W``): it transposes them in blocks itself and sums every output

@@ -131,13 +131,16 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
     constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
     /* rows of xT padded to 16 floats: every load of 16 is one aligned cache line */
     const int64_t Mp = (M + 15) / 16 * 16;
-    float* xT = (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
-    if (tx) {
+    /* x given as x.T with whole 16-float rows is the layout itself: read in place */
+    float* xT =
+        tx && Mp == M ? nullptr : (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
+    if (tx && xT) {
         for (int64_t k = 0; k < K; ++k)
             for (int64_t m = 0; m < M; ++m) xT[k * Mp + m] = x[k * M + m];
-    } else {
+    } else if (!tx) {
         bz_transpose(x, M, K, K, xT, Mp, nt);
     }
+    const float* xs = xT ? xT : x;
     float* Wt = nullptr;
     if (tw) { /* W (K x N) -> (N x K) */
         const size_t bytes = (sizeof(float) * (size_t)(N * K) + 63) / 64 * 64;
@@ -158,7 +161,7 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
             for (int64_t m0 = 0; m0 < M; m0 += MV) {
                 const int64_t mv = M - m0 < MV ? M - m0 : MV;
                 for (int64_t j0 = 0; j0 < nh; j0 += NW)
-                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < NW ? nh - j0 : NW, K, xT + m0, Mp, mv,
+                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < NW ? nh - j0 : NW, K, xs + m0, Mp, mv,
                                 y + m0 * N + h0 + j0, N);
             }
         }
