@@ -26,7 +26,7 @@ from ..graph.dtypes import (
 )
 from . import fast, fft, linalg, nn, optimizers, random
 from .array import Array, Device, astype, eval
-from .autodiff import custom_vjp, grad, jvp, stop_gradient, value_and_grad, vjp
+from .autodiff import checkpoint, custom_vjp, grad, jvp, stop_gradient, value_and_grad, vjp
 from .batching import vmap
 from .compile import compile
 from .creation import *
@@ -91,7 +91,7 @@ newaxis = None
 
 __all__ = [
     "Array", "Device", "astype", "eval", "backend", "set_backend", "compile", "explain",
-    "grad", "value_and_grad", "vjp", "jvp", "vmap", "stop_gradient", "custom_vjp",
+    "grad", "value_and_grad", "vjp", "jvp", "vmap", "stop_gradient", "custom_vjp", "checkpoint",
     "bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
     "e", "pi", "inf", "nan", "newaxis",

@@ -35,7 +35,7 @@ from . import creation
 from .array import Array, as_array, tracing
 from .compile import flatten, unflatten
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "stop_gradient", "custom_vjp"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "stop_gradient", "custom_vjp", "checkpoint"]
 
 
 # ---------------------------------------------------------------- what rules are given
@@ -511,3 +511,42 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     del structs
     return outs, [t if t is not None else creation.zeros(o.shape, dtype=o.dtype)
                   for t, o in zip(tangent_outs, outs)]
+
+
+def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
+    """``fun`` whose intermediates are not kept for the backward pass: it is computed
+    again there from its (array) arguments (activation checkpointing: memory for time).
+    The recomputation reads its inputs through ``x - 0 * s`` with ``s`` the cotangent's
+    sum (exact for a finite cotangent), so the compiler cannot merge it back into the
+    forward computation as a common subexpression.
+
+    >>> import braze as bz
+    >>> f = bz.checkpoint(lambda x: bz.sin(x) * x)
+    >>> bz.grad(lambda x: bz.sum(f(x)))(bz.asarray([0.0])).tolist()
+    [0.0]
+    """
+    @custom_vjp
+    def ck(*args: Any) -> Any:
+        return fun(*args)
+
+    def fwd(*args: Any) -> Any:
+        return fun(*args), args
+
+    def bwd(args: tuple[Any, ...], g: Any) -> Any:
+        import braze.arrays as bz
+
+        cts, _ = flatten(g)
+        total = None
+        for c in cts:
+            t = bz.sum(c).astype(dt.float32)
+            total = t if total is None else total + t
+        assert total is not None
+        zero = total * 0.0
+        fresh = [a - zero.astype(a.dtype) if isinstance(a, Array) and _differentiable(a.dtype)
+                 else a for a in args]
+        _, grads = vjp(fun, fresh, cts)
+        return tuple(grads)
+
+    ck.defvjp(fwd, bwd)
+    functools.update_wrapper(ck, fun)
+    return ck

@@ -503,3 +503,28 @@ def test_linalg_grad(name) -> None:
 def test_complex_paths_are_refused() -> None:
     with pytest.raises(TypeError, match="grad: differentiating through complex values"):
         bz.grad(lambda x: bz.sum(bz.abs(bz.fft.rfft(x))))(bz.ones(8))
+
+
+def test_checkpoint_recomputes_with_the_same_gradient_and_less_memory() -> None:
+    rng = np.random.default_rng(0)
+    # activations (512 x 1024 per block) outweigh the weights (128 x 1024)
+    x = bz.asarray(rng.random((512, 128)).astype(np.float32))
+    w1 = [bz.asarray(rng.random((128, 1024)).astype(np.float32) * 0.05) for _ in range(4)]
+    w2 = [bz.asarray(rng.random((1024, 128)).astype(np.float32) * 0.05) for _ in range(4)]
+
+    def block(h, a, b):
+        return h + bz.tanh(h @ a) @ b
+
+    def loss(x, ck):
+        h = x
+        for a, b in zip(w1, w2):
+            h = (bz.checkpoint(block) if ck else block)(h, a, b)
+        return bz.sum(h * h)
+
+    plain = bz.grad(lambda x: loss(x, False))(x)
+    ck = bz.grad(lambda x: loss(x, True))(x)
+    assert np.array_equal(_np(plain), _np(ck))  # the same ops on the same values
+    peaks = [bz.explain(lambda x, c=c: bz.grad(lambda x: loss(x, c))(x), x).peak_bytes
+             for c in (False, True)]
+    assert peaks[1] < 0.8 * peaks[0]  # the blocks' tanh outputs are not kept
+    assert bz.checkpoint(block)(x, w1[0], w2[0]).shape == (512, 128)  # (outside: as is)
