@@ -412,6 +412,39 @@ def test_reductions_over_empty_and_0d_and_multiple_axes() -> None:
     assert cpu.stats["numpy"] == 0
 
 
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(0, 2100), cols=st.integers(1, 600), seed=st.integers(0, 99),
+       case=st.sampled_from(["sum", "mean", "fused", "int", "f64", "view", "bcast", "epilogue"]))
+@example(rows=1024, cols=2048, seed=0, case="sum")  # several lane blocks, 8 output blocks
+@example(rows=2049, cols=257, seed=1, case="mean")  # a partial lane block, a 1-output tail
+def test_column_sums_give_the_row_kernels_bits(rows, cols, seed, case) -> None:
+    """A sum down columns (``x.sum(axis=0)``: the column kernel, up to 256 outputs at a
+    time reading rows) gives exactly the reference tier's bits -- braze's blocked order --
+    with fused element values, integer and float64 sums, a transposed view, a broadcast
+    operand, and row-level values after the sum."""
+    cpu = CpuBackend(skip_tiny=False)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    v = rng.standard_normal((rows, 1)).astype(np.float32)
+    fns = {
+        "sum": lambda a: bz.sum(a, axis=0),
+        "mean": lambda a: bz.mean(a, axis=0),
+        "fused": lambda a: bz.sum(bz.exp(a) * 2.0 - a, axis=0),
+        "int": lambda a: bz.sum((a * 100.0).astype(bz.int32), axis=0),
+        "f64": lambda a: bz.sum(a.astype(bz.float64) ** 2, axis=0),
+        "view": lambda a: bz.sum(bz.asarray(np.ascontiguousarray(x.T)).T, axis=0),
+        "bcast": lambda a: bz.sum(a * bz.asarray(v), axis=0),
+        "epilogue": lambda a: bz.sqrt(bz.sum(a * a, axis=0) + 1.0) * 3.0,
+    }
+    got, want = fns[case](bz.asarray(x)), fns[case](bz.asarray(x))
+    cpu.evaluate([got._node])
+    REFERENCE.evaluate([want._node])
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape
+    np.testing.assert_array_equal(g, w)
+    assert cpu.stats["numpy"] == 0
+
+
 @pytest.mark.parametrize("shape,axes", [((5, 6, 7), (0, 2)), ((300, 2, 300), (0, 2)),
                                         ((700, 600), None)], ids=str)
 def test_rows_over_several_unmergeable_reduced_dims(shape, axes) -> None:

@@ -95,6 +95,7 @@ from ..csource import (
     fsuffix,
     kernel_args,
     kernel_slots,
+    load_conv,
     prelude,
     symbolize,
 )
@@ -266,6 +267,8 @@ class _Gen(ExprGen):
         self.n_args = a
         if norm.empty:
             self.emit("(void)bz_nt;")
+        elif self._columns() is not None:
+            self.gen_columns_or_rows(dims)
         else:
             self.gen_rows(dims)
         body = "\n".join(self.lines)
@@ -380,6 +383,139 @@ class _Gen(ExprGen):
                 self.emit("if (bz_stream) bz_sfence();")
         for ci in sorted(self.cached):
             self.emit(f"free(bz_c{ci});")
+        self.close()
+
+    # -------------------------------------------------------- columns (a sum down columns)
+    def _columns(self) -> tuple[int, dict[int, int]] | None:
+        """(the reduction, each load's outer stride class: 0 or 1) when this kernel is one
+        float or integer sum (or mean) whose element values read down columns -- the
+        reduced dim strided, the outer dim contiguous or broadcast, as a sum over a
+        leading axis is -- with nothing else per element; else None."""
+        if self.mode != "rows" or self.n_o != 1 or self.n_r != 1 or self.el_stores:
+            return None
+        reds = [i for i in self.live if self.k.instrs[i].op in OPS
+                and OPS[self.k.instrs[i].op].kind == "reduce"]
+        if len(reds) != 1 or self.k.instrs[reds[0]].op not in ("sum", "mean"):
+            return None
+        i = reds[0]
+        _, acc, _, comb = self.reduction(i)
+        if comb != "+" or acc not in ("float", "double", "int64_t", "uint64_t"):
+            return None
+        cone = self.cone([self.k.instrs[i].args[0]])
+        outer: dict[int, int] = {}
+        for c in cone:
+            ins = self.k.instrs[c]
+            if any(self.is_row(x) and self.k.instrs[x].op != "const" for x in ins.args):
+                return None  # (a per-row value inside the sum)
+            if ins.op == "load":
+                vi = ins.attr("load")
+                so = self.norm.strides[vi][0]
+                if so not in (0, 1):
+                    return None
+                outer[vi] = so
+        if not outer or not any(self.inner_class(vi) == 2 for vi in outer):
+            return None
+        return i, outer
+
+    def gen_columns_or_rows(self, dims: list[str]) -> None:
+        """A sum down columns (``x.sum(axis=0)`` of a row-major x; a bias gradient): the
+        row kernel would read each output's column with a stride; instead up to 256
+        neighbouring outputs are summed together, reading x row by row (contiguous runs),
+        every output with its own SUM_LANES lanes in braze's order -- the bits of the row
+        kernel. Chosen at run time when the outer strides are the ones the
+        code was written for (else the row kernel, generated beside it)."""
+        found = self._columns()
+        assert found is not None
+        i, outer = found
+        ok = " && ".join(f"{self.sname(vi, 0)} == {so}" for vi, so in sorted(outer.items()))
+        self.open(f"if ({ok})")
+        self.gen_columns(dims, i, outer)
+        self.close()
+        self.open("else")
+        self.gen_rows(dims)
+        self.close()
+
+    def gen_columns(self, dims: list[str], i: int, outer: dict[int, int]) -> None:
+        k = self.k
+        cb, n = 256, SUM_LANES
+        rows, red = dims[0], dims[1]
+        op, acc, init, comb = self.reduction(i)
+        a = k.instrs[i].args[0]
+        self.emit(f"const int64_t bz_R = {rows}, bz_N = {red};")
+        self.emit(f"const int64_t bz_nb = (bz_R + {cb - 1}) / {cb};")
+        self.emit(f"const bool bz_pr = bz_nb > 1 && bz_R * bz_N * {self.cost} > "
+                  f"{PARALLEL_WORK};")
+        self.emit("#pragma omp parallel for num_threads(bz_nt) schedule(static) "
+                  "if(parallel: bz_pr)")
+        self.open("for (int64_t bz_b = 0; bz_b < bz_nb; ++bz_b)")
+        self.emit(f"const int64_t bz_c0 = bz_b * {cb}, bz_cn = bz_R - bz_c0 < {cb} ? "
+                  f"bz_R - bz_c0 : {cb};")
+        self.emit(f"{acc} bz_tot[{cb}];")
+        self.emit(f"for (int bz_c = 0; bz_c < {cb}; ++bz_c) bz_tot[bz_c] = ({acc}){init};")
+        self.open(f"for (int64_t bz_qb = 0; bz_qb < bz_N; bz_qb += {SUM_BLOCK})")
+        self.emit(f"const int64_t bz_qe = bz_qb + {SUM_BLOCK} < bz_N ? bz_qb + {SUM_BLOCK}"
+                  " : bz_N;")
+        self.emit(f"{acc} bz_l[{n}][{cb}] __attribute__((aligned(64)));")
+        self.emit(f"for (int bz_u = 0; bz_u < {n}; ++bz_u) for (int bz_c = 0; bz_c < {cb}; "
+                  f"++bz_c) bz_l[bz_u][bz_c] = ({acc}){init};")
+        self.open("for (int64_t j = bz_qb; j < bz_qe; ++j)")
+        self.emit(f"{acc}* __restrict bz_lane = bz_l[(j - bz_qb) % {n}];")
+        self.emit("#pragma omp simd")
+        self.open("for (int64_t bz_c = 0; bz_c < bz_cn; ++bz_c)")
+        self.emit("const int64_t bz_i = bz_c0 + bz_c;")
+        for c in self.cone([a]):
+            ins = k.instrs[c]
+            if ins.op == "const":
+                continue
+            if ins.op == "load":
+                vi = ins.attr("load")
+                parts = ["bz_i"] if outer[vi] == 1 else []
+                cls = self.inner_class(vi)
+                if cls == 1:
+                    parts.append("j")
+                elif cls == 2:
+                    parts.append(f"j * {self.sname(vi, 1)}")
+                li = self.k.instrs[c].attr("load")
+                e = load_conv(self.names[c], f"L{li}[{' + '.join(parts) or '0'}]")
+                self._note_conv(e)
+                self.emit(f"const {self.ct(c)} v{c} = {e};")
+            else:
+                self.emit(f"const {self.ct(c)} v{c} = {self.op_expr(c)};")
+        self.emit(f"bz_lane[bz_c] {comb}= ({acc})(v{a});")
+        self.close()
+        self.close()
+        w = n // 2
+        while w:  # the lanes' halving tree, per output
+            self.emit(f"for (int bz_u = 0; bz_u < {w}; ++bz_u) for (int bz_c = 0; bz_c < {cb};"
+                      f" ++bz_c) bz_l[bz_u][bz_c] {comb}= bz_l[bz_u + {w}][bz_c];")
+            w //= 2
+        self.emit(f"for (int bz_c = 0; bz_c < {cb}; ++bz_c) bz_tot[bz_c] = bz_tot[bz_c] "
+                  f"{comb} bz_l[0][bz_c];")
+        self.close()
+        # per output: the row-level values after the sum, and the row stores
+        self.open("for (int64_t bz_c = 0; bz_c < bz_cn; ++bz_c)")
+        self.emit("const int64_t i0 = bz_c0 + bz_c;")
+        for vi in range(self.n_loads + len(k.stores)):
+            const = "const " if vi < self.n_loads else ""
+            self.emit(f"{const}{self.view_st(vi)}* __restrict P{vi} = L{vi} + i0 * "
+                      f"{self.sname(vi, 0)};")
+            self.emit(f"(void)P{vi};")
+        for r in self.live:
+            ins = k.instrs[r]
+            if not self.is_row(r) or ins.op == "const":
+                continue
+            if r == i:
+                total = f"bz_tot[bz_c] / ({acc})bz_N" if op == "mean" else "bz_tot[bz_c]"
+                self.emit(f"const {acc} v{r} = {total};")
+            elif ins.op == "load":
+                self.emit(f"const {self.ct(r)} v{r} = {self.load_expr(r, '0')};")
+            elif OPS[ins.op].kind == "reduce":
+                raise AssertionError("one reduction in a column kernel")
+            else:
+                self.emit(f"const {self.ct(r)} v{r} = {self.op_expr(r)};")
+        for si, st in enumerate(k.stores):
+            self.emit(f"P{self.n_loads + si}[0] = {self.store_expr(si, f'v{st.instr}')};")
+        self.close()
         self.close()
 
     def _cache_alloc(self) -> None:
