@@ -90,15 +90,6 @@ def _sum_to(g: Array, shape: tuple[int, ...]) -> Array:
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and g.shape[lead + i] != 1)
-    n = int(np.prod([g.shape[a] for a in axes])) if axes else 1
-    rest = g.size // n if n else 0
-    if axes == tuple(range(len(axes))) and n >= 64 and rest >= 16 and \
-            g.dtype in (dt.float32, dt.float64):
-        # a sum over the leading axes (a bias's gradient over the batch): a vector-matrix
-        # product, which reads g row by row, where a reduction kernel would read it down
-        # its columns (strided)
-        ones = creation.ones((n,), dtype=g.dtype)
-        return bz.reshape(bz.matmul(ones, bz.reshape(g, (n, rest))), shape)
     if axes:
         g = bz.sum(g, axis=axes, keepdims=True)
     return bz.reshape(g, shape)

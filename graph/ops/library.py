@@ -46,6 +46,20 @@ def _positions(ad, x):
     return ad.reshape(ad.arange(x.size), x.shape)
 
 
+def _take_along_vjp(ad, g, x, idx, axis):
+    if idx.shape[axis] == 1 and x.ndim == idx.ndim:
+        # one index per lane (a cross-entropy's pick): g where the index points, as one
+        # elementwise kernel (no scatter)
+        shape = [1] * x.ndim
+        shape[axis] = x.shape[axis]
+        iota = ad.reshape(ad.arange(x.shape[axis]), tuple(shape))
+        n = x.shape[axis]
+        hit = iota == ad.where(idx < 0, idx + n, idx)
+        return ad.where(hit, ad.broadcast_to(g, ad.broadcast_shapes(g.shape, x.shape)), 0.0)
+    pos = ad.take_along_axis(_positions(ad, x), idx, axis=axis)
+    return _scatter_add(ad, g, pos, x.size, x.shape)
+
+
 def _same_infer(shapes, dtypes, attrs):
     return shapes[0], dtypes[0]
 
@@ -219,6 +233,4 @@ library_op("take_along_axis", _take_along_ref,
                                            + s[0][a["axis"] + 1:], s[1],
                                            op="take_along_axis"), d[0]),
          doc="Elements of x at idx along attrs['axis'].", moves_data=True,
-         vjp=lambda ad, g, y, x, idx, *, axis: (_scatter_add(
-             ad, g, ad.take_along_axis(_positions(ad, x), idx, axis=axis), x.size, x.shape),
-             None))
+         vjp=lambda ad, g, y, x, idx, *, axis: (_take_along_vjp(ad, g, x, idx, axis), None))
