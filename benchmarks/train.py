@@ -5,6 +5,10 @@ Two steps, the same model and data in every framework:
   mlp: 784-512-512-10 with ReLU, batch 256, cross-entropy, Adam
   lm:  a 4-layer pre-norm transformer LM (d 256, 4 heads, GELU MLP 4x, vocab 2048,
        causal attention), sequence 128, batch 8, cross-entropy, AdamW
+  lora: LoRA (rank 8 on every block's q/k/v and output projections) on the embedded
+       SmolLM2-135M, sequence 128, batch 4, AdamW: braze on its 4-bit weights (the
+       model `make train` fine-tunes); torch eager on the same weights dequantized to
+       float32 (peft-style adapters in plain torch; torch has no 4-bit CPU matmul)
 braze's step is one bz.compile(inputs=[model, opt], outputs=[model, opt]) function;
 torch.compile compiles the model's forward+backward (the optimizer step stays eager);
 jax.jit jits the whole step; MLX mx.compiles it with its state. Reported: steps/s
@@ -27,6 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "mlx"]
+LORA = dict(batch=4, seq=128, rank=8, scale=2.0, lr=1e-4)
+LORA_WEIGHTS = os.path.join(os.environ.get("TMPDIR", "/tmp"), "braze_bench_smollm2_f32.npz")
 MLP = dict(d_in=784, hidden=512, classes=10, batch=256, lr=1e-3)
 LM = dict(vocab=2048, d=256, heads=4, layers=4, seq=128, batch=8, lr=3e-4, wd=0.01)
 
@@ -59,6 +65,9 @@ def _data(model: str):
         x = rng.standard_normal((MLP["batch"], MLP["d_in"])).astype(np.float32)
         y = rng.integers(0, MLP["classes"], MLP["batch"]).astype(np.int32)
         return x, y
+    if model == "lora":
+        ids = rng.integers(0, 49152, (LORA["batch"], LORA["seq"])).astype(np.int32)
+        return ids, np.ones(ids.shape, np.float32)
     ids = rng.integers(0, LM["vocab"], (LM["batch"], LM["seq"] + 1)).astype(np.int32)
     return ids[:, :-1].copy(), ids[:, 1:].copy()
 
@@ -88,9 +97,10 @@ def _init(model: str):
 
 # ---------------------------------------------------------------- braze
 def run_braze(model: str):
-
     import braze as bz
 
+    if model == "lora":
+        return _braze_lora()
     nn, optim = bz.nn, bz.optimizers
     w0 = _init(model)
 
@@ -157,6 +167,134 @@ def run_braze(model: str):
 
     x, y = (bz.asarray(a) for a in _data(model))
     return lambda: step(x, y), lambda out: float(out)
+
+
+def _braze_lora():
+    import numpy as np
+
+    import braze as bz
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "llm"))
+    import llama
+    import lora
+
+    model, _ = llama.load()
+    lora.apply_lora(model, LORA["rank"], LORA["scale"])
+    opt = bz.optimizers.AdamW(LORA["lr"], weight_decay=0.0).init(model.trainable_parameters())
+
+    def loss_fn(x, mask):
+        h, _, _ = model._body(x, bz.asarray(np.int32(0)), ())
+        return bz.nn.losses.cross_entropy(model._logits(h)[:, :-1], x[:, 1:],
+                                          weights=mask[:, :-1])
+
+    vg = bz.nn.value_and_grad(model, loss_fn)
+    state = [model, opt]
+
+    @bz.compile(inputs=state, outputs=state)
+    def step(x, mask):
+        loss, grads = vg(x, mask)
+        opt.update(model, grads)
+        return loss
+
+    x, m = (bz.asarray(a) for a in _data("lora"))
+    return lambda: step(x, m), lambda out: float(out)
+
+
+def export_lora_weights() -> None:
+    """The embedded model's weights dequantized to float32, for the torch worker (which
+    runs without braze)."""
+    if os.path.exists(LORA_WEIGHTS):
+        return
+    import numpy as np
+
+    import braze as bz
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "llm"))
+    import llama
+
+    weights, meta = bz.load(llama.default_model_path(), return_metadata=True, dequantize=True)
+    cfg = llama.LlamaConfig.from_gguf(meta, "")
+    arrays = {k: np.asarray(v, np.float32) for k, v in weights.items()}
+    arrays["config"] = np.array([cfg.n_layers, cfg.dim, cfg.n_heads, cfg.n_kv_heads,
+                                 cfg.hidden, cfg.eps, cfg.rope_base], np.float64)
+    np.savez(LORA_WEIGHTS, **arrays)
+
+
+def run_torch_lora():
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    z = np.load(LORA_WEIGHTS)
+    n_layers, dim, nh, nkv, hidden, eps, base = z["config"]
+    n_layers, dim, nh, nkv, hidden = (int(v) for v in (n_layers, dim, nh, nkv, hidden))
+    hd = dim // nh
+    t = {k: torch.from_numpy(z[k]) for k in z.files if k != "config"}
+    r, scale = LORA["rank"], LORA["scale"]
+    gen = torch.Generator().manual_seed(0)
+
+    def adapter(i, o):
+        b = 1.0 / i ** 0.5
+        a = (torch.rand(i, r, generator=gen) * 2 - 1) * b
+        return a.requires_grad_(), torch.zeros(r, o, requires_grad=True)
+
+    layers = []
+    for i in range(n_layers):
+        p = f"blk.{i}."
+        wqkv = torch.cat([t[p + "attn_q.weight"], t[p + "attn_k.weight"], t[p + "attn_v.weight"]])
+        layers.append(dict(
+            n1=t[p + "attn_norm.weight"], n2=t[p + "ffn_norm.weight"], qkv=wqkv,
+            o=t[p + "attn_output.weight"], gate=t[p + "ffn_gate.weight"],
+            up=t[p + "ffn_up.weight"], down=t[p + "ffn_down.weight"],
+            la=adapter(dim, wqkv.shape[0]), lo=adapter(dim, dim)))
+    emb, norm = t["token_embd.weight"], t["output_norm.weight"]
+    params = [x for lay in layers for ab in (lay["la"], lay["lo"]) for x in ab]
+    opt = torch.optim.AdamW(params, lr=LORA["lr"], weight_decay=0.0)
+    inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+
+    def rms(x, w):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+    def rope(x, pos):  # interleaved pairs (GGUF's layout): (x0, x1) rotated together
+        th = pos[:, None] * inv[None, :]
+        c, s = torch.cos(th), torch.sin(th)
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2)
+
+    def loss_fn(ids, mask):
+        bsz, T = ids.shape
+        pos = torch.arange(T, dtype=torch.float32)
+        x = emb[ids]
+        for lay in layers:
+            h = rms(x, lay["n1"])
+            qkv = h @ lay["qkv"].T + (h @ lay["la"][0]) @ lay["la"][1] * scale
+            q, k, v = qkv.split([nh * hd, nkv * hd, nkv * hd], -1)
+            q = rope(q.view(bsz, T, nh, hd).transpose(1, 2), pos)
+            k = rope(k.view(bsz, T, nkv, hd).transpose(1, 2), pos)
+            v = v.view(bsz, T, nkv, hd).transpose(1, 2)
+            k, v = (z.repeat_interleave(nh // nkv, 1) for z in (k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = a.transpose(1, 2).reshape(bsz, T, dim)
+            x = x + a @ lay["o"].T + (a @ lay["lo"][0]) @ lay["lo"][1] * scale
+            h = rms(x, lay["n2"])
+            x = x + (F.silu(h @ lay["gate"].T) * (h @ lay["up"].T)) @ lay["down"].T
+        logits = rms(x, norm) @ emb.T
+        ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                             ids[:, 1:].reshape(-1).long(), reduction="none")
+        w = mask[:, :-1].reshape(-1)
+        return (ce * w).sum() / w.sum()
+
+    ids, mask = (torch.from_numpy(a) for a in _data("lora"))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ids, mask)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, lambda out: float(out.detach())
 
 
 # ---------------------------------------------------------------- torch
@@ -397,6 +535,10 @@ def run_mlx(model: str):
 def worker(framework: str, model: str, steps: int, runs: int) -> dict:
     if framework == "braze":
         step, value = run_braze(model)
+    elif model == "lora" and framework == "torch-eager":
+        step, value = run_torch_lora()
+    elif model == "lora":
+        raise SystemExit(f"{framework}: the LoRA step is compared with torch eager only")
     elif framework in ("torch-eager", "torch-compile"):
         step, value = run_torch(model, framework == "torch-compile")
     elif framework == "jax-jit":
@@ -426,7 +568,7 @@ def worker(framework: str, model: str, steps: int, runs: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(FRAMEWORKS))
-    ap.add_argument("--models", default="mlp,lm")
+    ap.add_argument("--models", default="mlp,lm,lora")
     ap.add_argument("--steps", type=int, default=0, help="steps per timed run (0: per model)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -442,14 +584,19 @@ def main() -> int:
     print(f"training steps, float32, {os.cpu_count()} cpus, {isa()}; median of {args.runs} "
           f"runs; peak = RSS above the pre-step resident set")
     for model in args.models.split(","):
-        steps = args.steps or (20 if model == "mlp" else 5)
-        desc = "MLP 784-512-512-10, batch 256, Adam" if model == "mlp" else \
-            "LM 4x(d256, 4 heads), seq 128, batch 8, AdamW"
+        steps = args.steps or {"mlp": 20, "lm": 5, "lora": 2}[model]
+        desc = {"mlp": "MLP 784-512-512-10, batch 256, Adam",
+                "lm": "LM 4x(d256, 4 heads), seq 128, batch 8, AdamW",
+                "lora": "LoRA rank 8 on SmolLM2-135M (qkv, o), seq 128, batch 4, AdamW"}[model]
+        if model == "lora" and "torch-eager" in args.only:
+            export_lora_weights()
         print(f"\n{desc}")
         print(f"{'framework':15s} {'steps/s':>9s} {'vs braze':>9s} {'peak MB':>9s} "
               f"{'RSS MB':>8s} {'first s':>8s} {'loss':>14s}")
         ref = None
         for fw in args.only.split(","):
+            if model == "lora" and fw not in ("braze", "torch-eager"):
+                continue
             py = sys.executable if fw in ("braze", "mlx") else peers_py
             try:
                 out = subprocess.run([py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
