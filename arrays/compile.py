@@ -245,7 +245,7 @@ class CompiledFunction:
             self._entries[key] = entry
         outs = self._replay(entry, leaves + state, captured)
         user, new_state = outs
-        _state_write(self._state_out, entry.state_out, new_state, state)
+        _state_write(self._state_out, entry.state_out, new_state)
         return user
 
     # ------------------------------------------------------------ trace
@@ -461,7 +461,7 @@ def _state_set(o: Any, tree: Any) -> None:
         o.state = tree
 
 
-def _state_write(objs: list[Any], struct: Any, values: list[Any], state_in: list[Any]) -> None:
+def _state_write(objs: list[Any], struct: Any, values: list[Any]) -> None:
     """Write the outputs= state a replay computed back into its objects."""
     for o, tree in zip(objs, unflatten(struct, list(values))):
         _state_set(o, tree)

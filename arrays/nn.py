@@ -209,11 +209,10 @@ class Module:
         [1.0]
         """
         for name, value in names_from_tree(parameters):
-            *path, leaf = name.split(".")
-            owner: Any = self
-            for part in path:
-                owner = owner[int(part)] if isinstance(owner, (list, tuple)) else \
-                    getattr(owner, part)
+            try:
+                owner, leaf = self._owner(name)
+            except (AttributeError, IndexError, ValueError):
+                owner, leaf = None, ""
             if not isinstance(owner, Module) or not isinstance(getattr(owner, leaf, None),
                                                                  Array):
                 raise ValueError(f"update: {type(self).__name__} has no parameter {name!r}")
@@ -290,13 +289,18 @@ class Module:
             if value.shape != current[name].shape:
                 raise ValueError(f"load_weights: {name}: expected shape "
                                  f"{current[name].shape}, got {value.shape}")
-            *path, leaf = name.split(".")
-            owner: Any = self
-            for part in path:
-                owner = owner[int(part)] if isinstance(owner, (list, tuple)) else \
-                    getattr(owner, part)
+            owner, leaf = self._owner(name)
             setattr(owner, leaf, value)
         _eval(*[p for _, p in self.named_parameters()])
+
+    def _owner(self, name: str) -> tuple[Any, str]:
+        """(the module holding parameter ``name``, its attribute name)."""
+        *path, leaf = name.split(".")
+        owner: Any = self
+        for part in path:
+            owner = owner[int(part)] if isinstance(owner, (list, tuple)) else \
+                getattr(owner, part)
+        return owner, leaf
 
     def nbytes(self) -> int:
         """Bytes held by the parameters."""
