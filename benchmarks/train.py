@@ -170,8 +170,6 @@ def run_braze(model: str):
 
 
 def _braze_lora():
-    import numpy as np
-
     import braze as bz
 
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "llm"))
@@ -181,21 +179,7 @@ def _braze_lora():
     model, _ = llama.load()
     lora.apply_lora(model, LORA["rank"], LORA["scale"])
     opt = bz.optimizers.AdamW(LORA["lr"], weight_decay=0.0).init(model.trainable_parameters())
-
-    def loss_fn(x, mask):
-        h, _, _ = model._body(x, bz.asarray(np.int32(0)), ())
-        return bz.nn.losses.cross_entropy(model._logits(h)[:, :-1], x[:, 1:],
-                                          weights=mask[:, :-1])
-
-    vg = bz.nn.value_and_grad(model, loss_fn)
-    state = [model, opt]
-
-    @bz.compile(inputs=state, outputs=state)
-    def step(x, mask):
-        loss, grads = vg(x, mask)
-        opt.update(model, grads)
-        return loss
-
+    step = lora.train_step(model, opt, clip=None)
     x, m = (bz.asarray(a) for a in _data("lora"))
     return lambda: step(x, m), lambda out: float(out)
 

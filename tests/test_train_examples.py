@@ -49,21 +49,7 @@ def test_lora_step_save_and_load(tmp_path) -> None:
     names = [n for n, _ in bz.nn.names_from_tree(model.trainable_parameters())]
     assert names and all(n.split(".")[-1] in ("lora_a", "lora_b") for n in names)
     opt = bz.optimizers.Adam(1e-2).init(model.trainable_parameters())
-
-    def loss_fn(x, mask):
-        h, _, _ = model._body(x, bz.asarray(np.int32(0)), ())
-        return bz.nn.losses.cross_entropy(model._logits(h)[:, :-1], x[:, 1:],
-                                          weights=mask[:, :-1])
-
-    vg = bz.nn.value_and_grad(model, loss_fn)
-    state = [model, opt]
-
-    @bz.compile(inputs=state, outputs=state)
-    def step(x, mask):
-        loss, grads = vg(x, mask)
-        opt.update(model, grads)
-        return loss
-
+    step = lora.train_step(model, opt)
     losses = [float(step(bz.asarray(ids[:2]), bz.asarray(masks[:2]))) for _ in range(2)]
     assert all(np.isfinite(losses)) and losses[1] < losses[0]
     path = str(tmp_path / "a.safetensors")

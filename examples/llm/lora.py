@@ -68,6 +68,30 @@ def load_adapter(model: llama.Llama, path: str) -> llama.Llama:
     return model
 
 
+def train_step(model: llama.Llama, opt: optim.Optimizer, clip: float | None = 1.0) -> Any:
+    """One compiled training step ``step(ids, mask) -> loss``: next-token cross-entropy at
+    the positions ``mask`` marks, the gradient of the trainable parameters (clipped to
+    global norm ``clip``), the optimizer's update; the model and optimizer are its
+    implicit state."""
+    def loss_fn(x: bz.Array, mask: bz.Array) -> bz.Array:
+        h, _, _ = model._body(x, bz.asarray(np.int32(0)), ())
+        logits = model._logits(h)[:, :-1]
+        return nn.losses.cross_entropy(logits, x[:, 1:], weights=mask[:, :-1])
+
+    value_and_grad = nn.value_and_grad(model, loss_fn)
+    state = [model, opt]
+
+    @bz.compile(inputs=state, outputs=state)
+    def step(x: bz.Array, mask: bz.Array) -> bz.Array:
+        loss, grads = value_and_grad(x, mask)
+        if clip is not None:
+            grads, _ = optim.clip_grad_norm(grads, clip)
+        opt.update(model, grads)
+        return loss
+
+    return step
+
+
 def load_examples(path: str, tok: Any, length: int) -> tuple[np.ndarray, np.ndarray]:
     """Token ids (N, length) of each chat and the mask (N, length) of the positions
     whose next token is the assistant's (the loss is taken there only)."""
@@ -124,21 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         [optim.linear_schedule(0.0, args.lr, 5), optim.cosine_decay(args.lr, args.steps)], [5]),
         weight_decay=0.0).init(model.trainable_parameters())
 
-    def loss_fn(x: bz.Array, mask: bz.Array) -> bz.Array:
-        h, _, _ = model._body(x, bz.asarray(np.int32(0)), ())
-        logits = model._logits(h)[:, :-1]
-        return nn.losses.cross_entropy(logits, x[:, 1:], weights=mask[:, :-1])
-
-    value_and_grad = nn.value_and_grad(model, loss_fn)
-    state = [model, opt]
-
-    @bz.compile(inputs=state, outputs=state)
-    def step(x: bz.Array, mask: bz.Array) -> bz.Array:
-        loss, grads = value_and_grad(x, mask)
-        grads, _ = optim.clip_grad_norm(grads, 1.0)
-        opt.update(model, grads)
-        return loss
-
+    step = train_step(model, opt, clip=1.0)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     bar = tqdm(range(args.steps), desc="lora", unit="step")
