@@ -282,7 +282,7 @@ def _custom_backward(call: _CustomCall, cts: dict[int, Array], add: Callable[...
 def _variables(args: Sequence[Any], which: Sequence[int], name: str
                ) -> tuple[list[Any], list[Node], list[Node], list[Any]]:
     """(args with each differentiated leaf replaced by a variable, the variables, the
-    nodes they stand for, each differentiated argument's structure)."""
+    nodes they stand for, each differentiated argument's (structure, number of leaves))."""
     new = list(args)
     variables: list[Node] = []
     values: list[Node] = []
@@ -306,7 +306,7 @@ def _variables(args: Sequence[Any], which: Sequence[int], name: str
             values.append(x._node)
             swapped.append(Array(v))
         new[i] = unflatten(struct, swapped)
-        structs.append(struct)
+        structs.append((struct, len(leaves)))
     return new, variables, values, structs
 
 
@@ -381,24 +381,16 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
 
 
 def _structure(gs: Sequence[Array | None], variables: Sequence[Node],
-               structs: Sequence[Any]) -> list[Any]:
+               structs: Sequence[tuple[Any, int]]) -> list[Any]:
+    """The cotangents of the variables (zeros where none reached them) shaped like each
+    differentiated argument (its structure and number of leaves, from _variables)."""
     full = [g if g is not None else creation.zeros(v.shape, dtype=v.dtype)
             for g, v in zip(gs, variables)]
     out, k = [], 0
-    for s in structs:
-        n = len(_count(s))
-        out.append(unflatten(s, full[k:k + n]))
+    for struct, n in structs:
+        out.append(unflatten(struct, full[k:k + n]))
         k += n
     return out
-
-
-def _count(struct: Any) -> list[None]:
-    """Placeholder leaves for ``struct`` (to count them)."""
-    if struct is None:
-        return [None]
-    if struct[0] == "dict":
-        return [y for v in struct[2] for y in _count(v)]
-    return [y for v in struct[1] for y in _count(v)]
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
@@ -481,7 +473,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if len(ts) != len(primals):
         raise ValueError(f"jvp: {len(ts)} tangents for {len(primals)} primals")
     with tracing():
-        new, variables, values, structs = _variables(primals, range(len(primals)), "jvp")
+        new, variables, values, _ = _variables(primals, range(len(primals)), "jvp")
         for i, (v, t) in enumerate(zip(variables, ts)):
             if v.shape != t.shape:
                 raise ValueError(f"jvp: tangents[{i}] has shape {t.shape}, primal {i} has "
@@ -499,7 +491,6 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
             _DEPTH[0] -= 1
         _bind(variables, values)
         _bind(us, [creation.zeros(u.shape, dtype=u.dtype)._node for u in us])
-    del structs
     return outs, [t if t is not None else creation.zeros(o.shape, dtype=o.dtype)
                   for t, o in zip(tangent_outs, outs)]
 

@@ -232,10 +232,8 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         """Set training mode on this module and its children."""
         self._training = bool(mode)
-        for _, value in self.children():
-            for m in value if isinstance(value, (list, tuple)) else [value]:
-                if isinstance(m, Module):
-                    m.train(mode)
+        for m in self._submodules():
+            m.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -250,11 +248,16 @@ class Module:
     def unfreeze(self) -> Module:
         """Clear :meth:`freeze` on this module and its children."""
         self._frozen = set()
+        for m in self._submodules():
+            m.unfreeze()
+        return self
+
+    def _submodules(self) -> Iterator[Module]:
+        """The child modules (those in lists included)."""
         for _, value in self.children():
             for m in value if isinstance(value, (list, tuple)) else [value]:
                 if isinstance(m, Module):
-                    m.unfreeze()
-        return self
+                    yield m
 
     def _all_frozen(self) -> set[str]:
         out = set(self._frozen)

@@ -26,10 +26,8 @@ from typing import Any
 import numpy as np
 
 from ..graph import dtypes as dt
-from ..graph.node import Node
-from ..graph.ops import VALUE
 from .array import Array, as_array
-from .creation import zeros_like
+from .creation import asarray, zeros_like
 from .elementwise import cos, minimum, sqrt, where  # type: ignore[attr-defined]  # generated
 from .nn import Module, names_from_tree, tree_from_names
 from .reductions import sum as _sum
@@ -41,9 +39,10 @@ Schedule = Callable[[Array], Any]
 
 
 def _runtime_scalar(value: Any, dtype: np.dtype) -> Array:
-    """A 0-d array bound at run time (never folded into a graph's structure: a value
-    that changes every step must not make every step's graph new)."""
-    return Array(Node(VALUE, (), {}, (), dtype, np.asarray(value, dtype)))
+    """A 0-d array bound at run time, as asarray makes a numpy scalar (never folded into a
+    graph's structure: a value that changes every step must not make each step's graph
+    new)."""
+    return asarray(dtype.type(value))
 
 
 class Optimizer:

@@ -99,34 +99,24 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
             if b.ndim == 1 and not b.flags.c_contiguous:  # (a broadcast ones(n): copy it,
                 b = np.ascontiguousarray(b)  # the vector is small; numpy's way is slower)
             x = w = None
+            tx = tw = False
             if b.ndim == 1 and a.flags.c_contiguous and b.flags.c_contiguous:
                 x, w = b.reshape(1, -1), a  # M @ v: v against every row of M
             elif b.ndim == 2 and a.flags.c_contiguous and b.T.flags.c_contiguous and \
                     (a.shape[0] <= _mv.MAX_ROWS or _gemm()):
                 x, w = a, b.T  # x @ W.T (the GEMM path above MAX_ROWS rows, as in plans)
-            elif b.ndim == 2 and a.shape[0] > _mv.MAX_ROWS and b.shape[1] > 1 and \
+            elif b.ndim == 2 and a.shape[0] > _mv.MAX_ROWS and \
                     (a.flags.c_contiguous or a.T.flags.c_contiguous) and \
-                    b.flags.c_contiguous and _gemm():
-                # g @ W and X.T @ g (a backward pass's products through a layer): the GEMM
+                    (b.flags.c_contiguous or b.T.flags.c_contiguous) and _gemm():
+                # X.T @ g and g @ W (a backward pass's products through a layer): the GEMM
                 # transposes them in blocks itself, rather than numpy's BLAS, whose
                 # spinning pool would slow the kernels that follow (module docstring)
-                tx = not a.flags.c_contiguous
-                threads = 1 if b.size < _mv.PARALLEL_WEIGHTS else num_threads()
-                try:
-                    return _mv.matvec(a.T if tx else a, b, threads, tx=tx, tw=True)
-                except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
-                    return matmul(attrs, dtype, a, b)
-            elif b.ndim == 2 and a.T.flags.c_contiguous and not a.flags.c_contiguous and \
-                    a.shape[0] > _mv.MAX_ROWS and b.T.flags.c_contiguous and _gemm():
-                threads = 1 if b.size < _mv.PARALLEL_WEIGHTS else num_threads()
-                try:  # X.T @ W.T
-                    return _mv.matvec(a.T, b.T, threads, tx=True)
-                except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
-                    return matmul(attrs, dtype, a, b)
+                tx, tw = not a.flags.c_contiguous, not b.T.flags.c_contiguous
+                x, w = a.T if tx else a, b if tw else b.T
             if x is not None and w is not None:
                 threads = 1 if w.size < _mv.PARALLEL_WEIGHTS else num_threads()
                 try:
-                    out = _mv.matvec(x, w, threads)
+                    out = _mv.matvec(x, w, threads, tx=tx, tw=tw)
                 except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
                     return matmul(attrs, dtype, a, b)
                 return out.reshape(-1) if b.ndim == 1 else out
