@@ -267,8 +267,8 @@ class _Gen(ExprGen):
         self.n_args = a
         if norm.empty:
             self.emit("(void)bz_nt;")
-        elif self._columns() is not None:
-            self.gen_columns_or_rows(dims)
+        elif (cols := self._columns()) is not None:
+            self.gen_columns_or_rows(dims, *cols)
         else:
             self.gen_rows(dims)
         body = "\n".join(self.lines)
@@ -417,16 +417,13 @@ class _Gen(ExprGen):
             return None
         return i, outer
 
-    def gen_columns_or_rows(self, dims: list[str]) -> None:
+    def gen_columns_or_rows(self, dims: list[str], i: int, outer: dict[int, int]) -> None:
         """A sum down columns (``x.sum(axis=0)`` of a row-major x; a bias gradient): the
         row kernel would read each output's column with a stride; instead up to 256
         neighbouring outputs are summed together, reading x row by row (contiguous runs),
         every output with its own SUM_LANES lanes in braze's order -- the bits of the row
         kernel. Chosen at run time when the outer strides are the ones the
         code was written for (else the row kernel, generated beside it)."""
-        found = self._columns()
-        assert found is not None
-        i, outer = found
         ok = " && ".join(f"{self.sname(vi, 0)} == {so}" for vi, so in sorted(outer.items()))
         self.open(f"if ({ok})")
         self.gen_columns(dims, i, outer)
