@@ -528,3 +528,16 @@ def test_checkpoint_recomputes_with_the_same_gradient_and_less_memory() -> None:
              for c in (False, True)]
     assert peaks[1] < 0.8 * peaks[0]  # the blocks' tanh outputs are not kept
     assert bz.checkpoint(block)(x, w1[0], w2[0]).shape == (512, 128)  # (outside: as is)
+
+
+def test_custom_vjp_without_a_rule_is_refused_at_the_call() -> None:
+    @bz.custom_vjp
+    def f(x):
+        return x * 2.0
+
+    assert f(bz.ones(2)).tolist() == [2.0, 2.0]  # outside transformations: the function
+    with pytest.raises(TypeError, match="custom_vjp: f has no rule: call defvjp"):
+        bz.grad(lambda x: bz.sum(f(x)))(bz.ones(2))
+    f.defvjp(lambda x: (x * 2.0, None), lambda res, g: (g, g))
+    with pytest.raises(ValueError, match="custom_vjp backward returned 2 cotangents for 1"):
+        bz.grad(lambda x: bz.sum(f(x)))(bz.ones(2))

@@ -285,3 +285,24 @@ def test_lora_linear(quantized) -> None:
     assert np.allclose(np.asarray(fused(x)), np.asarray(lora(x)), rtol=1e-4, atol=1e-4)
     with pytest.raises(TypeError, match="LoRALinear: base must be a Linear"):
         nn.LoRALinear(nn.RMSNorm(4))
+
+
+def test_bad_optimizer_schedule_and_layer_arguments() -> None:
+    with pytest.raises(ValueError, match="SGD: Nesterov momentum needs momentum > 0"):
+        optim.SGD(0.1, nesterov=True)
+    with pytest.raises(ValueError, match="linear_schedule: steps must be >= 1, got 0"):
+        optim.linear_schedule(0.0, 1.0, 0)
+    with pytest.raises(ValueError, match="cosine_decay: decay_steps must be >= 1"):
+        optim.cosine_decay(1.0, 0)
+    with pytest.raises(ValueError, match="join_schedules: 2 schedules need 1 boundaries"):
+        optim.join_schedules([optim.linear_schedule(0.0, 1.0, 2)] * 2, [])
+    with pytest.raises(ValueError, match=r"Adam: gradient of w has shape \(3,\)"):
+        optim.Adam(0.1).apply_gradients({"w": bz.ones(3)}, {"w": bz.ones(2)})
+    with pytest.raises(ValueError, match="SGD: gradient for unknown parameter 'v'"):
+        optim.SGD(0.1).apply_gradients({"v": bz.ones(2)}, {"w": bz.ones(2)})
+    with pytest.raises(ValueError, match="LoRALinear: rank must be >= 1, got 0"):
+        nn.LoRALinear(nn.Linear(4, 3), rank=0)
+    with pytest.raises(ValueError, match=r"cross_entropy: label_smoothing must be in \[0, 1\)"):
+        nn.losses.cross_entropy(bz.ones((2, 3)), bz.asarray([0, 1]), label_smoothing=1.0)
+    with pytest.raises(TypeError, match="cross_entropy: logits must be floating"):
+        nn.losses.cross_entropy(bz.ones((2, 3), dtype=bz.int32), bz.asarray([0, 1]))
