@@ -1130,6 +1130,76 @@ def test_gemm_takes_transposed_operands_with_the_same_bits(m, k, n, isa, threads
         matvec.matvec(np.ones((4, 3), np.float32), np.ones((5, 4), np.float32), tx=True)
 
 
+def _strided_matrix(rng: np.random.Generator, batch: tuple[int, ...], rows: int, cols: int,
+                    layout: str) -> np.ndarray:
+    """A float32 (*batch, rows, cols) operand laid out as ``layout``: 'c' contiguous, 't'
+    the transpose of a contiguous array, 's' a column slice of a wider matrix (row stride
+    past the width), 'p' batch dims permuted (attention's heads of a fused projection)."""
+    if layout == "t":
+        return rng.standard_normal((*batch, cols, rows)).astype(np.float32).swapaxes(-1, -2)
+    if layout == "s":
+        return rng.standard_normal((*batch, rows, cols + 3)).astype(np.float32)[..., 1:cols + 1]
+    if layout == "p" and len(batch) == 2:
+        full = rng.standard_normal((batch[0], rows, batch[1], cols)).astype(np.float32)
+        return full.transpose(0, 2, 1, 3)
+    return rng.standard_normal((*batch, rows, cols)).astype(np.float32)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 40), n=st.integers(1, 40),
+       batch=st.sampled_from([(), (3,), (2, 3)]), bcast=st.sampled_from(["", "a", "b"]),
+       la=st.sampled_from("ctsp"), lb=st.sampled_from("ctsp"), threads=st.sampled_from([1, 2]))
+@example(m=33, k=17, n=40, batch=(2, 3), bcast="", la="p", lb="t", threads=2)
+def test_strided_batched_gemm_matches_numpy(m, k, n, batch, bcast, la, lb, threads) -> None:
+    """``a @ b`` as a stack of native GEMMs over the operands in place (batched attention
+    products, slices of a fused projection): every matrix layout, broadcast batch dims
+    (one operand without them), any M, K, N; within K * 1e-6 of float64 (unit normals),
+    and the same bits on 1 and 2 threads (one chain per output)."""
+    from braze.backends.cpu import matvec
+
+    if not matvec.gemm_available():
+        pytest.skip("no GEMM path here")
+    rng = np.random.default_rng(m * 10000 + k * 100 + n)
+    a = _strided_matrix(rng, () if bcast == "a" else batch, m, k, la)
+    b = _strided_matrix(rng, () if bcast == "b" else batch, k, n, lb)
+    got = matvec.matmul_strided(a, b, threads)
+    assert got is not None
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5,
+                               atol=k * 1e-6)
+    np.testing.assert_array_equal(got, matvec.matmul_strided(a, b, 3 - threads))
+    every_other = np.ones((4, 6), np.float32)[::2, ::2]  # neither row-major nor transposed
+    assert matvec.matmul_strided(every_other, np.ones((3, 2), np.float32)) is None
+
+
+def test_batched_matmuls_run_natively_in_replay_plans(cpu) -> None:
+    """Attention's products over a fused qkv projection (q k^T, p v, and their backward's
+    transposed forms) are program steps of a replay plan, not numpy matmuls in Python;
+    the results match numpy's within float32 rounding."""
+    from braze.backends import profile
+
+    rng = np.random.default_rng(0)
+    qkv = rng.standard_normal((2, 16, 3, 2, 8)).astype(np.float32)
+    p = rng.standard_normal((2, 2, 16, 16)).astype(np.float32)
+
+    @bz.compile
+    def f(qkv, p):
+        q, k, v = (bz.permute_dims(qkv[:, :, j], (0, 2, 1, 3)) for j in range(3))
+        s = q @ bz.swapaxes(k, -1, -2)
+        return s, p @ v, bz.swapaxes(p, -1, -2) @ q, bz.swapaxes(v, -1, -2) @ p
+
+    with bz.backend("cpu"):
+        args = (bz.asarray(qkv), bz.asarray(p))
+        f(*args), f(*args)
+        with profile() as calls:
+            got = [np.asarray(r) for r in f(*args)]
+    q, k, v = (qkv[:, :, j].transpose(0, 2, 1, 3) for j in range(3))
+    want = [q @ k.swapaxes(-1, -2), p @ v, p.swapaxes(-1, -2) @ q, v.swapaxes(-1, -2) @ p]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    names = [name for name, _ in calls]
+    assert names.count("matmul") == 4 and not any("python" in nm for nm in names), names
+
+
 def test_matvec_kernel_refuses_operands_it_would_misread() -> None:
     from braze.backends.cpu import matvec
 

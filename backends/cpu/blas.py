@@ -122,6 +122,16 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
                 return out.reshape(-1) if b.ndim == 1 else out
             if b.ndim == 1 and a.T.flags.c_contiguous and b.flags.c_contiguous:
                 return _vecmat(b, a.T, attrs, dtype, a, b)  # X.T @ r of a row-major X
+        if not attrs and dtype == _F32 and a.ndim >= 2 and b.ndim >= 2 and \
+                a.dtype == _F32 and b.dtype == _F32:
+            # batched products (attention's q k^T and its backward) and slices of wider
+            # matrices: a stack of native GEMMs over the operands in place
+            try:
+                out = _mv.matmul_strided(a, b, num_threads())
+            except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
+                out = None
+            if out is not None:
+                return out
         elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
                 a.ndim == 1 and b.ndim == 2 and a.size and b.size and b.flags.c_contiguous:
             return _vecmat(np.ascontiguousarray(a), b, attrs, dtype, a, b)  # r @ X

@@ -28,6 +28,7 @@ step, whose buffers come in the matmul's operand order). The vecmat kernel likew
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -39,11 +40,12 @@ from ..replay import NativeLibraryCall
 from . import build as _build
 from .library import KernelFamily, file_kernel
 
-__all__ = ["MAX_ROWS", "gemm_available", "matvec", "native_call", "source", "vecmat",
-           "vecmat_source"]
+__all__ = ["MAX_ROWS", "batched_args", "gemm_available", "matmul_strided", "matvec",
+           "native_call", "source", "vecmat", "vecmat_source"]
 
 MAX_ROWS = 8  # rows of x up to which the matvec path runs (above: the GEMM path)
 PARALLEL_WEIGHTS = 1 << 16  # N*K below this runs on one thread
+PARALLEL_FLOPS = 1 << 19  # a stack of GEMMs with fewer multiply-adds runs on one thread
 _F32 = np.dtype(np.float32)
 
 
@@ -102,6 +104,86 @@ def matvec(x: np.ndarray, w: np.ndarray, num_threads: int = 1, isa: int | None =
     return out
 
 
+def _matrix(shape: tuple[int, int], strides: tuple[int, int]) -> tuple[bool, int] | None:
+    """(given transposed, row stride) of a (rows, cols) matrix with these element strides:
+    row-major with any row stride, or the transpose of one; None otherwise. A size-1 dim's
+    stride does not matter."""
+    (r, c), (sr, sc) = shape, strides
+    if c == 1 or sc == 1:
+        return False, sr if r > 1 else c
+    if r == 1 or sr == 1:
+        return True, sc
+    return None
+
+
+def batched_args(a: View, b: View, out_shape: tuple[int, ...], threads: int
+                 ) -> np.ndarray | None:
+    """The kernel's args for ``a @ b`` as a stack of GEMMs (args[4] bit 3): a (..., M, K)
+    and b (..., K, N) float32 views (offsets and element strides over their buffers; batch
+    dims broadcast), the output (broadcast batch..., M, N) contiguous; None when a matrix
+    is neither row-major nor its transpose, or a stride is negative.
+
+    >>> from braze.graph.view import View
+    >>> q = View((2, 4, 3), (36, 9, 1), 3)  # a column slice of (2, 4, 9) rows: row stride 9
+    >>> batched_args(q, View((3, 5), (5, 1)), (2, 4, 5), 2).tolist()
+    [2, 4, 5, 3, 12, 9, 5, 3, 0, 1, 2, 36, 0]
+    """
+    if len(a.shape) < 2 or len(b.shape) < 2 or min(a.strides + b.strides, default=0) < 0:
+        return None
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batch = out_shape[:-2]
+    xa = _matrix((m, k), a.strides[-2:])  # x = a
+    wb = _matrix((n, k), (b.strides[-1], b.strides[-2]))  # W = b^T (N, K)
+    if xa is None or wb is None:
+        return None
+    tx, ldx = xa
+    tw, ldw = wb
+    ab, bb = a.broadcast(batch + a.shape[-2:]), b.broadcast(batch + b.shape[-2:])
+    dims = [(d, sa, sb) for d, sa, sb in zip(batch, ab.strides[:-2], bb.strides[:-2]) if d != 1]
+    return np.array([threads, m, n, k, 2 * tx + 4 * tw + 8, ldx, ldw, a.offset, b.offset,
+                     len(dims), *(v for dim in dims for v in dim)], np.int64)
+
+
+def _span(a: np.ndarray) -> tuple[np.ndarray, View] | None:
+    """A C-contiguous 1-d array over the memory of ``a`` (non-negative strides, whole
+    elements) and ``a`` as a view of it; None for other layouts."""
+    item = a.itemsize
+    if any(st < 0 or st % item for st in a.strides):
+        return None
+    span = 1 + sum((d - 1) * (st // item) for d, st in zip(a.shape, a.strides))
+    flat = np.lib.stride_tricks.as_strided(a, (span,), (item,))
+    return flat, View(a.shape, tuple(st // item for st in a.strides))
+
+
+def matmul_strided(a: np.ndarray, b: np.ndarray, num_threads: int = 1) -> np.ndarray | None:
+    """``a @ b`` for float32 a (..., M, K) and b (..., K, N), each matrix row-major or
+    transposed with any row stride and the batch dims broadcast, as a stack of GEMMs
+    read in place on ``num_threads`` threads (one when the product is small) (batched attention products, slices of a fused projection); None when
+    the layout does not fit or this build has no GEMM path (the caller's matmul runs).
+
+    >>> q = np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, :, 1:]  # row stride 4
+    >>> k = np.ones((3, 2), np.float32)
+    >>> np.array_equal(matmul_strided(q, k), q @ k)
+    True
+    """
+    if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim < 2 or \
+            a.shape[-1] != b.shape[-2] or not gemm_available():
+        return None
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) +
+                   (a.shape[-2], b.shape[-1]), np.float32)
+    if out.size == 0:
+        return out
+    sa, sb = _span(a), _span(b)
+    if sa is None or sb is None:
+        return None
+    threads = 1 if out.size * a.shape[-1] < PARALLEL_FLOPS else num_threads
+    args = batched_args(sa[1], sb[1], out.shape, threads)
+    if args is None:
+        return None
+    _core.launch(_KERNELS.handle(), [sa[0], sb[0], out], args)
+    return out
+
+
 vecmat_source, _VECMAT = file_kernel(__package__, "kernels/vecmat.cc", "bz_vecmat_f32")
 
 
@@ -143,10 +225,10 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
         return None
     if len(xv.shape) == 2 and len(wv.shape) == 1:
         return _vector_call(xv, wv, out, num_threads)
-    if len(wv.shape) != 2:
-        return None
+    if len(wv.shape) != 2 or xv.offset or wv.offset:
+        return _batched_call(xv, wv, out, num_threads)
     k, n = wv.shape
-    if xv.shape[-1] != k or xv.offset != 0 or n == 0 or k == 0:
+    if xv.shape[-1] != k or n == 0 or k == 0:
         return None
     m = xv.size // k
     if m == 0 or out[0] != xv.shape[:-1] + (n,):
@@ -155,12 +237,12 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     tx = not xv.is_contiguous()
     if tx and (len(xv.shape) != 2 or m <= MAX_ROWS or
                xv.canonical() != View((m, k), (1 if m > 1 else 0, m if k > 1 else 0))):
-        return None
+        return _batched_call(xv, wv, out, num_threads)
     # W.T of a contiguous (N, K) W: strides (1, K), offset 0 (size-1 dims: stride 0); or
     # (the GEMM path) a contiguous (K, N) right operand
     tw = wv.canonical() != View((k, n), (1 if k > 1 else 0, k if n > 1 else 0))
-    if wv.offset != 0 or tw and (m <= MAX_ROWS or not wv.is_contiguous()):
-        return None
+    if tw and (m <= MAX_ROWS or not wv.is_contiguous()):
+        return _batched_call(xv, wv, out, num_threads)
     try:
         h = _KERNELS.handle()
         if m > MAX_ROWS and not gemm_available():
@@ -169,6 +251,24 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
         return None
     threads = 1 if n * k * max(1, m // 8) < PARALLEL_WEIGHTS else num_threads
     return NativeLibraryCall(h, np.array([threads, m, n, k, 2 * tx + 4 * tw], np.int64))
+
+
+def _batched_call(xv: View, wv: View, out: tuple[tuple[int, ...], np.dtype], num_threads: int
+                  ) -> NativeLibraryCall | None:
+    """``a @ b`` of float32 views with at least 2 dims each (strided matrices, broadcast
+    batch dims) as a program step: a stack of GEMMs (``batched_args``); None otherwise."""
+    if len(xv.shape) < 2 or len(wv.shape) < 2 or 0 in out[0] or xv.shape[-1] != wv.shape[-2]:
+        return None
+    work = math.prod(out[0]) * xv.shape[-1]
+    args = batched_args(xv, wv, out[0], 1 if work < PARALLEL_FLOPS else num_threads)
+    if args is None:
+        return None
+    try:
+        if not gemm_available():
+            return None
+        return NativeLibraryCall(_KERNELS.handle(), args)
+    except _build.BuildError:
+        return None
 
 
 def _vector_call(av: View, vv: View, out: tuple[tuple[int, ...], np.dtype], num_threads: int

@@ -119,11 +119,13 @@ static void bz_transpose(const float* a, int64_t rows, int64_t cols, int64_t ld,
     }
 }
 
-/* y (M x N) = x W^T. tx: x is given transposed (K x M, row-major: a matmul's X.T operand);
-   tw: W is given transposed (K x N: a row-major right operand). Either way the tiles read
-   xT (K x Mp) and W (N x K), so every layout sums each output in the same order. */
+/* y (M x N, row stride N) = x W^T. tx: x is given transposed (K x M: a matmul's X.T
+   operand); tw: W is given transposed (K x N: a row-major right operand); ldx, ldw: the
+   row strides of x and W as given (a slice of a wider matrix: q of a fused qkv). Either
+   way the tiles read xT (K x Mp) and W (N x K, row stride K), so every layout sums each
+   output in the same order. */
 static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t N, int64_t K,
-                    int64_t nt, int tx, int tw) {
+                    int64_t nt, int tx, int tw, int64_t ldx, int64_t ldw) {
     if (K == 0) { /* empty sums */
         for (int64_t i = 0; i < M * N; ++i) y[i] = 0.f;
         return;
@@ -132,20 +134,26 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
     /* rows of xT padded to 16 floats: every load of 16 is one aligned cache line */
     const int64_t Mp = (M + 15) / 16 * 16;
     /* x given as x.T with whole 16-float rows is the layout itself: read in place */
-    float* xT =
-        tx && Mp == M ? nullptr : (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
+    float* xT = tx && Mp == M && ldx == M
+                    ? nullptr
+                    : (float*)aligned_alloc(64, sizeof(float) * (size_t)(K * Mp));
     if (tx && xT) {
         for (int64_t k = 0; k < K; ++k)
-            for (int64_t m = 0; m < M; ++m) xT[k * Mp + m] = x[k * M + m];
+            for (int64_t m = 0; m < M; ++m) xT[k * Mp + m] = x[k * ldx + m];
     } else if (!tx) {
-        bz_transpose(x, M, K, K, xT, Mp, nt);
+        bz_transpose(x, M, K, ldx, xT, Mp, nt);
     }
     const float* xs = xT ? xT : x;
     float* Wt = nullptr;
-    if (tw) { /* W (K x N) -> (N x K) */
+    if (tw || ldw != K) { /* W (K x N) -> (N x K); a strided (N x K) W -> its rows packed */
         const size_t bytes = (sizeof(float) * (size_t)(N * K) + 63) / 64 * 64;
         Wt = (float*)aligned_alloc(64, bytes);
-        bz_transpose(W, K, N, N, Wt, K, nt);
+        if (tw) {
+            bz_transpose(W, K, N, ldw, Wt, K, nt);
+        } else {
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < K; ++k) Wt[n * K + k] = W[n * ldw + k];
+        }
         W = Wt;
     }
     int64_t NC = (32768 / K) / NW * NW;
@@ -169,6 +177,31 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
     free(xT);
     free(Wt);
 }
+
+/* A stack of GEMMs (a batched matmul: attention's q k^T and its backward): a[5..] = ldx,
+   ldw, x offset, W offset, the number of batch dims, then per dim (size, x stride, W
+   stride) in elements (stride 0: broadcast); y holds the products one after another.
+   Many small products: the threads share the stack (one thread per product, the same
+   bits as any thread count); few: one after another, the threads sharing each. */
+static void bz_gemm_batched(const float* x, const float* W, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t nt, int tx, int tw, const int64_t* a) {
+    const int64_t ldx = a[0], ldw = a[1], nbd = a[4];
+    const int64_t* dims = a + 5;
+    int64_t B = 1;
+    for (int64_t d = 0; d < nbd; ++d) B *= dims[3 * d];
+    const int64_t inner = B >= nt ? 1 : nt, outer = B >= nt ? nt : 1;
+#pragma omp parallel for num_threads((int)outer) if (outer > 1) schedule(static)
+    for (int64_t b = 0; b < B; ++b) {
+        int64_t ox = a[2], ow = a[3], rest = b;
+        for (int64_t d = nbd - 1; d >= 0; --d) {
+            const int64_t i = rest % dims[3 * d];
+            rest /= dims[3 * d];
+            ox += i * dims[3 * d + 1];
+            ow += i * dims[3 * d + 2];
+        }
+        bz_gemm(x + ox, W + ow, y + b * M * N, M, N, K, inner, tx, tw, ldx, ldw);
+    }
+}
 #else
 #define BZ_GEMM 0
 #endif
@@ -176,7 +209,8 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t nt = a[0], M = a[1], N = a[2], K = a[3];
     // a[4] bit 0: W in bufs[0], x in bufs[1] (a program step's M @ v); bits 1, 2: x, W
-    // given transposed (the GEMM path only: M > BZ_MAX_ROWS)
+    // given transposed (the GEMM path only: M > BZ_MAX_ROWS); bit 3: a stack of strided
+    // GEMMs described by a[5..] (bz_gemm_batched; any M)
     const int sw = (a[4] & 1) != 0, tx = (a[4] & 2) != 0, tw = (a[4] & 4) != 0;
     const float *x = (const float*)bufs[sw], *W = (const float*)bufs[1 - sw];
     float* y = (float*)bufs[2];
@@ -185,12 +219,16 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         return;
     }
 #if BZ_GEMM
+    if (a[4] & 8) {
+        bz_gemm_batched(x, W, y, M, N, K, nt, tx, tw, a + 5);
+        return;
+    }
     if (M > BZ_MAX_ROWS) {
-        bz_gemm(x, W, y, M, N, K, nt, tx, tw);
+        bz_gemm(x, W, y, M, N, K, nt, tx, tw, tx ? M : K, tw ? N : K);
         return;
     }
 #endif
-    if (tx || tw) return; /* (never asked: the caller checks M and the GEMM path) */
+    if (tx || tw || (a[4] & 8)) return; /* (never asked: the caller checks M and the GEMM path) */
     const int64_t blocks = N / 4;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
