@@ -158,8 +158,9 @@ def _span(a: np.ndarray) -> tuple[np.ndarray, View] | None:
 def matmul_strided(a: np.ndarray, b: np.ndarray, num_threads: int = 1) -> np.ndarray | None:
     """``a @ b`` for float32 a (..., M, K) and b (..., K, N), each matrix row-major or
     transposed with any row stride and the batch dims broadcast, as a stack of GEMMs
-    read in place on ``num_threads`` threads (one when the product is small) (batched attention products, slices of a fused projection); None when
-    the layout does not fit or this build has no GEMM path (the caller's matmul runs).
+    read in place (batched attention products, slices of a fused projection) on
+    ``num_threads`` threads (one when the product is small); None when the layout does
+    not fit or this build has no GEMM path (the caller's matmul runs).
 
     >>> q = np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, :, 1:]  # row stride 4
     >>> k = np.ones((3, 2), np.float32)
