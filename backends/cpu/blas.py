@@ -127,11 +127,11 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
             # batched products (attention's q k^T and its backward) and slices of wider
             # matrices: a stack of native GEMMs over the operands in place
             try:
-                out = _mv.matmul_strided(a, b, num_threads())
+                stacked = _mv.matmul_strided(a, b, num_threads())
             except Exception:  # noqa: BLE001 - no kernel here: numpy's matmul
-                out = None
-            if out is not None:
-                return out
+                stacked = None
+            if stacked is not None:
+                return stacked
         elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
                 a.ndim == 1 and b.ndim == 2 and a.size and b.size and b.flags.c_contiguous:
             return _vecmat(np.ascontiguousarray(a), b, attrs, dtype, a, b)  # r @ X

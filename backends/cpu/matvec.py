@@ -132,7 +132,7 @@ def batched_args(a: View, b: View, out_shape: tuple[int, ...], threads: int
         return None
     (m, k), n = a.shape[-2:], b.shape[-1]
     batch = out_shape[:-2]
-    xa = _matrix((m, k), a.strides[-2:])  # x = a
+    xa = _matrix((m, k), (a.strides[-2], a.strides[-1]))  # x = a
     wb = _matrix((n, k), (b.strides[-1], b.strides[-2]))  # W = b^T (N, K)
     if xa is None or wb is None:
         return None
