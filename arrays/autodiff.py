@@ -62,6 +62,18 @@ class RuleOps:
         return Array(Node(op, nodes, attrs, tuple(shape), dtype))
 
     @staticmethod
+    def is_transpose(x: Array) -> bool:
+        """Whether ``x`` was recorded as the transpose of a matrix (a layer's ``W.T``):
+        a rule can then give its cotangent in the matrix's own layout.
+
+        >>> import braze as bz
+        >>> AD.is_transpose(bz.ones((2, 3)).T), AD.is_transpose(bz.ones((2, 3)))
+        (True, False)
+        """
+        n = x._node
+        return n.op.name == "permute_dims" and n.attrs.get("axes") == (1, 0)
+
+    @staticmethod
     def sum_to(g: Array, shape: tuple[int, ...]) -> Array:
         """``g`` summed down to ``shape`` (the transpose of broadcasting to g's shape)."""
         return _sum_to(g, shape)

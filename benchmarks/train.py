@@ -12,7 +12,9 @@ Two steps, the same model and data in every framework:
 braze's step is one bz.compile(inputs=[model, opt], outputs=[model, opt]) function;
 torch.compile compiles the model's forward+backward (the optimizer step stays eager);
 jax.jit jits the whole step; MLX mx.compiles it with its state. Reported: steps/s
-(median of 5 timed runs of N steps after warm-up) and the peak RSS above the resident
+(median of 5 timed runs of N steps after warm-up; the frameworks' workers, all warmed
+up first, take turns -- run 1 of each, run 2 of each... -- so that every framework sees
+the same drift of a noisy machine) and the peak RSS above the resident
 set before the timed steps (VmHWM reset through /proc/self/clear_refs), with ratios to
 braze. Peers run under $PEERS_PYTHON (default: this interpreter) where installed.
 
@@ -27,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -516,7 +519,7 @@ def run_mlx(model: str):
 
 
 # ---------------------------------------------------------------- worker / driver
-def worker(framework: str, model: str, steps: int, runs: int) -> dict:
+def worker(framework: str, model: str, steps: int) -> dict:
     if framework == "braze":
         step, value = run_braze(model)
     elif model == "lora" and framework == "torch-eager":
@@ -536,17 +539,56 @@ def worker(framework: str, model: str, steps: int, runs: int) -> dict:
         value(step())
     base, _ = _rss()
     _reset_peak()
-    times = []
-    for _ in range(runs):
+    # interleaved with the other frameworks' workers: one timed run per "run" line on
+    # stdin (the driver takes turns, so every framework sees the same machine noise)
+    print(json.dumps({"ready": True}), flush=True)
+    times, last = [], first
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
         t0 = time.perf_counter()
         for _ in range(steps):
             out = step()
         last = value(out)
         times.append((time.perf_counter() - t0) / steps)
+        print(json.dumps({"s": times[-1]}), flush=True)
     _, peak = _rss()
     return {"steps_per_s": 1.0 / statistics.median(times), "first_s": warm,
             "first_loss": first, "last_loss": last, "peak_mb": (peak - base) / 2**20,
             "rss_mb": peak / 2**20}
+
+
+class _Worker:
+    """A framework's worker process, warmed up and waiting for its turns."""
+
+    def __init__(self, py: str, fw: str, model: str, steps: int) -> None:
+        self.fw = fw
+        self.log = tempfile.TemporaryFile("w+")  # (a pipe could fill up and stall it)
+        self.proc = subprocess.Popen([py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
+                                      "--steps", str(steps)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.error = None if self._read() is not None else self._why()
+
+    def _read(self) -> dict | None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line.strip() else None
+
+    def _why(self) -> str:
+        self.proc.kill()
+        self.proc.wait()
+        self.log.seek(0)
+        err = (self.log.read().strip().splitlines() or ["?"])[-1]
+        return f"unavailable ({err[:70]})"
+
+    def send(self, line: str) -> dict | None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        r = self._read()
+        if r is None:
+            self.error = self._why()
+        return r
 
 
 def main() -> int:
@@ -559,7 +601,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         fw, model = args.worker.split(":")
-        print(json.dumps(worker(fw, model, args.steps, args.runs)))
+        print(json.dumps(worker(fw, model, args.steps)), flush=True)
         return 0
     sys.path.insert(0, HERE)
     from _timing import isa
@@ -577,27 +619,27 @@ def main() -> int:
         print(f"\n{desc}")
         print(f"{'framework':15s} {'steps/s':>9s} {'vs braze':>9s} {'peak MB':>9s} "
               f"{'RSS MB':>8s} {'first s':>8s} {'loss':>14s}")
-        ref = None
+        workers = []
         for fw in args.only.split(","):
             if model == "lora" and fw not in ("braze", "torch-eager"):
                 continue
             py = sys.executable if fw in ("braze", "mlx") else peers_py
-            try:
-                out = subprocess.run([py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
-                                      "--steps", str(steps), "--runs", str(args.runs)],
-                                     capture_output=True, text=True, timeout=1800)
-            except subprocess.TimeoutExpired:
-                print(f"{fw:15s} timed out")
+            workers.append(_Worker(py, fw, model, steps))  # warm-ups one at a time
+        for _ in range(args.runs):  # turns: run 1 of each, run 2 of each, ...
+            for w in workers:
+                if w.error is None:
+                    time.sleep(0.3)  # the last worker's spinning thread pools go idle
+                    w.send("run")
+        ref = None
+        for w in workers:
+            r = w.send("end") if w.error is None else None
+            if r is None:
+                print(f"{w.fw:15s} {w.error}")
                 continue
-            if out.returncode != 0:
-                err = (out.stderr.strip().splitlines() or ["?"])[-1]
-                print(f"{fw:15s} unavailable ({err[:70]})")
-                continue
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            if fw == "braze":
+            if w.fw == "braze":
                 ref = r["steps_per_s"]
             ratio = f"{r['steps_per_s'] / ref:.2f}x" if ref else "-"
-            print(f"{fw:15s} {r['steps_per_s']:9.1f} {ratio:>9s} {r['peak_mb']:9.1f} "
+            print(f"{w.fw:15s} {r['steps_per_s']:9.1f} {ratio:>9s} {r['peak_mb']:9.1f} "
                   f"{r['rss_mb']:8.0f} {r['first_s']:8.1f} "
                   f"{r['first_loss']:6.3f}->{r['last_loss']:6.3f}")
     return 0

@@ -412,6 +412,38 @@ def test_backward_of_row_ops_is_one_kernel() -> None:
         assert n == 1, (name, n)
 
 
+def test_layer_backward_keeps_every_buffer_in_its_own_layout() -> None:
+    """A ReLU layer's backward (ReLU mask, bias and weight cotangents): the weight's
+    cotangent comes out in W's layout (contiguous: the optimizer reads it in order), and
+    no elementwise kernel writes the transposed operand the weight's GEMM reads -- the
+    GEMM reads it transposed in place. Forward and backward ReLU and the bias's sum are
+    one kernel; the values match numpy within float32 rounding."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((32, 24)).astype(np.float32) * 0.2
+    b1 = np.zeros(32, np.float32)
+    w2 = rng.standard_normal((5, 32)).astype(np.float32) * 0.2
+    x = rng.standard_normal((16, 24)).astype(np.float32)
+
+    def loss(params, x):
+        w1, b1, w2 = params
+        return bz.sum(bz.maximum(x @ w1.T + b1, 0.0) @ w2.T)
+
+    f = bz.compile(bz.grad(loss))
+    args = ([bz.asarray(w1), bz.asarray(b1), bz.asarray(w2)], bz.asarray(x))
+    rep = bz.explain(f, *args)
+    kernels = [k for k in rep.kernels if k.kind == "kernel"]
+    assert len(kernels) == 1, [k.name for k in kernels]
+    assert all(shape != (32, 16) for k in kernels for shape, _ in k.outputs), rep
+    gw1, gb1, gw2 = (np.asarray(g) for g in f(*args))
+    assert gw1.flags.c_contiguous and gw2.flags.c_contiguous
+    h = x @ w1.T + b1
+    gh = np.where(h > 0, np.ones((16, 5), np.float32) @ w2, 0.0)
+    np.testing.assert_allclose(gw1, gh.T @ x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gb1, gh.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gw2, np.ones((5, 16), np.float32) @ np.maximum(h, 0), rtol=1e-5,
+                               atol=1e-5)
+
+
 # ---------------------------------------------------------------- bad input
 def test_errors_name_the_transformation_and_argument() -> None:
     x = bz.ones(3)

@@ -12,6 +12,15 @@ from .record import OpDef, Shape, declare, library_op, zero_vjp
 from .shapes import broadcast_shapes, matmul_shape
 
 
+def _weight_cotangent(ad, a2, g2, b):
+    """``a2.T @ g2``, b's cotangent; for b = W.T (a layer's weight) computed as
+    ``(g2.T @ a2).T``, the same sums, so that W's cotangent comes out in W's own layout
+    (contiguous: the optimizer's kernel then reads it in order, not strided)."""
+    if ad.is_transpose(b):
+        return ad.matrix_transpose(ad.matmul(ad.matrix_transpose(g2), a2))
+    return ad.matmul(ad.matrix_transpose(a2), g2)
+
+
 def _matmul_vjp(ad, g, y, a, b):
     if a.ndim > 2 and b.ndim == 2:
         # x (..., k) @ W (k, n), a layer's product: the batch folded into the rows, so
@@ -19,13 +28,14 @@ def _matmul_vjp(ad, g, y, a, b):
         k, n = b.shape
         a2, g2 = ad.reshape(a, (-1, k)), ad.reshape(g, (-1, n))
         return (ad.reshape(ad.matmul(g2, ad.matrix_transpose(b)), a.shape),
-                ad.matmul(ad.matrix_transpose(a2), g2))
+                _weight_cotangent(ad, a2, g2, b))
     # 1-d operands as numpy promotes them: a (k,) -> (1, k), b (k,) -> (k, 1)
     a2 = ad.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
     b2 = ad.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
     g2 = ad.reshape(g, ad.matmul(a2, b2).shape)
     ga = ad.sum_to(ad.matmul(g2, ad.matrix_transpose(b2)), a2.shape)
-    gb = ad.sum_to(ad.matmul(ad.matrix_transpose(a2), g2), b2.shape)
+    gb = ad.sum_to(_weight_cotangent(ad, a2, g2, b) if b.ndim == 2 and a.ndim == 2 else
+                   ad.matmul(ad.matrix_transpose(a2), g2), b2.shape)
     return ad.reshape(ga, a.shape), ad.reshape(gb, b.shape)
 
 

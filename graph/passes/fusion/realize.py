@@ -69,15 +69,23 @@ class Fuser(Analysis):
                 for j in n.inputs:
                     why.setdefault(j, []).append(f"library input of #{i} {n.op}")
         self.realized = {i for i in why if kinds[i] != "const"}
+        matmul_inputs = {j for n in g.nodes if n.op == "matmul" for j in n.inputs}
         for i in list(self.realized):  # a reshaped computed value: compute it in its own
             if kinds[i] == "view":       # shape, then view it (a reshape cannot be pushed
                 j, reshaped = i, False   # into the loads of everything it computes from)
+                permuted = True
                 while kinds[j] == "view":
                     reshaped |= g.nodes[j].op == "reshape"
+                    permuted &= g.nodes[j].op == "permute_dims"
                     j = g.nodes[j].inputs[0]
                 if reshaped and kinds[j] == "elementwise":
                     self.realized.add(j)
                     why.setdefault(j, []).append(f"reshape source of #{i}")
+                elif permuted and i in matmul_inputs and kinds[j] == "elementwise":
+                    # a matmul reads a transposed operand in place (the GEMM transposes
+                    # in blocks): computing the value transposed would write it strided
+                    self.realized.add(j)
+                    why.setdefault(j, []).append(f"transposed matmul operand of #{i}")
         if log.on:
             for i in sorted(self.realized):
                 if kinds[i] != "input":
