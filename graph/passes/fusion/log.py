@@ -51,9 +51,9 @@ def _listening() -> logging.Logger | None:
 @dataclass(frozen=True)
 class FusionDecision:
     """One decision: ``action`` is realize | no_merge | merge; ``reason`` a short code
-    (realize: output, reduction, library op, library input, reshape source, transposed matmul operand,
-    inline width, inexpressible view, view copy, recompute cost, recompute (stencil), broadcast
-    costly; merge and no_merge:
+    (realize: output, reduction, library op, library input, reshape source, transposed
+    matmul operand, inline width, inexpressible view, view copy, recompute cost,
+    recompute (stencil), broadcast costly; merge and no_merge:
     row, stored value, sibling, then for refusals dependent, cycle, iteration spaces,
     cross read); ``nodes`` the graph node ids concerned (the value realized; the roots
     of the two kernels); ``subject`` names them with op and shape; ``detail`` gives the
