@@ -12,11 +12,12 @@ Two steps, the same model and data in every framework:
 braze's step is one bz.compile(inputs=[model, opt], outputs=[model, opt]) function;
 torch.compile compiles the model's forward+backward (the optimizer step stays eager);
 jax.jit jits the whole step; MLX mx.compiles it with its state. Reported: steps/s
-(median of 5 timed runs of N steps after warm-up; the frameworks' workers, all warmed
-up first, take turns -- run 1 of each, run 2 of each... -- so that every framework sees
-the same drift of a noisy machine) and the peak RSS above the resident
-set before the timed steps (VmHWM reset through /proc/self/clear_refs), with ratios to
-braze. Peers run under $PEERS_PYTHON (default: this interpreter) where installed.
+(median of 5 timed runs of N steps, or 1 s worth, after warm-up; the frameworks' workers, all warmed
+up first, take turns -- run 1 of each, run 2 of each..., who goes first rotating -- so
+that every framework sees the same drift of a noisy machine) and the peak RSS above the
+resident set before the timed steps (VmHWM reset through /proc/self/clear_refs); "vs
+braze" is the median over the turns of each turn's speed ratio to braze's run of that
+turn. Peers run under $PEERS_PYTHON (default: this interpreter) where installed.
 
     .venv/bin/python benchmarks/train.py [--only braze,torch-eager] [--models mlp,lm]
 """
@@ -34,6 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "mlx"]
+RUN_SECONDS = 1.0  # a timed run's least duration (more steps than --steps when fast)
 LORA = dict(batch=4, seq=128, rank=8, scale=2.0, lr=1e-4)
 LORA_WEIGHTS = os.path.join(os.environ.get("TMPDIR", "/tmp"), "braze_bench_smollm2_f32.npz")
 MLP = dict(d_in=784, hidden=512, classes=10, batch=256, lr=1e-3)
@@ -535,8 +537,11 @@ def worker(framework: str, model: str, steps: int) -> dict:
     t0 = time.perf_counter()
     first = value(step())
     warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
     for _ in range(3):
         value(step())
+    # a timed run lasts a second at least: shorter ones measure the machine's moods
+    steps = max(steps, int(RUN_SECONDS / ((time.perf_counter() - t0) / 3)) + 1)
     base, _ = _rss()
     _reset_peak()
     # interleaved with the other frameworks' workers: one timed run per "run" line on
@@ -625,20 +630,25 @@ def main() -> int:
                 continue
             py = sys.executable if fw in ("braze", "mlx") else peers_py
             workers.append(_Worker(py, fw, model, steps))  # warm-ups one at a time
-        for _ in range(args.runs):  # turns: run 1 of each, run 2 of each, ...
-            for w in workers:
+        runs: dict[str, list[float]] = {w.fw: [] for w in workers}  # seconds per step
+        for turn in range(args.runs):  # turns: run 1 of each, run 2 of each, ...
+            k = turn % len(workers)  # who goes first rotates (after a long run, the
+            for w in workers[k:] + workers[:k]:  # next one may find the clocks lowered)
                 if w.error is None:
-                    time.sleep(0.3)  # the last worker's spinning thread pools go idle
-                    w.send("run")
-        ref = None
+                    time.sleep(0.5)  # the last worker's spinning thread pools go idle
+                    r = w.send("run")
+                    if r is not None:
+                        runs[w.fw].append(r["s"])
+        ref = runs.get("braze", [])
         for w in workers:
             r = w.send("end") if w.error is None else None
             if r is None:
                 print(f"{w.fw:15s} {w.error}")
                 continue
-            if w.fw == "braze":
-                ref = r["steps_per_s"]
-            ratio = f"{r['steps_per_s'] / ref:.2f}x" if ref else "-"
+            # the ratio of each turn (this framework's run against braze's, minutes apart
+            # at most), then their median: the machine's drift cancels out
+            pairs = [b / t for t, b in zip(runs[w.fw], ref)]
+            ratio = f"{statistics.median(pairs):.2f}x" if pairs else "-"
             print(f"{w.fw:15s} {r['steps_per_s']:9.1f} {ratio:>9s} {r['peak_mb']:9.1f} "
                   f"{r['rss_mb']:8.0f} {r['first_s']:8.1f} "
                   f"{r['first_loss']:6.3f}->{r['last_loss']:6.3f}")
