@@ -87,6 +87,100 @@ struct WX {
 #define BZ_WX_NW ((int)WX::NW)
 #define BZ_WX_MV (2 * (int)WX::L)
 
+/* x packed for the tiles: panels of BZ_WX_MV columns of x^T, each K x BZ_WX_MV and
+   contiguous, so a tile streams its panel (one or two cache lines per k, not rows of x^T
+   a whole row of x apart); element (k, m) at bz_panel_at(m, k, K). The last panel's
+   columns past M stay unset (the tiles mask them off). */
+static inline int64_t bz_panel_at(int64_t m, int64_t k, int64_t K) {
+    return (m / BZ_WX_MV) * K * BZ_WX_MV + k * BZ_WX_MV + m % BZ_WX_MV;
+}
+static inline int64_t bz_panel_floats(int64_t M, int64_t K) {
+    return (M + BZ_WX_MV - 1) / BZ_WX_MV * BZ_WX_MV * K;
+}
+
+/* The BZ_WX_TB x BZ_WX_TB block at a (row stride ld) into t (row stride ldt), transposed
+   in registers (AVX-512, AVX2: unpacks of 32- and 64-bit pairs, then 128-bit lane
+   shuffles), element by element elsewhere. */
+#if BZ_WX_ISA == 2
+#define BZ_WX_TB 16
+static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
+    __m512 r[16], u[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(a + i * ld);
+    for (int i = 0; i < 8; ++i) { /* lane L: rows 2i, 2i+1 at columns 4L..4L+3, paired */
+        u[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        u[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) { /* r[4i + j], lane L: rows 4i..4i+3 of column 4L + j */
+        const __m512d a0 = _mm512_castps_pd(u[4 * i]), a1 = _mm512_castps_pd(u[4 * i + 1]);
+        const __m512d a2 = _mm512_castps_pd(u[4 * i + 2]), a3 = _mm512_castps_pd(u[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    for (int j = 0; j < 4; ++j) { /* column 4L + j: lane L of r[j], r[4 + j], r[8 + j], r[12 + j] */
+        const __m512 s0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        const __m512 s1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        const __m512 s2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        const __m512 s3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        _mm512_storeu_ps(t + (0 + j) * ldt, _mm512_shuffle_f32x4(s0, s2, 0x88));
+        _mm512_storeu_ps(t + (4 + j) * ldt, _mm512_shuffle_f32x4(s1, s3, 0x88));
+        _mm512_storeu_ps(t + (8 + j) * ldt, _mm512_shuffle_f32x4(s0, s2, 0xDD));
+        _mm512_storeu_ps(t + (12 + j) * ldt, _mm512_shuffle_f32x4(s1, s3, 0xDD));
+    }
+}
+#elif BZ_WX_ISA == 1
+#define BZ_WX_TB 8
+static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
+    __m256 r[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * ld);
+    for (int i = 0; i < 4; ++i) {
+        u[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        u[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; ++i) { /* r[4i + j], half h: rows 4i..4i+3 of column 4h + j */
+        r[4 * i] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+        _mm256_storeu_ps(t + j * ldt, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
+        _mm256_storeu_ps(t + (4 + j) * ldt, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+    }
+}
+#else
+#define BZ_WX_TB 8
+static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
+    for (int c = 0; c < BZ_WX_TB; ++c)
+        for (int r = 0; r < BZ_WX_TB; ++r) t[c * ldt + r] = a[r * ld + c];
+}
+#endif
+
+/* Rows [r0, r1) of x (K columns, row stride ldx) into the panels at xp: whole aligned
+   blocks of BZ_WX_TB rows (always inside one panel) transposed in registers, the rest
+   element by element. */
+static inline void bz_pack_rows(const float* x, int64_t r0, int64_t r1, int64_t K, int64_t ldx,
+                                float* xp) {
+    constexpr int64_t TB = BZ_WX_TB;
+    static_assert(BZ_WX_MV % BZ_WX_TB == 0, "a block of rows lies in one panel");
+    int64_t r = r0;
+    while (r < r1) {
+        if (r % TB || r + TB > r1) { /* a ragged row */
+            for (int64_t c = 0; c < K; ++c) xp[bz_panel_at(r, c, K)] = x[r * ldx + c];
+            ++r;
+            continue;
+        }
+        float* t = xp + bz_panel_at(r, 0, K); /* (c, r + i) at t[c * MV + i] */
+        int64_t c = 0;
+        for (; c + TB <= K; c += TB)
+            bz_transpose_block(x + r * ldx + c, ldx, t + c * BZ_WX_MV, BZ_WX_MV);
+        for (; c < K; ++c)
+            for (int64_t i = 0; i < TB; ++i) t[c * BZ_WX_MV + i] = x[(r + i) * ldx + c];
+        r += TB;
+    }
+}
+
 template <int NW>
 static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, int64_t mv, float* y,
                        int64_t N) {

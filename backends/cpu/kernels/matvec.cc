@@ -104,76 +104,18 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
 #endif
 #include "gemm_tile.h"
 
-/* The 16 x 16 (AVX-512) or 8 x 8 (AVX2) block at a (row stride ld) into t (row stride ldt),
-   transposed in registers: unpacks of 32- and 64-bit pairs, then 128-bit lane shuffles. */
-#if defined(__AVX512F__) && BZ_ISA_MAX >= 2
-#define BZ_TB 16
-static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
-    __m512 r[16], u[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(a + i * ld);
-    for (int i = 0; i < 8; ++i) { /* lane L: rows 2i, 2i+1 at columns 4L..4L+3, paired */
-        u[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        u[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) { /* r[4i + j], lane L: rows 4i..4i+3 of column 4L + j */
-        const __m512d a0 = _mm512_castps_pd(u[4 * i]), a1 = _mm512_castps_pd(u[4 * i + 1]);
-        const __m512d a2 = _mm512_castps_pd(u[4 * i + 2]), a3 = _mm512_castps_pd(u[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-    }
-    for (int j = 0; j < 4; ++j) { /* column 4L + j: lane L of r[j], r[4 + j], r[8 + j], r[12 + j] */
-        const __m512 s0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        const __m512 s1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-        const __m512 s2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        const __m512 s3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-        _mm512_storeu_ps(t + (0 + j) * ldt, _mm512_shuffle_f32x4(s0, s2, 0x88));
-        _mm512_storeu_ps(t + (4 + j) * ldt, _mm512_shuffle_f32x4(s1, s3, 0x88));
-        _mm512_storeu_ps(t + (8 + j) * ldt, _mm512_shuffle_f32x4(s0, s2, 0xDD));
-        _mm512_storeu_ps(t + (12 + j) * ldt, _mm512_shuffle_f32x4(s1, s3, 0xDD));
-    }
-}
-#elif defined(__AVX2__) && BZ_ISA_MAX >= 1
-#define BZ_TB 8
-static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
-    __m256 r[8], u[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * ld);
-    for (int i = 0; i < 4; ++i) {
-        u[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        u[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; ++i) { /* r[4i + j], half h: rows 4i..4i+3 of column 4h + j */
-        r[4 * i] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0xEE);
-        r[4 * i + 2] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {
-        _mm256_storeu_ps(t + j * ldt, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
-        _mm256_storeu_ps(t + (4 + j) * ldt, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
-    }
-}
-#else
-#define BZ_TB 8
-static inline void bz_transpose_block(const float* a, int64_t ld, float* t, int64_t ldt) {
-    for (int c = 0; c < BZ_TB; ++c)
-        for (int r = 0; r < BZ_TB; ++r) t[c * ldt + r] = a[r * ld + c];
-}
-#endif
-
 /* m x k of a (rows x cols, row stride ld) into t (cols x rows, row stride ldt), in
-   BZ_TB x BZ_TB blocks (the edges element by element); the threads share the blocks of
+   BZ_WX_TB x BZ_WX_TB blocks (the edges element by element); the threads share the blocks of
    rows when the copy is large */
 static void bz_transpose(const float* a, int64_t rows, int64_t cols, int64_t ld, float* t,
                          int64_t ldt, int64_t nt) {
-    const int64_t blocks = (rows + BZ_TB - 1) / BZ_TB;
+    const int64_t blocks = (rows + BZ_WX_TB - 1) / BZ_WX_TB;
 #pragma omp parallel for num_threads((int)nt) if (nt > 1 && rows * cols >= (1 << 18))
     for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t r0 = BZ_TB * b, r1 = r0 + BZ_TB < rows ? r0 + BZ_TB : rows;
-        for (int64_t c0 = 0; c0 < cols; c0 += BZ_TB) {
-            const int64_t c1 = c0 + BZ_TB < cols ? c0 + BZ_TB : cols;
-            if (r1 - r0 == BZ_TB && c1 - c0 == BZ_TB) {
+        const int64_t r0 = BZ_WX_TB * b, r1 = r0 + BZ_WX_TB < rows ? r0 + BZ_WX_TB : rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += BZ_WX_TB) {
+            const int64_t c1 = c0 + BZ_WX_TB < cols ? c0 + BZ_WX_TB : cols;
+            if (r1 - r0 == BZ_WX_TB && c1 - c0 == BZ_WX_TB) {
                 bz_transpose_block(a + r0 * ld + c0, ld, t + c0 * ldt + r0, ldt);
                 continue;
             }
@@ -183,37 +125,20 @@ static void bz_transpose(const float* a, int64_t rows, int64_t cols, int64_t ld,
     }
 }
 
-/* x (M x K, row stride ldx; tx: given transposed, K x M) packed for the tiles: panels of
-   BZ_WX_MV columns of x^T, each K x BZ_WX_MV and contiguous, so a tile streams its panel
-   (one or two cache lines per k, not rows 4 KiB apart); the last panel's columns past M
-   stay unset (the tiles mask them off). */
+/* x (M x K, row stride ldx; tx: given transposed, K x M) packed into the tiles' panels
+   (gemm_tile.h), the threads sharing the panels when the copy is large */
 static void bz_pack_x(const float* x, int64_t M, int64_t K, int64_t ldx, int tx, float* xp,
                       int64_t nt) {
     constexpr int64_t MV = BZ_WX_MV;
-    static_assert(MV % BZ_TB == 0, "a transposed block lies in one panel");
-    if (tx) {
-        const int64_t panels = (M + MV - 1) / MV;
+    const int64_t panels = (M + MV - 1) / MV;
 #pragma omp parallel for num_threads((int)nt) if (nt > 1 && M * K >= (1 << 18))
-        for (int64_t p = 0; p < panels; ++p) {
-            const int64_t m0 = p * MV, w = M - m0 < MV ? M - m0 : MV;
+    for (int64_t p = 0; p < panels; ++p) {
+        const int64_t m0 = p * MV, w = M - m0 < MV ? M - m0 : MV;
+        if (tx) {
             for (int64_t k = 0; k < K; ++k)
                 memcpy(xp + (p * K + k) * MV, x + k * ldx + m0, sizeof(float) * (size_t)w);
-        }
-        return;
-    }
-    const int64_t blocks = (M + BZ_TB - 1) / BZ_TB;
-#pragma omp parallel for num_threads((int)nt) if (nt > 1 && M * K >= (1 << 18))
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t r0 = BZ_TB * b, r1 = r0 + BZ_TB < M ? r0 + BZ_TB : M;
-        float* t = xp + (r0 / MV) * K * MV + r0 % MV; /* (k, r) at t[k * MV + r - r0] */
-        for (int64_t c0 = 0; c0 < K; c0 += BZ_TB) {
-            const int64_t c1 = c0 + BZ_TB < K ? c0 + BZ_TB : K;
-            if (r1 - r0 == BZ_TB && c1 - c0 == BZ_TB) {
-                bz_transpose_block(x + r0 * ldx + c0, ldx, t + c0 * MV, MV);
-                continue;
-            }
-            for (int64_t c = c0; c < c1; ++c)
-                for (int64_t r = r0; r < r1; ++r) t[c * MV + r - r0] = x[r * ldx + c];
+        } else {
+            bz_pack_rows(x, m0, m0 + w, K, ldx, xp);
         }
     }
 }
@@ -256,7 +181,7 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
         return;
     }
     constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
-    const BzBuf xbuf = bz_scratch(0, (size_t)(K * ((M + MV - 1) / MV * MV)));
+    const BzBuf xbuf = bz_scratch(0, (size_t)bz_panel_floats(M, K));
     float* xp = xbuf.p;
     bz_pack_x(x, M, K, ldx, tx, xp, nt);
     BzBuf wbuf = {nullptr, false};

@@ -110,7 +110,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #else
     (void)act;
 #endif
-    float* bz_xT = nullptr; /* the pre-fill path's shared transpose of x */
+    float* bz_xT = nullptr; /* the pre-fill path's shared panels of x */
     (void)bz_xT;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
@@ -125,11 +125,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         const float *s, *b;
 #if BZ_WXT
         if (tiled) {
-            /* xT (K x M) is shared: the rows of x split between threads, then each
+            /* x's panels are shared: the rows of x split between threads, then each
                thread's weight rows */
 #pragma omp single
-            bz_xT = (float*)malloc(sizeof(float) * (size_t)(M * K));
-            bz_transpose(xp, M * t / T, M * (t + 1) / T, K, bz_xT, M);
+            bz_xT = (float*)malloc(sizeof(float) * (size_t)bz_panel_floats(M, K));
+            bz_pack_rows(xp, M * t / T, M * (t + 1) / T, K, K, bz_xT);
 #pragma omp barrier
             /* chunks of NC weight rows dequantized at once; per block of BZ_WX_MV rows of
                x, the chunk's BZ_NW-row tiles in order: each row of out gets BZ_NC consecutive
@@ -147,10 +147,10 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                         bz_tile_rows(xp + m0 * K, mv, K, tile, nh, out + m0 * N + h0, N);
                         continue;
                     }
-                    const float* xT = bz_xT + m0;
+                    const float* panel = bz_xT + m0 * K;
                     for (int64_t j0 = 0; j0 < nh; j0 += BZ_NW)
-                        bz_wx_tiles(tile + j0 * K, nh - j0 < BZ_NW ? nh - j0 : BZ_NW, K, xT, M, mv,
-                                    out + m0 * N + h0 + j0, N);
+                        bz_wx_tiles(tile + j0 * K, nh - j0 < BZ_NW ? nh - j0 : BZ_NW, K, panel,
+                                    BZ_WX_MV, mv, out + m0 * N + h0 + j0, N);
                 }
             }
             free(tile);

@@ -242,8 +242,8 @@ static BZ_INLINE void bz_tile_rows(const float* xp, int64_t M, int64_t K, const 
 
 #if BZ_ISA >= 1
 /* Pre-fill: out^T = W x^T. A tile of BZ_NW dequantized weight rows (row major, as
-   dequantized) against BZ_WX_MV rows of x transposed (xT[k * M + m], once per call: M*K
-   elements against M*N*K multiply-adds) with the block of out^T in registers
+   dequantized) against BZ_WX_MV rows of x transposed (once per call into gemm_tile.h's
+   panels: M*K elements against M*N*K multiply-adds) with the block of out^T in registers
    (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16 with AVX2): per k, 2 loads of xT, BZ_NW
    broadcasts of weights, 2 * BZ_NW FMAs, no horizontal sums and no transposition of
    weights; the block goes to out through a stack buffer. */
@@ -253,20 +253,6 @@ static BZ_INLINE void bz_tile_rows(const float* xp, int64_t M, int64_t K, const 
 #define BZ_NC (64 / BZ_NW * BZ_NW) /* at most this many weight rows dequantized per chunk, */
 #define BZ_CHUNK_FLOATS 32768      /* about this many floats (128 KiB: L2 keeps x^T too) */
 #define BZ_WXT 1
-/* dst[c * ld + r] = src[r * C + c] for rows r in [r0, r1), all C columns: 16x16 blocks
-   (both sides touch 16 cache lines per block, not one line per element). */
-static void bz_transpose(const float* src, int64_t r0, int64_t r1, int64_t C, float* dst,
-                         int64_t ld) {
-    for (int64_t rb = r0; rb < r1; rb += 16) {
-        const int64_t re = rb + 16 < r1 ? rb + 16 : r1;
-        for (int64_t cb = 0; cb < C; cb += 16) {
-            const int64_t ce = cb + 16 < C ? cb + 16 : C;
-            for (int64_t c = cb; c < ce; ++c)
-                for (int64_t r = rb; r < re; ++r) dst[c * ld + r] = src[r * C + c];
-        }
-    }
-}
-
 #else
 #define BZ_WXT 0
 #endif
