@@ -17,7 +17,9 @@ up first, take turns -- run 1 of each, run 2 of each..., who goes first rotating
 that every framework sees the same drift of a noisy machine) and the peak RSS above the
 resident set before the timed steps (VmHWM reset through /proc/self/clear_refs); "vs
 braze" is the median over the turns of each turn's speed ratio to braze's run of that
-turn. Peers run under $PEERS_PYTHON (default: this interpreter) where installed.
+turn; "loss 1->4" the losses of steps 1 and 4 (the same data and initial weights in
+every framework: they agree to a few digits). Peers run under $PEERS_PYTHON (default:
+this interpreter) where installed.
 
     .venv/bin/python benchmarks/train.py [--only braze,torch-eager] [--models mlp,lm]
 """
@@ -539,7 +541,7 @@ def worker(framework: str, model: str, steps: int) -> dict:
     warm = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(3):
-        value(step())
+        fourth = value(step())  # the loss of step 4, the same in every framework
     # a timed run lasts a second at least: shorter ones measure the machine's moods
     steps = max(steps, int(RUN_SECONDS / ((time.perf_counter() - t0) / 3)) + 1)
     base, _ = _rss()
@@ -547,19 +549,19 @@ def worker(framework: str, model: str, steps: int) -> dict:
     # interleaved with the other frameworks' workers: one timed run per "run" line on
     # stdin (the driver takes turns, so every framework sees the same machine noise)
     print(json.dumps({"ready": True}), flush=True)
-    times, last = [], first
+    times = []
     for line in sys.stdin:
         if line.strip() != "run":
             break
         t0 = time.perf_counter()
         for _ in range(steps):
             out = step()
-        last = value(out)
+        value(out)
         times.append((time.perf_counter() - t0) / steps)
         print(json.dumps({"s": times[-1]}), flush=True)
     _, peak = _rss()
     return {"steps_per_s": 1.0 / statistics.median(times), "first_s": warm,
-            "first_loss": first, "last_loss": last, "peak_mb": (peak - base) / 2**20,
+            "first_loss": first, "last_loss": fourth, "peak_mb": (peak - base) / 2**20,
             "rss_mb": peak / 2**20}
 
 
@@ -623,7 +625,7 @@ def main() -> int:
             export_lora_weights()
         print(f"\n{desc}")
         print(f"{'framework':15s} {'steps/s':>9s} {'vs braze':>9s} {'peak MB':>9s} "
-              f"{'RSS MB':>8s} {'first s':>8s} {'loss':>14s}")
+              f"{'RSS MB':>8s} {'first s':>8s} {'loss 1->4':>14s}")
         workers = []
         for fw in args.only.split(","):
             if model == "lora" and fw not in ("braze", "torch-eager"):
