@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import trust
 from ..graph import dtypes as dt
 from .array import Array
 from .creation import asarray
@@ -246,7 +247,18 @@ def _model_cache_dir(path: str) -> str | None:
     key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{MODEL_CACHE_VERSION}"
     root = os.environ.get("BRAZE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "braze")
-    return os.path.join(root, "models", hashlib.sha1(key.encode()).hexdigest()[:20])
+    models = os.path.join(root, "models")
+    try:
+        os.makedirs(models, mode=0o700, exist_ok=True)
+    except OSError as e:
+        _warn_model_cache(f"cannot write the model cache at {models} ({e}); this model's "
+                          "repacked tensors are not cached")
+        return None
+    why = trust.problem(models)
+    if why is not None:  # others could swap the tensors a model is read from
+        _warn_model_cache(f"the model cache is not private ({why}); models are not cached")
+        return None
+    return os.path.join(models, hashlib.sha1(key.encode()).hexdigest()[:20])
 
 
 def _load_gguf_cached(path: str, head: bytes, dequantize: bool

@@ -10,7 +10,12 @@
   which is then ``os.replace``d into place, so concurrent processes building the same
   kernel both succeed and nobody ever sees half a library.
 * An entry whose checksum does not match its sidecar (corrupt, truncated, foreign),
-  or that fails to load, is rebuilt, never loaded.
+  or that fails to load, is rebuilt, never loaded. The checksum detects corruption
+  only: whoever can write the directory can write the sidecar too. What keeps others'
+  code out is :mod:`braze.backends.trust`: the directory is created with mode 0700,
+  and a directory (or an entry) that is not private -- owned by someone else, writable
+  by group or others, under a directory others can write -- is not used: kernels are
+  built into a private directory for this process instead, after one warning.
 * Loaded kernels are kept in an in-process dict: a second request costs a lookup.
 * The compiler's ``--version`` line (part of every key) is remembered in the cache's
   ``compilers.txt`` under the compiler binary's path, size and modification time, so a
@@ -48,6 +53,7 @@ from typing import Any
 
 # subprocess, shlex and tempfile are imported where a kernel is built: a process that
 # only loads cached kernels never needs them
+from .. import trust
 from .codegen import glibc_version, libmvec_functions
 
 __all__ = ["BuildError", "FLAGS", "build", "build_many", "cache_dir", "cache_key", "compiler",
@@ -269,12 +275,15 @@ _usable: dict[Path, Path] = {}
 
 def _usable_dir(want: Path) -> Path:
     try:
-        want.mkdir(parents=True, exist_ok=True)
+        want.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.access(want, os.W_OK | os.X_OK):
             raise PermissionError(f"{want} is not writable")
-        return want
     except OSError as e:
         return _private_dir(f"the kernel cache directory {want} cannot be used ({e})")
+    why = trust.problem(want)
+    if why is not None:  # others could plant code there (backends/trust.py)
+        return _private_dir(f"the kernel cache directory is not private: {why}")
+    return want
 
 
 def cache_key(source: str, cmd: Sequence[str] | None = None) -> str:
@@ -366,6 +375,11 @@ def _build(source: str, symbol: str, force: bool, directory: Path | None) -> Pat
     lib, sidecar = _paths(symbol, key)
     if directory is not None:
         lib, sidecar = directory / lib.name, directory / sidecar.name
+    if directory is None and lib.exists():
+        why = trust.entry_problem(lib) or trust.entry_problem(sidecar)
+        if why is not None:  # never loaded: built for this process instead
+            return _build(source, symbol, True, _private_dir(f"a kernel cache entry is not "
+                                                             f"private: {why}"))
     if not force and lib.exists() and _entry_ok(lib, sidecar):
         with contextlib.suppress(OSError):
             os.utime(lib)  # recently used: eviction removes the least recently used first
