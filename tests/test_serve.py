@@ -182,13 +182,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+def _start(*flags: str):
+    """The server as a subprocess on a free port, up and healthy: (base URL, process)."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, os.path.join(HERE, "..", "examples", "llm", "server.py"),
-         "--port", str(port), "--max-batch", "8", "--context", "1024", "--queue-limit", "32",
-         "--log-level", "warning"],
+         "--port", str(port), "--log-level", "warning", *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
@@ -201,7 +200,11 @@ def server():
             pass
         assert time.perf_counter() - t0 < 300, "the server did not come up"
         time.sleep(0.2)
-    yield base, proc
+    return base, proc
+
+
+def _stop(proc) -> str:
+    """SIGINT, then a clean exit: returns stderr."""
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=60)
@@ -210,6 +213,14 @@ def server():
         raise
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
+    return err
+
+
+@pytest.fixture(scope="module")
+def server():
+    base, proc = _start("--max-batch", "8", "--context", "1024", "--queue-limit", "32")
+    yield base, proc
+    _stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -450,3 +461,139 @@ def test_bad_engine_and_batch_arguments_are_refused_at_the_call(model_tok) -> No
         model.decode_batch([1], [0], cache)
     with pytest.raises(ValueError, match="holds 16 positions, not 17"):
         cache.copy_prefix(0, 1, 17)
+
+
+# ---------------------------------------------------------------- untrusted clients
+KEY = "sk-braze-test"
+LIMITS = {"body": 4096, "prompt": 64, "tokens": 16, "connections": 6, "timeout": 2.0}
+
+
+@pytest.fixture(scope="module")
+def guarded():
+    base, proc = _start("--max-batch", "2", "--context", "256", "--queue-limit", "4",
+                        "--api-key", KEY, "--max-body-bytes", str(LIMITS["body"]),
+                        "--max-prompt-tokens", str(LIMITS["prompt"]),
+                        "--max-tokens", str(LIMITS["tokens"]),
+                        "--max-connections", str(LIMITS["connections"]),
+                        "--request-timeout", str(LIMITS["timeout"]), "--idle-timeout", "1")
+    yield base
+    err = _stop(proc)
+    assert "dropped" in err  # the slow client's line in the log
+
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def _post(base: str, body: object, headers=AUTH, **kw):
+    return httpx.post(base + "/v1/chat/completions", json=body, headers=headers, timeout=60,
+                      **kw)
+
+
+def _body(text: str = "Hi", **kw) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": text}], **kw}
+
+
+def test_the_api_key_is_required_on_v1_only(guarded) -> None:
+    wrong = openai.OpenAI(base_url=guarded + "/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as e:
+        wrong.models.list()
+    assert e.value.status_code == 401 and "Incorrect API key" in str(e.value)
+    r = httpx.get(guarded + "/v1/models", timeout=30)  # no header at all
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+    assert httpx.get(guarded + "/health", timeout=30).status_code == 200  # stays open
+    good = openai.OpenAI(base_url=guarded + "/v1", api_key=KEY, max_retries=0, timeout=120)
+    assert [m.id for m in good.models.list().data] == [MODEL]
+    reply = good.chat.completions.create(model=MODEL, messages=[{"role": "user",
+                                                                 "content": "Hi"}],
+                                         max_tokens=4, temperature=0)
+    assert 1 <= reply.usage.completion_tokens <= 4
+
+
+def test_each_request_limit_is_a_clear_4xx(guarded) -> None:
+    big = _post(guarded, _body("x" * (LIMITS["body"] + 100)))
+    assert big.status_code == 413 and f"at most {LIMITS['body']}" in big.json()["error"][
+        "message"]
+
+    def chunks():  # no Content-Length: counted as it arrives
+        yield json.dumps(_body("y" * 3000))[:-2].encode()
+        yield ("z" * 3000 + '"}]}').encode()
+
+    streamed = httpx.post(guarded + "/v1/chat/completions", content=chunks(),
+                          headers={**AUTH, "content-type": "application/json"}, timeout=60)
+    assert streamed.status_code == 413, streamed.text
+    long = _post(guarded, _body("word " * 200))  # 1 KB, but past 64 prompt tokens
+    assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded"
+    assert f"at most {LIMITS['prompt']}" in long.json()["error"]["message"]
+    many = _post(guarded, _body(max_tokens=LIMITS["tokens"] + 1))
+    assert many.status_code == 400 and many.json()["error"]["param"] == "max_tokens"
+    assert f"at most {LIMITS['tokens']} tokens" in many.json()["error"]["message"]
+    # the model is a name compared with the served one: never a path that is opened
+    path = _post(guarded, {**_body(), "model": "/etc/passwd"})
+    assert path.status_code == 404 and path.json()["error"]["code"] == "model_not_found"
+    ok = _post(guarded, _body(max_tokens=LIMITS["tokens"]))
+    assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] <= LIMITS["tokens"]
+
+
+def _raw(base: str) -> socket.socket:
+    host, port = base.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def test_a_slow_client_is_dropped_without_delaying_the_others(guarded) -> None:
+    """A slow loris trickles a request a byte every 0.2 s: the server closes it once the
+    request deadline passes, and an ordinary request meanwhile is answered at once."""
+    slow = _raw(guarded)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}"
+            "\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n").encode()
+    closed_after: list[float] = []
+
+    def trickle() -> None:
+        t0 = time.perf_counter()
+        try:
+            for i in range(100):
+                slow.sendall(head[i % len(head):i % len(head) + 1])
+                time.sleep(0.2)
+        except OSError:  # reset by the server
+            pass
+        closed_after.append(time.perf_counter() - t0)
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    t0 = time.perf_counter()
+    ok = _post(guarded, _body(max_tokens=2))
+    assert ok.status_code == 200 and time.perf_counter() - t0 < LIMITS["timeout"] * 5
+    slow.settimeout(LIMITS["timeout"] * 5)
+    try:
+        assert slow.recv(1024) == b""  # closed by the server, with nothing sent
+    except ConnectionResetError:
+        pass
+    thread.join(30)
+    slow.close()
+    assert closed_after and closed_after[0] < 15  # not the 20 s it would trickle for
+
+
+def test_connections_past_the_limit_are_refused_with_429(guarded) -> None:
+    held = [_raw(guarded) for _ in range(LIMITS["connections"])]
+    try:
+        time.sleep(0.2)
+        extra = _raw(guarded)
+        extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = extra.recv(4096).decode()
+        extra.close()
+        assert reply.startswith("HTTP/1.1 429") and "too_many_connections" in reply
+    finally:
+        for s in held:
+            s.close()
+    t0 = time.perf_counter()  # once they are gone, new connections are served again
+    while httpx.get(guarded + "/health", timeout=30).status_code != 200:
+        assert time.perf_counter() - t0 < 10
+        time.sleep(0.1)
+
+
+def test_listening_beyond_this_machine_warns() -> None:
+    import server as server_mod
+
+    assert server_mod.host_warning("127.0.0.1") is None
+    assert server_mod.host_warning("::1") is None
+    for host in ("0.0.0.0", "192.168.1.5", "example.org"):
+        assert "--api-key" in server_mod.host_warning(host)

@@ -13,8 +13,17 @@ malformed body, a field of the wrong type or range, a prompt longer than the
 context; 404 for an unknown model; 429 when the queue is full; 503 while loading.
 
 Requests share one :class:`batching.Engine` (continuous batching over a slot cache);
-the HTTP side is FastAPI on uvicorn with sse-starlette for the streams. It listens on
-127.0.0.1 unless ``--host`` says otherwise. Example::
+the HTTP side is FastAPI on uvicorn with sse-starlette for the streams.
+
+Safe defaults for a server others may reach: it listens on 127.0.0.1 unless ``--host``
+says otherwise (a non-loopback address gets a warning); ``--api-key`` (or
+``$BRAZE_API_KEY``) makes every ``/v1`` request present ``Authorization: Bearer KEY``
+(401 otherwise; ``/health`` stays open); request bodies are limited
+(``--max-body-bytes``: 413), as are prompt tokens and ``max_tokens`` (400), concurrent
+connections (``--max-connections``: 429 for the one over) and idle keep-alive time; a
+client must send its whole request within ``--request-timeout`` seconds, so one that
+trickles it (slow loris) is dropped without delaying the others. No request field
+names a file on the server. Example::
 
     curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
       -d '{"model": "SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": "Hi"}]}'
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -33,6 +43,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import braze  # noqa: F401  (before numpy: braze tunes OpenBLAS's thread pool)
@@ -136,10 +147,168 @@ def serve_model(model_path: str | None, max_batch: int, context: int, queue_limi
     engine.run()
 
 
-def create_app(loader: Callable[[Callable[[Served], None]], None]) -> FastAPI:
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the server (see the module docstring)."""
+
+    api_key: str | None = None
+    max_body_bytes: int = 1 << 20
+    max_prompt_tokens: int | None = None  # None: the context less one
+    max_tokens: int | None = None  # None: the context
+
+
+def _error_body(status: int, message: str, type_: str, code: str | None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": type_, "param": None,
+                                 "code": code}}).encode()
+
+
+class _Guard:
+    """Pure ASGI middleware: the API key and the body size, checked before FastAPI reads
+    the body (a refused request is never parsed)."""
+
+    def __init__(self, app: Any, limits: Limits) -> None:
+        self.app, self.limits = app, limits
+        self.key = ("Bearer " + limits.api_key).encode() if limits.api_key else None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        if self.key is not None and scope["path"].startswith("/v1") and not \
+                hmac.compare_digest(headers.get(b"authorization", b""), self.key):
+            return await _reply(send, 401, "Incorrect API key provided (send it as "
+                                "'Authorization: Bearer KEY').", "invalid_request_error",
+                                "invalid_api_key")
+        limit = self.limits.max_body_bytes
+        try:
+            declared = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            return await _reply(send, 400, "malformed Content-Length", "invalid_request_error",
+                                None)
+        if declared > limit:
+            return await _reply(send, 413, f"the request body is {declared} bytes; this "
+                                f"server accepts at most {limit}", "invalid_request_error",
+                                "request_too_large")
+        seen = 0
+        refused = False
+
+        async def counted() -> Any:  # a chunked body: counted as it arrives
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:  # the app sees the client leave; the reply is ours
+                    refused = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Any) -> None:
+            if not refused:
+                await send(message)
+
+        try:
+            await self.app(scope, counted, guarded_send)
+        except Exception:
+            if not refused:
+                raise
+        if refused:
+            await _reply(send, 413, f"the request body is over {limit} bytes",
+                         "invalid_request_error", "request_too_large")
+
+
+async def _reply(send: Any, status: int, message: str, type_: str, code: str | None) -> None:
+    body = _error_body(status, message, type_, code)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def guarded_protocol(request_timeout: float, max_connections: int) -> type:
+    """uvicorn's h11 protocol with two connection-level guards uvicorn lacks: a whole
+    request (head and body) must arrive within ``request_timeout`` seconds of the
+    connection (or of the previous response), else the connection is closed -- a slow
+    loris holds nothing for long, and asyncio serves the others meanwhile; and past
+    ``max_connections`` open connections a new one is answered 429 and closed. Streamed
+    responses are not limited: the deadline is off once the request is in."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    too_many = _error_body(429, f"too many connections (at most {max_connections})",
+                           "rate_limit_exceeded", "too_many_connections")
+
+    class GuardedH11Protocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._deadline: asyncio.TimerHandle | None = None
+            if len(self.connections) > max_connections:
+                transport.write(b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: "
+                                b"application/json\r\nconnection: close\r\ncontent-length: "
+                                + str(len(too_many)).encode() + b"\r\n\r\n" + too_many)
+                transport.close()
+                return
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(request_timeout, self._expired)
+
+        def _disarm(self) -> None:
+            if getattr(self, "_deadline", None) is not None:
+                self._deadline.cancel()  # type: ignore[union-attr]
+                self._deadline = None
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+                who = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+                log.warning("dropped %s: no whole request within %.0f s", who, request_timeout)
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.DONE:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request on this connection: the same deadline
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol
+
+
+def host_warning(host: str) -> str | None:
+    """The warning for listening on ``host``, or None for this machine only.
+
+    >>> host_warning("127.0.0.1") is None and host_warning("localhost") is None
+    True
+    >>> "other machines" in host_warning("0.0.0.0")
+    True
+    """
+    import ipaddress
+
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        local = False
+    if local:
+        return None
+    return (f"listening on {host}: the server is reachable from other machines; pass "
+            "--api-key (or set BRAZE_API_KEY) unless the network is trusted")
+
+
+def create_app(loader: Callable[[Callable[[Served], None]], None],
+               limits: Limits | None = None) -> FastAPI:
     """The FastAPI app. ``loader(ready)`` runs on a background thread from startup: it
     loads the model, calls ``ready(served)`` (``/health`` answers 503 until then), and
-    may go on running the engine there until shutdown stops it."""
+    may go on running the engine there until shutdown stops it. ``limits``: the API key
+    and per-request limits (default :class:`Limits`)."""
+    limits = limits or Limits()
     state: dict[str, Any] = {"served": None, "error": None}
 
     def ready(served: Served) -> None:
@@ -164,6 +333,7 @@ def create_app(loader: Callable[[Callable[[Served], None]], None]) -> FastAPI:
             await asyncio.to_thread(thread.join, 30)
 
     app = FastAPI(title="braze", lifespan=lifespan)
+    app.add_middleware(_Guard, limits=limits)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, e: APIError) -> JSONResponse:
@@ -212,7 +382,8 @@ def create_app(loader: Callable[[Callable[[Served], None]], None]) -> FastAPI:
         served = served_or_503()
         _check_model(served, body)
         text = served.render([m.as_template() for m in body.messages])
-        return await _generate(served, body, served.tok.encode(text).ids, request, chat=True)
+        return await _generate(served, body, served.tok.encode(text).ids, request, limits,
+                               chat=True)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionBody, request: Request) -> Any:
@@ -224,7 +395,7 @@ def create_app(loader: Callable[[Callable[[Served], None]], None]) -> FastAPI:
                 raise APIError(400, "prompt: one prompt per request is supported",
                                param="prompt")
             prompt = prompt[0]
-        return await _generate(served, body, served.tok.encode(prompt).ids, request,
+        return await _generate(served, body, served.tok.encode(prompt).ids, request, limits,
                                chat=False)
 
     return app
@@ -237,7 +408,7 @@ def _check_model(served: Served, body: _Body) -> None:
 
 
 async def _generate(served: Served, body: _Body, ids: list[int], request: Request,
-                    chat: bool) -> Any:
+                    limits: Limits, chat: bool) -> Any:
     """Queue the request on the engine; a JSON reply or a server-sent event stream."""
     engine = served.engine
     context = engine.context
@@ -247,12 +418,19 @@ async def _generate(served: Served, body: _Body, ids: list[int], request: Reques
         raise APIError(400, f"This model's maximum context length is {context} tokens. "
                             f"However, your prompt has {len(ids)} tokens.",
                        param="messages" if chat else "prompt", code="context_length_exceeded")
+    if limits.max_prompt_tokens is not None and len(ids) > limits.max_prompt_tokens:
+        raise APIError(400, f"the prompt has {len(ids)} tokens; this server accepts at most "
+                            f"{limits.max_prompt_tokens}", param="messages" if chat else
+                       "prompt", code="context_length_exceeded")
     room = context - len(ids)
     max_tokens = body.max_completion_tokens or body.max_tokens
-    if max_tokens is not None and max_tokens > context:
-        raise APIError(400, f"max_tokens is too large: {max_tokens}. This model supports at "
-                            f"most {context} tokens of prompt and completion.",
-                       param="max_tokens")
+    cap = min(context, limits.max_tokens or context)
+    if max_tokens is not None and max_tokens > cap:
+        raise APIError(400, f"max_tokens is too large: {max_tokens}. This server generates "
+                            f"at most {cap} tokens per request"
+                            + (f" (the model supports {context} of prompt and completion)."
+                               if cap < context else "."), param="max_tokens")
+    room = min(room, cap)
     max_tokens = min(max_tokens or room, room)
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     if len(stop) > MAX_STOP or any(not s for s in stop):
@@ -355,16 +533,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=2048, help="positions per sequence")
     ap.add_argument("--queue-limit", type=int, default=64,
                     help="requests waiting for a slot before 429")
+    ap.add_argument("--api-key", default=os.environ.get("BRAZE_API_KEY"),
+                    help="require 'Authorization: Bearer KEY' on /v1 (default $BRAZE_API_KEY)")
+    ap.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    ap.add_argument("--max-prompt-tokens", type=int, default=None,
+                    help="default: the context less one")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="the most a request may generate (default: the context)")
+    ap.add_argument("--max-connections", type=int, default=64)
+    ap.add_argument("--request-timeout", type=float, default=30.0,
+                    help="seconds a client has to send a whole request")
+    ap.add_argument("--idle-timeout", type=float, default=5.0,
+                    help="seconds an idle keep-alive connection is kept")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
     if args.max_batch < 1 or args.queue_limit < 0 or args.context < 16:
         ap.error("--max-batch >= 1, --queue-limit >= 0 and --context >= 16 please")
+    if min(args.max_body_bytes, args.max_connections, args.max_prompt_tokens or 1,
+           args.max_tokens or 1) < 1 or min(args.request_timeout, args.idle_timeout) <= 0:
+        ap.error("the limits must be positive")
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if (why := host_warning(args.host)) is not None:
+        log.warning(why)
     import uvicorn
 
+    limits = Limits(args.api_key or None, args.max_body_bytes, args.max_prompt_tokens,
+                    args.max_tokens)
     app = create_app(lambda ready: serve_model(args.model, args.max_batch, args.context,
-                                               args.queue_limit, ready))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+                                               args.queue_limit, ready), limits)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                http=guarded_protocol(args.request_timeout, args.max_connections),
+                timeout_keep_alive=int(max(1, args.idle_timeout)))
     return 0
 
 
