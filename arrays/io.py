@@ -18,8 +18,9 @@ with ``safetensors``; ``bz.save`` writes safetensors or npz.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -66,17 +67,23 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
     elif path.endswith(".safetensors"):
         arrays, meta = _load_safetensors(path)
     elif path.endswith(".npy") or head[:6] == b"\x93NUMPY":
-        data = np.load(path, allow_pickle=False)
+        with _numpy_errors(path, "npy"):
+            with open(path, "rb") as f:
+                _check_npy_header(f, os.path.getsize(path), path)
+            data = np.load(path, allow_pickle=False)
         x = asarray(data, copy=False)  # np.load made it: braze holds the only reference
         return (x, {}) if return_metadata else x
     elif path.endswith(".npz") or head[:2] == b"PK":
-        with np.load(path, allow_pickle=False) as z:
-            arrays, meta = {}, {}
-            for k in z.files:  # bfloat16 is stored as its uint16 bits (npz has no such dtype)
-                if k.endswith(BF16_SUFFIX):
-                    arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16), copy=False)
-                else:
-                    arrays[k] = asarray(z[k], copy=False)
+        arrays, meta = {}, {}
+        with _numpy_errors(path, "npz"):
+            _check_npz(path)
+            with np.load(path, allow_pickle=False) as z:
+                for k in z.files:  # bfloat16 is stored as its uint16 bits (npz has none)
+                    if k.endswith(BF16_SUFFIX):
+                        arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16),
+                                                                copy=False)
+                    else:
+                        arrays[k] = asarray(z[k], copy=False)
     else:
         raise ValueError(f"load: {path}: unknown format (expected .gguf, .safetensors, .npz or "
                          ".npy)")
@@ -219,6 +226,66 @@ def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "",
 
 
 # ---------------------------------------------------------------- safetensors
+@contextlib.contextmanager
+def _numpy_errors(path: str, kind: str) -> Iterator[None]:
+    """numpy's and zipfile's many exception types on a malformed file, as one ValueError
+    naming the file."""
+    import tokenize
+    import zipfile
+    import zlib
+
+    try:
+        yield
+    except _BadFile:
+        raise
+    except (ValueError, OSError, EOFError, KeyError, SyntaxError, tokenize.TokenError,
+            zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, NotImplementedError,
+            OverflowError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise _BadFile(f"load: {path}: not a readable {kind} file ({type(e).__name__}: "
+                       f"{e})") from None
+
+
+class _BadFile(ValueError):
+    """A model file that does not hold what it claims (its message names the file)."""
+
+
+def _check_npy_header(f: Any, size: int, where: str) -> None:
+    """Read an .npy header from ``f`` (``size`` bytes in all) and refuse what np.load
+    would trust: Python objects (pickles) and a shape whose data is not there -- before
+    anything is allocated for it."""
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = fmt.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = fmt.read_array_header_2_0(f)
+    else:
+        raise _BadFile(f"load: {where}: npy format version {version} is not supported")
+    if dtype.hasobject:
+        raise _BadFile(f"load: {where}: holds Python objects (dtype {dtype}), which could "
+                       "run code when unpickled: refused")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    need, have = count * dtype.itemsize, size - f.tell()
+    if need > have:
+        raise _BadFile(f"load: {where}: the header claims shape {tuple(shape)} of {dtype} "
+                       f"({need} bytes) but only {have} bytes follow it")
+
+
+def _check_npz(path: str) -> None:
+    """Every member of an .npz checked as :func:`_check_npy_header` does, against the
+    member's own size, before numpy reads any."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            with z.open(info) as f:
+                _check_npy_header(f, info.file_size, f"{path}[{info.filename}]")
+
+
 def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
     st = _require("safetensors", "load")
     SafetensorError, safe_open = st.SafetensorError, st.safe_open  # noqa: N806
@@ -359,12 +426,33 @@ def _read_model_cache(where: str) -> tuple[dict[str, Array], dict[str, Any]]:
     return arrays, meta
 
 
-def _load_gguf(path: str, head: bytes, dequantize: bool
-               ) -> tuple[dict[str, Array], dict[str, Any]]:
-    if head[:4] != GGUF_MAGIC:
-        raise ValueError(f"load: {path}: not a GGUF file (starts with {head[:4]!r}, "
-                         f"expected {GGUF_MAGIC!r})")
+def _check_gguf_counts(path: str) -> None:
+    """The header's tensor and key/value counts against what the file can hold (a
+    tensor's record takes at least 24 bytes, a key/value's 12), before the reader sizes
+    anything by them."""
+    import struct
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if len(head) < 24:
+        raise ValueError(f"load: {path}: truncated GGUF file: {size} bytes, shorter than its "
+                         "24-byte header")
+    version, n_tensors, n_kv = struct.unpack("<IQQ", head[4:24])
+    if version not in (2, 3):
+        raise ValueError(f"load: {path}: GGUF version {version} is not supported (2 or 3)")
+    for field, count, least in (("tensor_count", n_tensors, 24), ("kv_count", n_kv, 12)):
+        if count * least > size:
+            raise ValueError(f"load: {path}: corrupt GGUF header: {field} is {count}, more "
+                             f"than a {size}-byte file can hold")
+
+
+def _gguf_index(path: str) -> tuple[dict[str, Any], list[Any]]:
+    """A GGUF file's key/values and tensor records (memory-mapped, nothing read into
+    memory yet), every count, offset and size checked against the file: ValueError
+    naming the file otherwise."""
     gguf = _require("gguf", "load")
+    _check_gguf_counts(path)
     try:
         reader = gguf.GGUFReader(path)
         meta: dict[str, Any] = {k: _field_value(f) for k, f in reader.fields.items()
@@ -378,6 +466,17 @@ def _load_gguf(path: str, head: bytes, dequantize: bool
         if t.data_offset + t.n_bytes > size:
             raise ValueError(f"load: {path}: truncated GGUF file: tensor {t.name!r} needs bytes "
                              f"up to {t.data_offset + t.n_bytes}, the file has {size}")
+    return meta, tensors
+
+
+def _load_gguf(path: str, head: bytes, dequantize: bool
+               ) -> tuple[dict[str, Array], dict[str, Any]]:
+    if head[:4] != GGUF_MAGIC:
+        raise ValueError(f"load: {path}: not a GGUF file (starts with {head[:4]!r}, "
+                         f"expected {GGUF_MAGIC!r})")
+    gguf = _require("gguf", "load")
+    meta, tensors = _gguf_index(path)
+    size = os.path.getsize(path)
     arrays: dict[str, Array] = {}
     quant: dict[str, dict[str, int]] = {}
     for t in _progress(tensors, path, size):

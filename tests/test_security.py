@@ -24,6 +24,12 @@ from braze.graph.compiler import compile_graph
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="no file owners here")
 
+
+@pytest.fixture(autouse=True)
+def _once(backend_name):
+    if backend_name != "numpy":
+        pytest.skip("files and caches do not depend on the backend: run once")
+
 NOBODY = 65534
 
 
@@ -151,3 +157,171 @@ def test_a_model_cache_others_can_write_is_not_used(tmp_path, monkeypatch) -> No
 def test_trust_rules() -> None:
     assert trust.entry_problem("/no/such/file") is None
     assert "not a directory" in (trust.problem(__file__) or "")
+
+
+# ---------------------------------------------------------------- hostile model files
+# Every loader gets mutated and truncated real files: each load either succeeds (a byte
+# flip can leave a valid file) or raises a ValueError naming the file -- never another
+# exception type, a crash, or an allocation beyond MEMORY_BOUND (traced by tracemalloc:
+# numpy reports its allocations there; memory-mapped file data is not an allocation).
+MEMORY_BOUND = 64 << 20
+FUZZ_EXAMPLES = int(os.environ.get("BRAZE_FUZZ_FILES", "200"))
+
+
+def _small_files(d: Path) -> dict[str, bytes]:
+    import gguf
+
+    w = gguf.GGUFWriter(str(d / "t.gguf"), "llama")
+    w.add_block_count(1)
+    w.add_string("general.name", "tiny")
+    w.add_array("tokenizer.ggml.tokens", ["a", "b", "c"])
+    w.add_tensor("token_embd.weight", np.arange(4 * 32, dtype=np.float32).reshape(4, 32))
+    w.add_tensor("blk.0.ffn_up.weight", np.zeros((2, 64), np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    x = bz.arange(12).reshape(3, 4).astype(bz.float32)
+    bz.save(str(d / "t.safetensors"), {"a": x, "b": bz.ones(5)}, metadata={"k": "v"})
+    bz.save(str(d / "t.npz"), {"a": x, "b": bz.arange(5)})
+    bz.save(str(d / "t.npy"), x)
+    return {fmt: (d / f"t.{fmt}").read_bytes() for fmt in ("gguf", "safetensors", "npz", "npy")}
+
+
+def _mutations(size: int, head: int, tail: int = 0):
+    """Byte flips in the first ``head`` bytes (where headers, counts and offsets live) or
+    the last ``tail`` bytes (a GGUF's tensor table), 8-byte fields overwritten with huge
+    values, and truncations."""
+    from hypothesis import strategies as st
+
+    where = st.integers(0, max(head - 8, 0))
+    if tail:
+        where = st.one_of(where, st.integers(size - tail, size - 8))
+    big = st.sampled_from([2**63 - 1, 2**64 - 1, 2**40, 2**32 + 7, 2**31])
+    flips = st.lists(st.tuples(where, st.integers(0, 255)), max_size=6)
+    words = st.lists(st.tuples(where, big), max_size=2)
+    return st.tuples(flips, words, st.one_of(st.none(), st.integers(0, size - 1)))
+
+
+def _mutate(data: bytes, mutation) -> bytes:
+    import struct
+
+    flips, words, cut = mutation
+    b = bytearray(data)
+    for pos, value in flips:
+        b[pos] = value
+    for pos, value in words:
+        b[pos:pos + 8] = struct.pack("<Q", value)
+    return bytes(b[:cut] if cut is not None else b)
+
+
+def _load_checked(path: Path, load, bound: int = MEMORY_BOUND) -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        load(str(path))
+    except ValueError as e:
+        assert str(path) in str(e), f"{type(e).__name__}: {e}"
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < bound, f"{peak} bytes traced loading a {path.stat().st_size}-byte file"
+
+
+@pytest.mark.parametrize("fmt", ["gguf", "safetensors", "npz", "npy"])
+def test_fuzzed_model_files_give_clean_errors(tmp_path, monkeypatch, fmt) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    monkeypatch.setenv("BRAZE_MODEL_CACHE", "0")
+    src = _small_files(tmp_path)[fmt]
+    path = tmp_path / f"fuzzed.{fmt}"
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mutation=_mutations(len(src), min(len(src), 512)))
+    def run(mutation) -> None:
+        path.write_bytes(_mutate(src, mutation))
+        _load_checked(path, bz.load)
+
+    run()
+
+
+def test_fuzzed_headers_of_the_embedded_model_give_clean_errors(tmp_path) -> None:
+    """The embedded SmolLM2 GGUF's header and tensor table (everything before the first
+    tensor's data) mutated, the rest of the file a sparse copy of its size: the parse and
+    every bounds check run (the weights themselves are not repacked). Its 49152-token
+    vocabulary makes a parse take seconds and ~160 MB of Python objects: fewer examples,
+    and a bound of twice the intact file's."""
+    import tracemalloc
+
+    import sys
+
+    from hypothesis import HealthCheck, given, settings
+
+    from braze.arrays import io
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "llm"))
+    import llama
+
+    try:
+        model = llama.default_model_path()
+    except FileNotFoundError as e:  # pragma: no cover - `make test` installs it
+        pytest.skip(str(e))
+    _, tensors = io._gguf_index(model)
+    head_bytes = min(t.data_offset for t in tensors)
+    size = os.path.getsize(model)
+    with open(model, "rb") as f:
+        head = f.read(head_bytes)
+    path = tmp_path / "model.gguf"
+    tracemalloc.start()
+    io._gguf_index(model)
+    bound = 2 * tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    table = sum(len(t.name) + 4 + 8 * len(t.shape) + 4 + 8 + 8 for t in tensors)
+
+    @settings(max_examples=max(FUZZ_EXAMPLES // 10, 5), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mutation=_mutations(head_bytes, 4096, table))
+    def run(mutation) -> None:
+        with open(path, "wb") as f:
+            f.write(_mutate(head, mutation))
+            f.truncate(size)  # sparse: the tensor data's place, zeros
+        _load_checked(path, io._gguf_index, bound)
+
+    run()
+
+
+def test_crafted_npy_and_npz_files_are_refused_before_allocating(tmp_path) -> None:
+    """A header that claims far more data than follows, and object arrays (pickles)."""
+    import zipfile
+
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False,
+                                                 "shape": (1 << 40,)})
+        f.write(b"\0" * 64)
+    with pytest.raises(ValueError, match=r"huge.npy: the header claims shape \(1099511627776,\)"):
+        bz.load(str(huge))
+    objs = tmp_path / "objs.npz"
+    np.savez(objs, a=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ValueError, match=r"objs.npz\[a.npy\]: holds Python objects"):
+        bz.load(str(objs))
+    member = tmp_path / "member.npz"
+    with zipfile.ZipFile(member, "w") as z:
+        with z.open("w.npy", "w") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False,
+                                                     "shape": (1 << 30, 1 << 10)})
+    with pytest.raises(ValueError, match=r"member.npz\[w.npy\]: the header claims"):
+        bz.load(str(member))
+
+
+def test_crafted_gguf_counts_name_the_field(tmp_path) -> None:
+    import struct
+
+    src = _small_files(tmp_path)["gguf"]
+    for offset, field in ((8, "tensor_count"), (16, "kv_count")):
+        p = tmp_path / f"{field}.gguf"
+        p.write_bytes(src[:offset] + struct.pack("<Q", 1 << 40) + src[offset + 8:])
+        with pytest.raises(ValueError, match=f"{p}: corrupt GGUF header: {field} is"):
+            bz.load(str(p))
