@@ -253,9 +253,8 @@ def test_fuzzed_headers_of_the_embedded_model_give_clean_errors(tmp_path) -> Non
     every bounds check run (the weights themselves are not repacked). Its 49152-token
     vocabulary makes a parse take seconds and ~160 MB of Python objects: fewer examples,
     and a bound of twice the intact file's."""
-    import tracemalloc
-
     import sys
+    import tracemalloc
 
     from hypothesis import HealthCheck, given, settings
 
