@@ -168,8 +168,8 @@ def matmul_strided(a: np.ndarray, b: np.ndarray, num_threads: int = 1) -> np.nda
     True
     """
     if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim < 2 or \
-            a.shape[-1] != b.shape[-2] or not gemm_available():
-        return None
+            a.shape[-1] != b.shape[-2] or a.size == 0 or b.size == 0 or not gemm_available():
+        return None  # (empty operands: numpy's matmul gives the zeros or the empty result)
     out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) +
                    (a.shape[-2], b.shape[-1]), np.float32)
     if out.size == 0:
@@ -258,7 +258,8 @@ def _batched_call(xv: View, wv: View, out: tuple[tuple[int, ...], np.dtype], num
                   ) -> NativeLibraryCall | None:
     """``a @ b`` of float32 views with at least 2 dims each (strided matrices, broadcast
     batch dims) as a program step: a stack of GEMMs (``batched_args``); None otherwise."""
-    if len(xv.shape) < 2 or len(wv.shape) < 2 or 0 in out[0] or xv.shape[-1] != wv.shape[-2]:
+    if len(xv.shape) < 2 or len(wv.shape) < 2 or 0 in out[0] or xv.shape[-1] != wv.shape[-2] \
+            or xv.shape[-1] == 0:
         return None
     work = math.prod(out[0]) * xv.shape[-1]
     args = batched_args(xv, wv, out[0], 1 if work < PARALLEL_FLOPS else num_threads)
