@@ -1,29 +1,30 @@
 """Native float32 ``x @ W.T`` (matrix-vector and GEMM) for the ``cpu`` backend's replay
-programs.
+programs, and stacks of GEMMs for batched or strided products.
 
 A decode step multiplies one row (or a few) by every weight matrix: ``x @ W.T`` with
 W (N, K) row-major, which BLAS runs as a gemv called from Python between native
 segments. Up to ``MAX_ROWS`` rows of x this kernel streams W once per call, 4 rows at a
 time, with 4 independent SIMD dot products (AVX-512 / AVX2 FMA, scalar elsewhere) and
 software prefetch of the next rows, the N rows split evenly between OpenMP threads; the
-few rows of x stay in L1. Above (pre-fill), on AVX-512 hosts, a GEMM in the 4-bit
-kernel's pre-fill scheme (``qmatmul``): x transposed once per call (rows padded to 16
-floats: aligned loads), chunks of <= 64 rows of W, per 32 rows of x the chunk's 8-row
-tiles with an 8 x 32 block of out^T in 16 registers (2 loads + 8 broadcasts per 16 FMAs),
-one chain per output summed over k in order (1 and 2 threads agree bit for bit).
-Elsewhere those products stay with numpy's BLAS. It runs as a replay-program step
-(``native_call``): float32, x contiguous, the right operand the transpose of a contiguous
-(N, K) matrix (what ``Linear`` hands over). Everything else keeps numpy's matmul.
-
-Measured on this host (2 cores, AVX-512): SmolLM2-135M's 121 float32 matvecs per
-token (538 MB of weights) 18.5 ms (29 GB/s) vs 25.3 ms through numpy/OpenBLAS; its
-pre-fill GEMMs (M = 104) 200-240 GFLOP/s vs OpenBLAS 156-181 (float32 pre-fill 614-669
--> 728-769 tok/s: no OpenBLAS thread pool beside the OpenMP one either).
+few rows of x stay in L1. Above (pre-fill, training), on AVX-512 / AVX2 / NEON hosts, a
+GEMM in the 4-bit kernel's pre-fill scheme (``qmatmul``, ``kernels/gemm_tile.h``): x
+packed once per call into contiguous K x 32 panels (register-blocked transposes; the
+scratch reused per thread), chunks of <= 64 rows of W, per panel the chunk's 8-row tiles
+with an 8 x 32 block of out^T in 16 registers (2 loads + 8 broadcasts per 16 FMAs), one
+chain per output summed over k in order (1 and 2 threads agree bit for bit). It runs as
+a replay-program step (``native_call``): float32, x contiguous or (GEMM) the transpose
+of a contiguous matrix, the right operand W.T or a contiguous (K, N) matrix. Batched and
+strided products (attention's ``q @ k^T`` over heads of a fused projection, their
+backward's transposed forms) run as a stack of such GEMMs over the operands in place
+(``batched_args``, ``matmul_strided``): each matrix row-major with any row stride or its
+transpose, batch dims broadcast; many small products share the threads one per product.
+Everything else keeps numpy's matmul. Measurements: README (Performance).
 
 Args (int64): threads, M, N, K (M < 0: write 1.0 to out[0] if the GEMM path is built),
-swap. Buffers: x (M, K), W (N, K), out (M, N); swap: W first (``M @ v`` as a program
-step, whose buffers come in the matmul's operand order). The vecmat kernel likewise for
-``X.T @ v`` (``vecmat``).
+flags (bit 0 swap: W first, ``M @ v`` as a program step, whose buffers come in the
+matmul's operand order; bits 1, 2: x / W given transposed; bit 3: a stack of strided
+GEMMs, described by the args after it). Buffers: x (M, K), W (N, K), out (M, N). The
+vecmat kernel likewise for ``X.T @ v`` (``vecmat``).
 """
 
 from __future__ import annotations
