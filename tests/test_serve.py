@@ -493,7 +493,7 @@ def _body(text: str = "Hi", **kw) -> dict:
     return {"model": MODEL, "messages": [{"role": "user", "content": text}], **kw}
 
 
-def test_the_api_key_is_required_on_v1_only(guarded) -> None:
+def test_the_api_key_is_required_on_all_but_health(guarded) -> None:
     wrong = openai.OpenAI(base_url=guarded + "/v1", api_key="sk-wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError) as e:
         wrong.models.list()
@@ -501,6 +501,7 @@ def test_the_api_key_is_required_on_v1_only(guarded) -> None:
     r = httpx.get(guarded + "/v1/models", timeout=30)  # no header at all
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
     assert httpx.get(guarded + "/health", timeout=30).status_code == 200  # stays open
+    assert httpx.get(guarded + "/docs", timeout=30).status_code == 401  # the schema too
     good = openai.OpenAI(base_url=guarded + "/v1", api_key=KEY, max_retries=0, timeout=120)
     assert [m.id for m in good.models.list().data] == [MODEL]
     reply = good.chat.completions.create(model=MODEL, messages=[{"role": "user",

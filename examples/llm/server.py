@@ -17,8 +17,8 @@ the HTTP side is FastAPI on uvicorn with sse-starlette for the streams.
 
 Safe defaults for a server others may reach: it listens on 127.0.0.1 unless ``--host``
 says otherwise (a non-loopback address gets a warning); ``--api-key`` (or
-``$BRAZE_API_KEY``) makes every ``/v1`` request present ``Authorization: Bearer KEY``
-(401 otherwise; ``/health`` stays open); request bodies are limited
+``$BRAZE_API_KEY``) makes every request but ``/health`` (the API, and FastAPI's own
+``/docs``) present ``Authorization: Bearer KEY`` (401 otherwise); request bodies are limited
 (``--max-body-bytes``: 413), as are prompt tokens and ``max_tokens`` (400), concurrent
 connections (``--max-connections``: 429 for the one over) and idle keep-alive time; a
 client must send its whole request within ``--request-timeout`` seconds, so one that
@@ -174,7 +174,7 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
-        if self.key is not None and scope["path"].startswith("/v1") and not \
+        if self.key is not None and scope["path"] != "/health" and not \
                 hmac.compare_digest(headers.get(b"authorization", b""), self.key):
             return await _reply(send, 401, "Incorrect API key provided (send it as "
                                 "'Authorization: Bearer KEY').", "invalid_request_error",
@@ -534,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue-limit", type=int, default=64,
                     help="requests waiting for a slot before 429")
     ap.add_argument("--api-key", default=os.environ.get("BRAZE_API_KEY"),
-                    help="require 'Authorization: Bearer KEY' on /v1 (default $BRAZE_API_KEY)")
+                    help="require 'Authorization: Bearer KEY' on all but /health (default "
+                         "$BRAZE_API_KEY)")
     ap.add_argument("--max-body-bytes", type=int, default=1 << 20)
     ap.add_argument("--max-prompt-tokens", type=int, default=None,
                     help="default: the context less one")
