@@ -20,6 +20,7 @@ ordinary lazy arrays.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import weakref
 from collections.abc import Callable, Sequence
@@ -126,7 +127,7 @@ def stop_gradient(x: Any) -> Array:
     [3.0]
     """
     x = as_array(x, "stop_gradient")
-    if _DEPTH[0] == 0:  # no transformation in progress: nothing to stop (no extra node)
+    if _DEPTH.get() == 0:  # no transformation in progress: nothing to stop (no extra node)
         return x
     node = _identity(x._node)
     _STOPPED.add(node)
@@ -177,7 +178,7 @@ class custom_vjp:  # noqa: N801 - used as a decorator, as jax.custom_vjp is
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
-        if _DEPTH[0] == 0:
+        if _DEPTH.get() == 0:
             return self.fun(*args)
         if self.fwd is None or self.bwd is None:
             raise TypeError(f"custom_vjp: {getattr(self.fun, '__name__', 'function')} has no "
@@ -193,7 +194,9 @@ class custom_vjp:  # noqa: N801 - used as a decorator, as jax.custom_vjp is
 
 
 # ---------------------------------------------------------------- reverse mode
-_DEPTH = [0]  # transformations in progress (custom_vjp records its rule only inside one)
+# transformations in progress on this thread / task (custom_vjp records its rule only
+# inside one; another thread's grad does not make this thread's stop_gradient a node)
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("braze_ad_depth", default=0)
 
 
 def _differentiable(d: np.dtype) -> bool:
@@ -340,11 +343,11 @@ def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, 
 
 
 def _run(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    _DEPTH[0] += 1
+    token = _DEPTH.set(_DEPTH.get() + 1)
     try:
         return fun(*args, **kwargs)
     finally:
-        _DEPTH[0] -= 1
+        _DEPTH.reset(token)
 
 
 # ---------------------------------------------------------------- the transformations
@@ -378,11 +381,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 raise TypeError(f"grad: the function must return a scalar (0-d) float array "
                                 f"to differentiate, got {what}")
             seed = creation.ones((), dtype=out.dtype)
-            _DEPTH[0] += 1
+            depth = _DEPTH.set(_DEPTH.get() + 1)
             try:
                 gs = backward([out._node], [seed], variables, "grad")
             finally:
-                _DEPTH[0] -= 1
+                _DEPTH.reset(depth)
             _bind(variables, values)
         grads = _structure(gs, variables, structs)
         g = grads[0] if single else tuple(grads)
@@ -450,11 +453,11 @@ def vjp(fun: Callable[..., Any], primals: Sequence[Any], cotangents: Sequence[An
         outs, _ = _as_list(_run(fun, new, {}))
         outs = [as_array(o, "vjp") for o in outs]
         _check_cotangents(outs, cts, "vjp", "cotangents")
-        _DEPTH[0] += 1
+        depth = _DEPTH.set(_DEPTH.get() + 1)
         try:
             gs = backward([o._node for o in outs], cts, variables, "vjp")
         finally:
-            _DEPTH[0] -= 1
+            _DEPTH.reset(depth)
         _bind(variables, values)
     return outs, _structure(gs, variables, structs)
 
@@ -493,14 +496,14 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         outs, _ = _as_list(_run(fun, new, {}))
         outs = [as_array(o, "jvp") for o in outs]
         us = [Node(PARAMETER, (), {"index": -1}, o.shape, o.dtype) for o in outs]
-        _DEPTH[0] += 1
+        depth = _DEPTH.set(_DEPTH.get() + 1)
         try:
             back = backward([o._node for o in outs], [Array(u) for u in us], variables, "jvp")
             pairs = [(b, v, t) for b, v, t in zip(back, variables, ts) if b is not None]
             tangent_outs = backward([b._node for b, _, _ in pairs], [t for _, _, t in pairs],
                                     us, "jvp")
         finally:
-            _DEPTH[0] -= 1
+            _DEPTH.reset(depth)
         _bind(variables, values)
         _bind(us, [creation.zeros(u.shape, dtype=u.dtype)._node for u in us])
     return outs, [t if t is not None else creation.zeros(o.shape, dtype=o.dtype)

@@ -573,3 +573,28 @@ def test_custom_vjp_without_a_rule_is_refused_at_the_call() -> None:
     f.defvjp(lambda x: (x * 2.0, None), lambda res, g: (g, g))
     with pytest.raises(ValueError, match="custom_vjp backward returned 2 cotangents for 1"):
         bz.grad(lambda x: bz.sum(f(x)))(bz.ones(2))
+
+
+def test_a_transformation_in_progress_is_per_thread() -> None:
+    """stop_gradient outside any transformation is the array itself, even while another
+    thread is inside a grad (the depth of transformations is per thread)."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def f(x):
+        inside.set()
+        release.wait(30)
+        return bz.sum(x * x)
+
+    x = bz.asarray(np.ones(3, np.float32))
+    worker = threading.Thread(target=lambda: seen.append(bz.grad(f)(x).tolist() == [2.0] * 3))
+    worker.start()
+    assert inside.wait(30)
+    try:
+        assert bz.stop_gradient(x) is x  # this thread transforms nothing
+    finally:
+        release.set()
+        worker.join(30)
+    assert seen == [True]
