@@ -88,8 +88,9 @@ _F32 = np.dtype(np.float32)
 
 
 def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
-    """The cpu backend's ``library["matmul"]``: the native matvec where it applies (with
-    ``num_threads()`` threads), else :func:`matmul`."""
+    """The cpu backend's ``library["matmul"]``: the native matvec / GEMM where it applies
+    (with ``num_threads()`` threads; batched and strided float32 products as a stack of
+    GEMMs), else :func:`matmul`."""
     from . import matvec as _mv
 
     def run(attrs: dict[str, Any], dtype: np.dtype, a: np.ndarray, b: np.ndarray
@@ -122,6 +123,9 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
                 return out.reshape(-1) if b.ndim == 1 else out
             if b.ndim == 1 and a.T.flags.c_contiguous and b.flags.c_contiguous:
                 return _vecmat(b, a.T, attrs, dtype, a, b)  # X.T @ r of a row-major X
+        elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
+                a.ndim == 1 and b.ndim == 2 and a.size and b.size and b.flags.c_contiguous:
+            return _vecmat(np.ascontiguousarray(a), b, attrs, dtype, a, b)  # r @ X
         if not attrs and dtype == _F32 and a.ndim >= 2 and b.ndim >= 2 and \
                 a.dtype == _F32 and b.dtype == _F32:
             # batched products (attention's q k^T and its backward) and slices of wider
@@ -132,9 +136,6 @@ def matmul_for(num_threads: Callable[[], int]) -> Callable[..., np.ndarray]:
                 stacked = None
             if stacked is not None:
                 return stacked
-        elif not attrs and dtype == _F32 and a.dtype == _F32 and b.dtype == _F32 and \
-                a.ndim == 1 and b.ndim == 2 and a.size and b.size and b.flags.c_contiguous:
-            return _vecmat(np.ascontiguousarray(a), b, attrs, dtype, a, b)  # r @ X
         return matmul(attrs, dtype, a, b)
 
     def _gemm() -> bool:
