@@ -277,10 +277,16 @@ def run_torch_lora():
         return (ce * w).sum() / w.sum()
 
     ids, mask = (torch.from_numpy(a) for a in _data("lora"))
+    return _torch_step(opt, loss_fn, ids, mask)
+
+
+# ---------------------------------------------------------------- torch
+def _torch_step(opt, loss_fn, *batch):
+    """A torch training step (eager loss and backward, then the optimizer) and its reader."""
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(ids, mask)
+        loss = loss_fn(*batch)
         loss.backward()
         opt.step()
         return loss
@@ -288,7 +294,6 @@ def run_torch_lora():
     return step, lambda out: float(out.detach())
 
 
-# ---------------------------------------------------------------- torch
 def _torch_net(model: str):
     import torch
     import torch.nn.functional as F
@@ -358,16 +363,7 @@ def run_torch(model: str, compiled: bool):
         out = net(x)
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
-    fwd_bwd = torch.compile(loss_fn) if compiled else loss_fn
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = fwd_bwd(x, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step, lambda out: float(out.detach())
+    return _torch_step(opt, torch.compile(loss_fn) if compiled else loss_fn, x, y)
 
 
 # ---------------------------------------------------------------- jax
