@@ -76,8 +76,8 @@ def load(path: str | os.PathLike[str], /, *, return_metadata: bool = False,
     elif path.endswith(".npz") or head[:2] == b"PK":
         arrays, meta = {}, {}
         with _numpy_errors(path, "npz"):
-            _check_npz(path)
             with np.load(path, allow_pickle=False) as z:
+                _check_npz(z.zip, path)
                 for k in z.files:  # bfloat16 is stored as its uint16 bits (npz has none)
                     if k.endswith(BF16_SUFFIX):
                         arrays[k[:-len(BF16_SUFFIX)]] = asarray(z[k].view(dt.bfloat16),
@@ -275,15 +275,13 @@ def _check_npy_header(f: Any, size: int, where: str) -> None:
                        f"({need} bytes) but only {have} bytes follow it")
 
 
-def _check_npz(path: str) -> None:
-    """Every member of an .npz checked as :func:`_check_npy_header` does, against the
-    member's own size, before numpy reads any."""
-    import zipfile
-
-    with zipfile.ZipFile(path) as z:
-        for info in z.infolist():
-            with z.open(info) as f:
-                _check_npy_header(f, info.file_size, f"{path}[{info.filename}]")
+def _check_npz(z: Any, path: str) -> None:
+    """Every member of an .npz (its open ``zipfile.ZipFile``) checked as
+    :func:`_check_npy_header` does, against the member's own size, before numpy reads
+    any."""
+    for info in z.infolist():
+        with z.open(info) as f:
+            _check_npy_header(f, info.file_size, f"{path}[{info.filename}]")
 
 
 def _load_safetensors(path: str) -> tuple[dict[str, Array], dict[str, Any]]:
