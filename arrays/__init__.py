@@ -29,6 +29,8 @@ from .array import Array, Device, astype, eval
 from .autodiff import checkpoint, custom_vjp, grad, jvp, stop_gradient, value_and_grad, vjp
 from .batching import vmap
 from .compile import compile
+from .conv import *
+from .conv import __all__ as _conv_all
 from .creation import *
 from .creation import __all__ as _creation_all
 from .creation import (
@@ -102,5 +104,5 @@ __all__ = [
     "fromfile", "genfromtxt", "loadtxt", "savetxt", "savez", "savez_compressed",
     "cross", "dot", "einsum", "inner", "kron", "matvec", "vdot", "vecmat",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
-    *_creation_all, *_numpy_extras_all,
+    *_creation_all, *_numpy_extras_all, *_conv_all,
 ]

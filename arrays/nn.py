@@ -27,6 +27,8 @@ from . import fast, losses
 from .array import Array, as_array
 from .array import eval as _eval
 from .autodiff import value_and_grad as _value_and_grad
+from .conv import NN_FUNCTIONS as _conv_functions
+from .conv import avg_pool, batch_norm, group_norm, max_pool, upsample  # noqa: F401 (bz.nn.*)
 from .creation import asarray, zeros
 from .elementwise import abs as _abs  # type: ignore[attr-defined]  # generated (op records)
 from .elementwise import exp, sigmoid, tanh, where  # type: ignore[attr-defined]  # generated
@@ -40,7 +42,7 @@ __all__ = [
     "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
     "LayerNorm", "RoPE", "Attention", "concat_linears", "silu", "gelu", "gelu_approx", "relu",
     "softmax", "Dropout", "LoRALinear", "value_and_grad", "losses", "tree_from_names",
-    "names_from_tree",
+    "names_from_tree", *_conv_functions,
 ]
 
 
@@ -731,3 +733,10 @@ def value_and_grad(model: Module, fn: Any) -> Any:
             model.update(params)  # the arrays it held (the traced stand-ins are gone)
 
     return wrapped
+
+
+# the convolutional layers subclass Module (defined above)
+from .conv_layers import *  # noqa: E402, F403
+from .conv_layers import __all__ as _conv_layers  # noqa: E402
+
+__all__ += _conv_layers

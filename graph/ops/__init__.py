@@ -17,6 +17,7 @@ module              ops
 ``library``         matmul, sort, argsort, searchsorted, gather, scatter, take_along_axis
 ``quantized``       quantized_matmul and the affine group layout
 ``nn``              rope, scaled_dot_product_attention
+``conv``            conv (every convolution: N-d, strided, dilated, grouped, transposed)
 ``random``          threefry-2x32 random bits
 ``linalg``, ``fft`` the standard's extensions (numpy/LAPACK references)
 ==================  =========================================================
@@ -29,7 +30,8 @@ module              ops
 
 from __future__ import annotations
 
-from . import elementwise, fft, leaves, library, linalg, nn, quantized, random, reductions, views
+from . import conv, elementwise, fft, leaves, library, linalg, nn, quantized, random, reductions, views
+from .conv import CONV, conv_attrs, conv_out_size, conv_ref, dilate_and_pad
 from .elementwise import BITCAST, CAST, WHERE
 from .leaves import CONSTANT, PARAMETER, VALUE
 from .library import GATHER, MATMUL, SCATTER, argsort_ref, index_key, index_shape
@@ -61,7 +63,8 @@ from .shapes import Shape, broadcast_shapes, matmul_shape, reduced_shape
 from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
-    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "DOMAINS", "GATHER", "MATMUL", "OPS",
+    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "conv", "conv_attrs",
+    "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL", "OPS",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",
     "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",

@@ -1,0 +1,171 @@
+"""Convolution: one ``conv`` record for every convolution, MLX's ``conv_general``.
+
+Channels-last, MLX's convention: x (N, *spatial, C_in), weight (C_out, *kernel,
+C_in / groups), result (N, *out, C_out). Attributes (tuples, one entry per spatial
+dim): ``stride``, ``padding`` ((lo, hi) per dim; negative crops), ``kernel_dilation``,
+``input_dilation`` (zeros between input elements: a transposed convolution is a
+convolution of the input-dilated x with the flipped kernel), ``groups`` and ``flip``
+(convolution proper instead of cross-correlation). Pooling, batch / group norm and
+resizing are compositions of other ops (``braze.arrays.conv``), so this is the only
+record convolutional networks add.
+
+The reference lowers to im2col: per kernel offset, a strided view of the padded input
+is copied into a (N*out, kernel, C_in/groups) matrix per group, then one batched
+matmul over the groups, in the compute dtype (float16/bfloat16 in float32).
+
+>>> x = np.arange(5, dtype=np.float32).reshape(1, 5, 1)
+>>> w = np.ones((1, 3, 1), np.float32)
+>>> conv_ref(x, w, **conv_attrs(1, stride=1, padding=0)).reshape(-1).tolist()
+[3.0, 6.0, 9.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as dt
+from .record import OpDef, declare
+from .shapes import Shape
+
+__all__ = ["CONV", "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad"]
+
+
+def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
+    """``v`` (an int or one int per spatial dim) as an n-tuple of ints >= ``lo``."""
+    vals = (v,) * n if isinstance(v, (int, np.integer)) else tuple(v)
+    if len(vals) != n or not all(isinstance(x, (int, np.integer)) for x in vals):
+        raise ValueError(f"conv: {name} must be an int or {n} ints (one per spatial dim), "
+                         f"got {v!r}")
+    if any(x < lo for x in vals):
+        raise ValueError(f"conv: {name} must be >= {lo}, got {v!r}")
+    return tuple(int(x) for x in vals)
+
+
+def conv_attrs(n: int, *, stride: Any = 1, padding: Any = 0, kernel_dilation: Any = 1,
+               input_dilation: Any = 1, groups: int = 1, flip: bool = False
+               ) -> dict[str, Any]:
+    """The ``conv`` record's attributes for ``n`` spatial dims from MLX-style arguments:
+    ``padding`` an int, one int per dim (symmetric), or a pair ``(lo, hi)`` of per-dim
+    sequences (asymmetric, ONNX's ``pads``).
+
+    >>> conv_attrs(2, stride=2, padding=([0, 1], [1, 1]))["padding"]
+    ((0, 1), (1, 1))
+    """
+    if isinstance(padding, (int, np.integer)) or (
+            len(padding) == n and all(isinstance(p, (int, np.integer)) for p in padding)):
+        lo = hi = _per_dim("padding", padding, n, -(1 << 62))
+    else:
+        if len(padding) != 2:
+            raise ValueError(f"conv: padding must be an int, {n} ints or a pair (lo, hi) of "
+                             f"{n} ints each, got {padding!r}")
+        lo = _per_dim("padding", padding[0], n, -(1 << 62))
+        hi = _per_dim("padding", padding[1], n, -(1 << 62))
+    if not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"conv: groups must be a positive int, got {groups!r}")
+    return {"stride": _per_dim("stride", stride, n, 1),
+            "padding": tuple(zip(lo, hi)),
+            "kernel_dilation": _per_dim("kernel_dilation", kernel_dilation, n, 1),
+            "input_dilation": _per_dim("input_dilation", input_dilation, n, 1),
+            "groups": int(groups), "flip": bool(flip)}
+
+
+def conv_out_size(size: int, k: int, stride: int, pad: tuple[int, int], kdil: int,
+                  idil: int) -> int:
+    """Output length of one spatial dim (may be <= 0: the caller reports it).
+
+    >>> conv_out_size(224, 7, 2, (3, 3), 1, 1)
+    112
+    """
+    dilated = (size - 1) * idil + 1 if size else 0
+    span = (k - 1) * kdil + 1
+    return (dilated + pad[0] + pad[1] - span) // stride + 1
+
+
+def _conv_infer(shapes: tuple[Shape, ...], dtypes: tuple[np.dtype, ...],
+                attrs: dict[str, Any]) -> tuple[Shape, np.dtype]:
+    x, w = shapes
+    n = len(attrs["stride"])
+    g = attrs["groups"]
+    if len(x) != n + 2 or len(w) != n + 2:
+        raise ValueError(f"conv: expected x (N, *spatial, C_in) and weight (C_out, *kernel, "
+                         f"C_in/groups) with {n} spatial dims, got shapes {x} and {w}")
+    if x[-1] != w[-1] * g or w[0] % g:
+        raise ValueError(f"conv: x {x} has {x[-1]} channels and weight {w} takes {w[-1]} per "
+                         f"group with groups={g} (C_in must be groups * {w[-1]} and C_out "
+                         f"{w[0]} a multiple of groups)")
+    for d in dtypes:
+        if not dt.is_real_floating(d):
+            raise TypeError(f"conv: x and weight must be real floating, got "
+                            f"{dt.name(dtypes[0])} and {dt.name(dtypes[1])}")
+    out = []
+    for i in range(n):
+        o = conv_out_size(x[1 + i], w[1 + i], attrs["stride"][i], attrs["padding"][i],
+                          attrs["kernel_dilation"][i], attrs["input_dilation"][i])
+        if o < 1 or w[1 + i] < 1:
+            raise ValueError(f"conv: spatial dim {i} of x {x} with kernel {w[1:-1]}, padding "
+                             f"{attrs['padding'][i]}, dilation {attrs['kernel_dilation'][i]} "
+                             f"and stride {attrs['stride'][i]} leaves no output position")
+        out.append(o)
+    return (x[0], *out, w[0]), dt.result_type(*dtypes)
+
+
+def dilate_and_pad(x: np.ndarray, padding: Sequence[tuple[int, int]],
+                   input_dilation: Sequence[int], fill: Any = 0) -> np.ndarray:
+    """x (N, *spatial, C) with zeros between elements (input dilation), then padded (a
+    negative pad crops) with ``fill`` on every spatial dim.
+
+    >>> dilate_and_pad(np.ones((1, 2, 1)), [(1, -1)], [2]).reshape(-1).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    n = len(padding)
+    if any(d > 1 for d in input_dilation):
+        shape = (x.shape[0], *[(s - 1) * d + 1 if s else 0
+                               for s, d in zip(x.shape[1:-1], input_dilation)], x.shape[-1])
+        y = np.zeros(shape, x.dtype)
+        y[(slice(None), *[slice(None, None, d) for d in input_dilation])] = x
+        x = y
+    crop = tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
+                 for i, (lo, hi) in enumerate(padding))
+    x = x[(slice(None), *crop)]
+    widths = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding] + [(0, 0)]
+    if any(w != (0, 0) for w in widths[1:1 + n]):
+        x = np.pad(x, widths, constant_values=fill)
+    return x
+
+
+def conv_ref(x: np.ndarray, w: np.ndarray, *, stride, padding, kernel_dilation,
+             input_dilation, groups, flip) -> np.ndarray:
+    """The convolution by im2col and one batched matmul over the groups (module doc)."""
+    ct = np.result_type(x.dtype, w.dtype)
+    n = len(stride)
+    if flip:
+        w = np.flip(w, axis=tuple(range(1, n + 1)))
+    xp = dilate_and_pad(x.astype(ct, copy=False), padding, input_dilation)
+    k = w.shape[1:-1]
+    outs = [(xp.shape[1 + i] - ((k[i] - 1) * kernel_dilation[i] + 1)) // stride[i] + 1
+            for i in range(n)]
+    batch, cin, cout = x.shape[0], x.shape[-1], w.shape[0]
+    cols = np.empty((batch, *outs, math.prod(k), cin), ct)
+    for j, offs in enumerate(np.ndindex(*k)):
+        cols[..., j, :] = xp[(slice(None), *[
+            slice(o * kernel_dilation[i], o * kernel_dilation[i] + (outs[i] - 1) * stride[i] + 1,
+                  stride[i]) for i, o in enumerate(offs)])]
+    g, cg, og = groups, cin // groups, cout // groups
+    p = batch * math.prod(outs)
+    kk = math.prod(k)
+    a = cols.reshape(p, kk, g, cg).transpose(2, 0, 1, 3).reshape(g, p, kk * cg)  # (G, P, K*cg)
+    b = w.astype(ct, copy=False).reshape(g, og, -1).transpose(0, 2, 1)  # (G, K*cg, og)
+    out = np.matmul(a, b)  # (G, P, og)
+    return out.transpose(1, 0, 2).reshape(batch, *outs, cout)
+
+
+CONV = declare(OpDef(
+    "conv", "library", 2, conv_ref, "real_floating", infer=_conv_infer,
+    doc="N-d convolution (cross-correlation unless flip) of channels-last x with weight "
+        "(C_out, *kernel, C_in/groups): stride, padding (lo, hi), kernel and input dilation, "
+        "groups (MLX's conv_general).",
+))

@@ -1,0 +1,311 @@
+"""Convolutions, pooling, normalization and resizing against direct references.
+
+The convolution reference here is written independently of the op record's im2col: a
+loop over kernel taps with the input index ``o * stride + k * dilation - pad_lo`` mapped
+back through the input dilation (``idx % input_dilation == 0``). Tolerances: float32
+results within 1e-4 relative of a float64 computation (sums of up to a few hundred
+products), float64 within 1e-10.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import braze as bz
+from braze.graph.ops import CONV
+
+
+def direct_conv(x, w, stride, padding, kdil, idil, groups, flip):
+    """float64 convolution by taps (see the module docstring)."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    n = x.ndim - 2
+    if flip:
+        w = np.flip(w, axis=tuple(range(1, n + 1)))
+    k = w.shape[1:-1]
+    sizes = [(s - 1) * d + 1 if s else 0 for s, d in zip(x.shape[1:-1], idil)]
+    outs = [(sizes[i] + padding[i][0] + padding[i][1] - (k[i] - 1) * kdil[i] - 1) // stride[i]
+            + 1 for i in range(n)]
+    cg, og = x.shape[-1] // groups, w.shape[0] // groups
+    out = np.zeros((x.shape[0], *outs, w.shape[0]))
+    for taps in np.ndindex(*k):
+        # input positions read by this tap for every output position, per dim
+        idx, ok = [], []
+        for i in range(n):
+            pos = np.arange(outs[i]) * stride[i] + taps[i] * kdil[i] - padding[i][0]
+            valid = (pos >= 0) & (pos < sizes[i]) & (pos % idil[i] == 0)
+            idx.append(np.where(valid, pos // idil[i], 0))
+            ok.append(valid)
+        sub = x[(slice(None), *np.ix_(*idx), slice(None))]
+        mask = np.ones(outs, bool)
+        for i in range(n):
+            mask = mask & ok[i].reshape([-1 if j == i else 1 for j in range(n)])
+        sub = sub * mask[None, ..., None]
+        for g in range(groups):
+            wt = w[(slice(g * og, (g + 1) * og), *taps)]  # (og, cg)
+            out[..., g * og:(g + 1) * og] += sub[..., g * cg:(g + 1) * cg] @ wt.T
+    return out
+
+
+@st.composite
+def conv_cases(draw):
+    n = draw(st.integers(1, 3))
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cg = draw(st.integers(1, 3))
+    og = draw(st.integers(1, 3))
+    k = [draw(st.integers(1, 3)) for _ in range(n)]
+    stride = [draw(st.integers(1, 3)) for _ in range(n)]
+    kdil = [draw(st.integers(1, 2)) for _ in range(n)]
+    idil = [draw(st.sampled_from([1, 1, 2])) for _ in range(n)]
+    pad = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(n)]
+    sizes = []
+    for i in range(n):
+        span = (k[i] - 1) * kdil[i] + 1
+        lo = max(1, -(-(span - pad[i][0] - pad[i][1] - 1) // idil[i]) + 1)
+        sizes.append(draw(st.integers(lo, lo + 4)))
+    batch = draw(st.integers(0, 2))
+    flip = draw(st.booleans())
+    dtype = draw(st.sampled_from([np.float32, np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((batch, *sizes, groups * cg)).astype(dtype)
+    w = rng.standard_normal((groups * og, *k, cg)).astype(dtype)
+    return x, w, dict(stride=stride, padding=(tuple(p[0] for p in pad), tuple(p[1] for p in pad)),
+                      kernel_dilation=kdil, input_dilation=idil, groups=groups, flip=flip)
+
+
+def _tol(dtype):
+    return dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=conv_cases())
+def test_conv_general_matches_direct_reference(case):
+    x, w, kw = case
+    got = np.asarray(bz.conv_general(bz.asarray(x), bz.asarray(w), **kw))
+    pads = list(zip(*kw["padding"]))
+    want = direct_conv(x, w, kw["stride"], pads, kw["kernel_dilation"], kw["input_dilation"],
+                       kw["groups"], kw["flip"])
+    assert got.dtype == x.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, **_tol(x.dtype))
+
+
+def test_conv_non_contiguous_inputs_and_low_precision():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)  # NCHW, read as NHWC view
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    xb = bz.permute_dims(bz.asarray(x), (0, 2, 3, 1))
+    wb = bz.permute_dims(bz.asarray(w), (0, 2, 3, 1))
+    want = direct_conv(x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1), [2, 2],
+                       [(1, 1), (1, 1)], [1, 1], [1, 1], 1, False)
+    np.testing.assert_allclose(np.asarray(bz.conv2d(xb, wb, stride=2, padding=1)), want,
+                               rtol=1e-4, atol=1e-4)
+    half = bz.conv2d(bz.astype(xb, bz.bfloat16), bz.astype(wb, bz.bfloat16), padding=1)
+    assert half.dtype == bz.bfloat16
+    want = direct_conv(x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1), [1, 1],
+                       [(1, 1), (1, 1)], [1, 1], [1, 1], 1, False)
+    np.testing.assert_allclose(np.asarray(half).astype(np.float32), want, rtol=0.05, atol=0.3)
+
+
+def test_conv_against_scipy_correlate():
+    scipy_signal = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((12, 10))
+    k = rng.standard_normal((3, 4))
+    got = bz.conv2d(bz.asarray(x[None, :, :, None]), bz.asarray(k[None, :, :, None]))
+    np.testing.assert_allclose(np.asarray(got)[0, :, :, 0],
+                               scipy_signal.correlate(x, k, mode="valid"), rtol=1e-10)
+    full = bz.conv_general(bz.asarray(x[None, :, :, None]), bz.asarray(k[None, :, :, None]),
+                           padding=([2, 3], [2, 3]), flip=True)
+    np.testing.assert_allclose(np.asarray(full)[0, :, :, 0],
+                               scipy_signal.convolve(x, k, mode="full"), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("stride,padding,dilation,output_padding,groups",
+                         [(1, 0, 1, 0, 1), (2, 1, 1, 1, 1), (3, 2, 2, 1, 2), (2, 0, 1, 0, 2)])
+def test_conv_transpose_is_the_adjoint_of_conv(n, stride, padding, dilation, output_padding,
+                                               groups):
+    # <conv(x, w), y> == <x, conv_transpose(y, w')> with w' the per-group channel swap
+    rng = np.random.default_rng(n)
+    k, cg, og = 3, 2, 3
+    size = 7
+    x = rng.standard_normal((2, *([size] * n), groups * cg))
+    w = rng.standard_normal((groups * og, *([k] * n), cg))
+    fn = {1: bz.conv1d, 2: bz.conv2d, 3: bz.conv3d}[n]
+    tfn = {1: bz.conv_transpose1d, 2: bz.conv_transpose2d, 3: bz.conv_transpose3d}[n]
+    y = fn(bz.asarray(x), bz.asarray(w), stride=stride, padding=padding, dilation=dilation,
+           groups=groups)
+    ct = rng.standard_normal(y.shape)
+    # w' (groups * cg, *k, og): input channels of the transposed conv are conv's outputs
+    wt = w.reshape(groups, og, *([k] * n), cg)
+    wt = np.moveaxis(wt, (1, -1), (-1, 1)).reshape(groups * cg, *([k] * n), og)
+    extra = (size + 2 * padding - dilation * (k - 1) - 1) % stride
+    xt = tfn(bz.asarray(ct), bz.asarray(wt), stride=stride, padding=padding,
+             dilation=dilation, output_padding=min(extra, max(stride, dilation) - 1),
+             groups=groups)
+    assert xt.shape == x.shape
+    assert math.isclose(float(bz.sum(y * ct)), float(np.sum(x * np.asarray(xt))),
+                        rel_tol=1e-9)
+    del output_padding
+
+
+def test_conv_bad_input_is_refused_at_the_call():
+    x, w = bz.ones((1, 5, 5, 4)), bz.ones((6, 3, 3, 2))
+    with pytest.raises(ValueError, match=r"conv2d: x \(1, 5, 5, 4\) has 4 channels"):
+        bz.conv2d(x, w)  # groups=1 but weight takes 2 channels
+    with pytest.raises(ValueError, match="conv2d: expected x"):
+        bz.conv2d(bz.ones((5, 5, 4)), w)
+    with pytest.raises(TypeError, match="conv2d: x and weight must be real floating"):
+        bz.conv2d(bz.ones((1, 5, 5, 2), dtype=bz.int32), w)
+    with pytest.raises(ValueError, match="conv2d: stride must be >= 1"):
+        bz.conv2d(bz.ones((1, 5, 5, 2)), w, stride=0)
+    with pytest.raises(ValueError, match="leaves no output position"):
+        bz.conv2d(bz.ones((1, 2, 2, 2)), w)
+    with pytest.raises(ValueError, match="output_padding"):
+        bz.conv_transpose2d(bz.ones((1, 4, 4, 2)), w, stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="conv: padding must be"):
+        bz.conv_general(bz.ones((1, 5, 2)), bz.ones((1, 3, 2)), padding=(1, 2, 3))
+
+
+def test_conv_is_one_library_node_and_fuses_its_epilogue():
+    x, w, b = bz.ones((1, 8, 8, 3)), bz.ones((4, 3, 3, 3)), bz.ones((4,))
+    y = bz.maximum(bz.conv2d(x, w, padding=1) + b, 0.0)
+    assert y._node.inputs[0].inputs[0].op is CONV
+    report = bz.explain(lambda x, w, b: bz.maximum(bz.conv2d(x, w, padding=1) + b, 0.0), x, w, b)
+    # the conv (a library step) and one kernel for the bias + ReLU epilogue
+    assert report.num_kernels == 2 and [k.kind for k in report.kernels][0] == "library"
+    assert float(y[0, 3, 3, 0]) == 28.0
+
+
+# ------------------------------------------------------------------------- pooling
+def direct_pool(x, k, s, pads, d, ceil, kind, include_pad=True):
+    n = x.ndim - 2
+    outs = []
+    for i in range(n):
+        total = x.shape[1 + i] + pads[i][0] + pads[i][1] - d[i] * (k[i] - 1) - 1
+        o = (-(-total // s[i]) if ceil else total // s[i]) + 1
+        if ceil and (o - 1) * s[i] >= x.shape[1 + i] + pads[i][0]:
+            o -= 1
+        outs.append(o)
+    out = np.zeros((x.shape[0], *outs, x.shape[-1]))
+    for pos in np.ndindex(*outs):
+        vals, count = [], 0
+        for taps in np.ndindex(*k):
+            idx = [pos[i] * s[i] + taps[i] * d[i] - pads[i][0] for i in range(n)]
+            inside = all(0 <= idx[i] < x.shape[1 + i] for i in range(n))
+            in_pad = all(-pads[i][0] <= idx[i] < x.shape[1 + i] + pads[i][1] for i in range(n))
+            if inside:
+                vals.append(x[(slice(None), *idx)])
+            count += inside or (include_pad and in_pad)
+        stack = np.stack(vals)
+        out[(slice(None), *pos)] = stack.max(0) if kind == "max" else stack.sum(0) / count
+    return out
+
+
+@st.composite
+def pool_cases(draw):
+    n = draw(st.integers(1, 3))
+    k = [draw(st.integers(1, 3)) for _ in range(n)]
+    s = [draw(st.integers(1, 3)) for _ in range(n)]
+    d = [draw(st.integers(1, 2)) for _ in range(n)]
+    pads = [(draw(st.integers(0, (k[i] - 1) * d[i])), draw(st.integers(0, (k[i] - 1) * d[i])))
+            for i in range(n)]
+    sizes = [draw(st.integers((k[i] - 1) * d[i] + 1, (k[i] - 1) * d[i] + 5)) for i in range(n)]
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), *sizes, draw(st.integers(1, 3))))
+    return x, k, s, d, pads, draw(st.booleans()), draw(st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=pool_cases())
+def test_pools_match_direct_reference(case):
+    x, k, s, d, pads, ceil, include = case
+    padding = (tuple(p[0] for p in pads), tuple(p[1] for p in pads))
+    xb = bz.asarray(x.astype(np.float32))
+    mx = bz.nn.max_pool(xb, tuple(k), s, padding, d, ceil)
+    av = bz.nn.avg_pool(xb, tuple(k), s, padding, ceil, include, d)
+    np.testing.assert_allclose(np.asarray(mx), direct_pool(x, k, s, pads, d, ceil, "max"),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(av), direct_pool(x, k, s, pads, d, ceil, "avg", include),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_tiled_pool_is_one_reduction_and_int_max_pool():
+    x = bz.reshape(bz.arange(32, dtype=bz.int32), (1, 4, 4, 2))
+    got = np.asarray(bz.nn.max_pool(x, (2, 2), padding=0))
+    want = np.arange(32).reshape(1, 2, 2, 2, 2, 2).max(axis=(2, 4))
+    np.testing.assert_array_equal(got, want)
+    got = np.asarray(bz.nn.max_pool(x, (3, 3), stride=1, padding=1))
+    assert got.dtype == np.int32 and got[0, 0, 0, 0] == 10
+    report = bz.explain(lambda x: bz.nn.avg_pool(x, (2, 2)), bz.ones((1, 8, 8, 3)))
+    assert report.num_kernels == 1
+    report = bz.explain(lambda x: bz.nn.max_pool(x, (3, 3), stride=2, padding=1),
+                        bz.ones((1, 9, 9, 3)))
+    assert report.num_kernels == 2  # the padded copy and one kernel of 9 strided loads
+
+
+def test_pool_bad_input():
+    with pytest.raises(ValueError, match="max_pool: expected x"):
+        bz.nn.max_pool(bz.ones((4, 4)), (2, 2))
+    with pytest.raises(ValueError, match="avg_pool: padding must be"):
+        bz.nn.avg_pool(bz.ones((1, 4, 4, 1)), (2, 2), padding=2)
+    with pytest.raises(TypeError, match="avg_pool: expected a real floating"):
+        bz.nn.avg_pool(bz.ones((1, 4, 4, 1), dtype=bz.int32), (2, 2))
+
+
+# ------------------------------------------------------------- norms and resizing
+def test_batch_group_instance_norm():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 5, 6)).astype(np.float32)
+    m, v = rng.standard_normal(6).astype(np.float32), rng.uniform(0.5, 2, 6).astype(np.float32)
+    g, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    got = bz.nn.batch_norm(bz.asarray(x), m, v, g, b, eps=1e-3)
+    np.testing.assert_allclose(np.asarray(got), (x - m) / np.sqrt(v + 1e-3) * g + b,
+                               rtol=1e-5, atol=1e-5)
+    got = bz.nn.group_norm(bz.asarray(x), 3, g, b, eps=1e-5)
+    xg = x.reshape(2, 25, 3, 2).astype(np.float64)
+    want = ((xg - xg.mean((1, 3), keepdims=True)) /
+            np.sqrt(xg.var((1, 3), keepdims=True) + 1e-5)).reshape(x.shape) * g + b
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    inst = bz.nn.InstanceNorm(6)(bz.asarray(x))
+    want = (x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(inst), want, rtol=1e-4, atol=1e-4)
+    bn = bz.nn.BatchNorm(6)
+    assert set(bn.trainable_parameters()) == {"weight", "bias"}
+    y = bn(bz.asarray(x))  # training: batch statistics, running ones updated
+    np.testing.assert_allclose(np.asarray(y), (x - x.mean((0, 1, 2))) /
+                               np.sqrt(x.var((0, 1, 2)) + 1e-5), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(bn.running_mean), 0.1 * x.mean((0, 1, 2)),
+                               rtol=1e-4, atol=1e-6)
+    bn.unfreeze()
+    assert set(bn.trainable_parameters()) == {"weight", "bias"}
+    with pytest.raises(ValueError, match="batch_norm: mean of shape"):
+        bz.nn.batch_norm(bz.asarray(x), m[:3], v)
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_upsample_against_torch_conventions(align):
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)
+    near = np.asarray(bz.nn.upsample(bz.asarray(x), 2))
+    np.testing.assert_array_equal(near, x.repeat(2, 1).repeat(2, 2))
+    lin = np.asarray(bz.nn.upsample(bz.asarray(x), (2, 1), mode="linear", align_corners=align))
+    col = x[0, :, 0, 0]
+    if align:
+        src = np.arange(6) * (2 / 5)
+    else:
+        src = np.maximum((np.arange(6) + 0.5) / 2 - 0.5, 0)
+    np.testing.assert_allclose(lin[0, :, 0, 0], np.interp(src, np.arange(3), col), rtol=1e-6)
+
+
+def test_conv_layers_shapes_and_parameters():
+    conv = bz.nn.Conv2d(4, 8, 3, padding=1, groups=2)
+    assert conv.weight.shape == (8, 3, 3, 2)
+    assert set(conv.parameters()) == {"weight", "bias"}
+    assert conv(bz.ones((1, 5, 5, 4))).shape == (1, 5, 5, 8)
+    with pytest.raises(ValueError, match="multiples of groups"):
+        bz.nn.Conv2d(3, 8, 3, groups=2)
