@@ -309,3 +309,32 @@ def test_conv_layers_shapes_and_parameters():
     assert conv(bz.ones((1, 5, 5, 4))).shape == (1, 5, 5, 8)
     with pytest.raises(ValueError, match="multiples of groups"):
         bz.nn.Conv2d(3, 8, 3, groups=2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=conv_cases())
+def test_conv_gradients_against_finite_differences(case):
+    x, w, kw = case
+    if x.shape[0] == 0:
+        return
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    rng = np.random.default_rng(0)
+    ct = None
+
+    def f(a, b):
+        nonlocal ct
+        y = bz.conv_general(a, b, **kw)
+        if ct is None:
+            ct = rng.standard_normal(y.shape)
+        return bz.sum(y * ct)
+
+    gx, gw = bz.grad(f, argnums=(0, 1))(bz.asarray(x), bz.asarray(w))
+    # the convolution is bilinear: directional derivatives by central differences are exact
+    # up to rounding (tolerance 1e-7 relative of float64 sums)
+    for arr, gr, idx in ((x, gx, 0), (w, gw, 1)):
+        d = rng.standard_normal(arr.shape)
+        args = [x, w]
+        plus, minus = list(args), list(args)
+        plus[idx], minus[idx] = arr + 1e-3 * d, arr - 1e-3 * d
+        fd = (float(f(*map(bz.asarray, plus))) - float(f(*map(bz.asarray, minus)))) / 2e-3
+        assert math.isclose(float(np.sum(np.asarray(gr) * d)), fd, rel_tol=1e-7, abs_tol=1e-7)

@@ -128,12 +128,13 @@ def dilate_and_pad(x: np.ndarray, padding: Sequence[tuple[int, int]],
         y = np.zeros(shape, x.dtype)
         y[(slice(None), *[slice(None, None, d) for d in input_dilation])] = x
         x = y
-    crop = tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
-                 for i, (lo, hi) in enumerate(padding))
-    x = x[(slice(None), *crop)]
     widths = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding] + [(0, 0)]
     if any(w != (0, 0) for w in widths[1:1 + n]):
         x = np.pad(x, widths, constant_values=fill)
+    # then negative pads crop (after padding: a crop may reach into the other side's pad)
+    crop = tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
+                 for i, (lo, hi) in enumerate(padding))
+    x = x[(slice(None), *crop)]
     return x
 
 
@@ -163,8 +164,64 @@ def conv_ref(x: np.ndarray, w: np.ndarray, *, stride, padding, kernel_dilation,
     return out.transpose(1, 0, 2).reshape(batch, *outs, cout)
 
 
+def _padded(ad: Any, x: Any, padding, input_dilation) -> Any:
+    """x dilated and padded as the convolution reads it, recorded with ``ad``'s ops."""
+    if any(d > 1 for d in input_dilation):
+        z = ad.zeros((x.shape[0], *[(s - 1) * d + 1 for s, d in zip(x.shape[1:-1],
+                                                                    input_dilation)],
+                      x.shape[-1]), dtype=x.dtype)
+        z[(slice(None), *[slice(None, None, d) for d in input_dilation])] = x
+        x = z
+    if any(lo > 0 or hi > 0 for lo, hi in padding):
+        z = ad.zeros((x.shape[0], *[s + max(lo, 0) + max(hi, 0) for s, (lo, hi)
+                                    in zip(x.shape[1:-1], padding)], x.shape[-1]),
+                     dtype=x.dtype)
+        z[(slice(None), *[slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _)
+                          in zip(x.shape[1:-1], padding)])] = x
+        x = z
+    x = x[(slice(None), *[slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
+                          for i, (lo, hi) in enumerate(padding)])]
+    return x
+
+
+def _conv_vjp(ad, g, y, x, w, *, stride, padding, kernel_dilation, input_dilation, groups,
+              flip):
+    n = len(stride)
+    k = w.shape[1:-1]
+    cg, og = x.shape[-1] // groups, w.shape[0] // groups
+    outs = g.shape[1:-1]
+    # x's cotangent: the transposed convolution of g (dilated by the stride, the kernel's
+    # channels swapped per group and its taps reversed), cut back to x's positions
+    wt = ad.reshape(w, (groups, og, *k, cg))
+    wt = ad.reshape(ad.moveaxis(wt, (1, n + 2), (n + 2, 1)), (groups * cg, *k, og))
+    sd = [(s - 1) * d + 1 for s, d in zip(x.shape[1:-1], input_dilation)]
+    pads = tuple((kd * (kk - 1) - lo, sdi - 1 - (o - 1) * st + lo)
+                 for kd, kk, (lo, _), sdi, o, st in zip(kernel_dilation, k, padding, sd, outs,
+                                                        stride))
+    gx = ad.apply("conv", g, wt, stride=(1,) * n, padding=pads,
+                  kernel_dilation=kernel_dilation, input_dilation=stride, groups=groups,
+                  flip=not flip)
+    if any(d > 1 for d in input_dilation):
+        gx = gx[(slice(None), *[slice(None, None, d) for d in input_dilation])]
+    # w's cotangent: per kernel tap, the strided view of the padded x it read against g,
+    # one batched matmul over the groups
+    xp = _padded(ad, x, padding, input_dilation)
+    p = g.size // max(g.shape[-1], 1)
+    gg = ad.permute_dims(ad.reshape(g, (p, groups, og)), (1, 2, 0))  # (G, og, P)
+    taps = []
+    for t in np.ndindex(*k):
+        v = xp[(slice(None), *[slice(i * kd, i * kd + (o - 1) * st + 1, st)
+                               for i, kd, o, st in zip(t, kernel_dilation, outs, stride)])]
+        v = ad.permute_dims(ad.reshape(v, (p, groups, cg)), (1, 0, 2))  # (G, P, cg)
+        taps.append(ad.matmul(gg, v))  # (G, og, cg)
+    gw = ad.reshape(ad.stack(taps, axis=2), w.shape)
+    if flip:
+        gw = ad.flip(gw, axis=tuple(range(1, n + 1)))
+    return gx, gw
+
+
 CONV = declare(OpDef(
-    "conv", "library", 2, conv_ref, "real_floating", infer=_conv_infer,
+    "conv", "library", 2, conv_ref, "real_floating", infer=_conv_infer, vjp=_conv_vjp,
     doc="N-d convolution (cross-correlation unless flip) of channels-last x with weight "
         "(C_out, *kernel, C_in/groups): stride, padding (lo, hi), kernel and input dilation, "
         "groups (MLX's conv_general).",
