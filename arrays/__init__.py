@@ -100,9 +100,13 @@ __all__ = [
     "arange", "array", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
     "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
     "zeros_like", "matmul", "tensordot", "vecdot", "take", "take_along_axis", "fft", "linalg",
-    "quantize", "dequantize", "quantized_matmul", "nn", "optimizers", "fast", "load", "save",
+    "quantize", "dequantize", "quantized_matmul", "nn", "onnx", "optimizers", "fast", "load",
+    "save",
     "fromfile", "genfromtxt", "loadtxt", "savetxt", "savez", "savez_compressed",
     "cross", "dot", "einsum", "inner", "kron", "matvec", "vdot", "vecmat",
     *_elementwise_all, *_manipulation_all, *_reductions_all, *_info_all, *_searching_all,
     *_creation_all, *_numpy_extras_all, *_conv_all,
 ]
+
+# last: its op table reads the names above (bz.abs, bz.nn...) when it is imported
+from . import onnx  # noqa: E402

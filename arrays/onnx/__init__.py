@@ -1,0 +1,302 @@
+"""``bz.onnx``: run an ONNX model with braze ops.
+
+Data flow: :func:`load` reads a model (a path, bytes or an ``onnx.ModelProto``), resolves
+its external data inside the model's directory only (:mod:`.external`), checks that
+every node has a converter (:mod:`.ops`, :mod:`.ops_nn`) and folds every node whose
+inputs are all constants (initializers, ``Constant`` nodes, earlier folds) into a
+numpy value at once. What is left is the runtime graph: an :class:`OnnxModel`
+interprets it node by node on braze arrays, traced once per input signature by
+``bz.compile`` (later calls replay the schedule), or eagerly with ``compiled=False``.
+Values in the interpreter are numpy arrays (known at trace time: constants, the
+results of ``Shape``/``Size`` of braze arrays, whose shapes are static, and whatever
+is computed from those alone) or lazy braze arrays; so shape arithmetic such as
+Shape -> Gather -> Concat -> Reshape becomes Python ints in the trace.
+
+>>> import numpy as np, braze as bz
+>>> from onnx import TensorProto, helper
+>>> g = helper.make_graph(
+...     [helper.make_node("Relu", ["x"], ["y"])], "g",
+...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+>>> model = bz.onnx.load(helper.make_model(g))
+>>> np.asarray(model(np.array([-1.0, 2.0], np.float32))[0]).tolist()
+[0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..array import Array
+from ..creation import asarray
+from . import ops_nn as _ops_nn  # noqa: F401  (registers the conv/pool/norm converters)
+from .external import load_model_proto
+from .ops import CHECKS, CONVERTERS, DYNAMIC, NO_FOLD, DataDependentError, NodeContext, fold
+
+__all__ = ["load", "OnnxModel", "supported_ops"]
+
+
+def supported_ops() -> list[str]:
+    """The ONNX op types (default domain) that have a converter.
+
+    >>> import braze as bz
+    >>> "MatMul" in bz.onnx.supported_ops()
+    True
+    """
+    return sorted(CONVERTERS)
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as e:  # an optional dependency: say how to get it
+        raise ImportError("bz.onnx needs the onnx package: pip install 'braze[onnx]'") from e
+    return onnx
+
+
+def _np_dtype(elem_type: int, what: str) -> np.dtype:
+    """The numpy dtype of an ONNX TensorProto element type (NotImplementedError if braze
+    has none: strings, float8, int4...)."""
+    from .ops import onnx_dtype
+
+    return onnx_dtype(elem_type, what)
+
+
+class _Input:
+    """A graph input's name, dtype and shape (None for a dimension that is symbolic)."""
+
+    def __init__(self, name: str, dtype: np.dtype | None, shape: tuple[int | None, ...] | None):
+        self.name, self.dtype, self.shape = name, dtype, shape
+
+    def check(self, x: Any) -> Array:
+        if not isinstance(x, Array):
+            is_array = isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__")
+            x = np.asarray(x) if is_array else np.asarray(x, dtype=self.dtype)
+        if self.dtype is not None and x.dtype != self.dtype:
+            raise TypeError(f"input {self.name!r}: expected dtype {self.dtype}, got {x.dtype}")
+        if self.shape is not None:
+            got = tuple(x.shape)
+            if len(got) != len(self.shape) or any(
+                    want is not None and want != have for want, have in zip(self.shape, got)):
+                want_s = tuple("?" if d is None else d for d in self.shape)
+                raise ValueError(f"input {self.name!r}: expected shape {want_s} "
+                                 f"('?' any size), got {got}")
+        return x if isinstance(x, Array) else asarray(x)
+
+
+def _value_info(onnx: Any, vi: Any) -> _Input:
+    t = vi.type
+    kind = t.WhichOneof("value")
+    if kind != "tensor_type":
+        raise NotImplementedError(f"bz.onnx: input/output {vi.name!r} has type {kind}; "
+                                  "only tensors are supported (no sequence/map/optional)")
+    tt = t.tensor_type
+    dtype = _np_dtype(tt.elem_type, f"input/output {vi.name!r}") if tt.elem_type else None
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    return _Input(vi.name, dtype, shape)
+
+
+def _opset(model: Any) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+class OnnxModel:
+    """An ONNX model imported into braze (made by :func:`load`).
+
+    Call it with the inputs positionally (``model.input_names`` order) or by name; it
+    returns a list of braze arrays (``model.output_names`` order).
+
+    >>> import numpy as np, braze as bz
+    >>> from onnx import TensorProto, helper
+    >>> g = helper.make_graph(
+    ...     [helper.make_node("Add", ["a", "b"], ["c"])], "g",
+    ...     [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "ab"],
+    ...     [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])])
+    >>> m = bz.onnx.load(helper.make_model(g))
+    >>> m.input_names, m.output_names
+    (['a', 'b'], ['c'])
+    >>> one = np.ones(2, np.float32)
+    >>> np.asarray(m(a=one, b=one)[0]).tolist()
+    [2.0, 2.0]
+    """
+
+    def __init__(self, model: Any, *, backend: str | None = None, compiled: bool = True):
+        onnx = _onnx()
+        self.proto = model
+        graph = model.graph
+        self.opset = _opset(model)
+        self.backend = backend
+        self.ir_version = int(model.ir_version)
+        consts: dict[str, Any] = {}
+        for init in graph.initializer:
+            consts[init.name] = _tensor_value(onnx, init, f"initializer {init.name!r}")
+        for sp in graph.sparse_initializer:
+            raise NotImplementedError(f"bz.onnx: sparse initializer {sp.values.name!r} "
+                                      "is not supported")
+        # IR < 4 lists initializers among the inputs too (as defaults): the caller feeds
+        # only the others
+        self._inputs = [_value_info(onnx, vi) for vi in graph.input if vi.name not in consts]
+        self.input_names = [i.name for i in self._inputs]
+        self.output_names = [o.name for o in graph.output]
+        for o in graph.output:
+            _value_info(onnx, o)  # refuses non-tensor outputs at load
+        self._nodes = [NodeContext(n, self.opset, onnx) for n in graph.node]
+        self._check_supported(model)
+        self.compiled = compiled and not any(n.op_type in DYNAMIC for n in self._nodes)
+        # fold what is constant now; the rest is the runtime graph
+        known = set(consts) | set(self.input_names) | {""}
+        self._runtime: list[NodeContext] = []
+        refused: list[str] = []
+        for n in self._nodes:
+            missing = [i for i in n.input_names if i not in known]
+            if missing:
+                raise ValueError(f"bz.onnx: node {n.label} reads {missing}, which no "
+                                 "earlier node, input or initializer defines")
+            known.update(n.output_names)
+            check = CHECKS.get(n.op_type)
+            if check is not None:
+                n._raw = [consts.get(i) for i in n.input_names]  # what is known at load
+                why = check(n)
+                if why:
+                    refused.append(f"{n.label}: {why}")
+                    continue
+            if n.op_type not in NO_FOLD and all(i in consts or i == "" for i in n.input_names):
+                raw = [consts[i] if i else None for i in n.input_names]
+                for name, v in zip(n.output_names, fold(n, raw)):
+                    if name:
+                        consts[name] = v
+            else:
+                self._runtime.append(n)
+        if refused:
+            raise NotImplementedError("bz.onnx: unsupported node configurations: "
+                                      + "; ".join(refused))
+        for name in self.output_names:
+            if name not in known:
+                raise ValueError(f"bz.onnx: output {name!r} is never computed")
+        needed = {i for n in self._runtime for i in n.input_names} | set(self.output_names)
+        self._consts = {k: v for k, v in consts.items() if k in needed}
+        # constants the runtime graph reads become braze arrays once, not per call
+        self._arrays = {k: asarray(v) for k, v in self._consts.items()}
+        self._fn = self._run
+        if self.compiled:
+            from ..compile import compile as _compile
+
+            self._fn = _compile(self._run)
+
+    def _check_supported(self, model: Any) -> None:
+        missing: dict[str, list[str]] = {}
+        for n in self._nodes:
+            if n.domain not in ("", "ai.onnx") or n.op_type not in CONVERTERS:
+                key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                missing.setdefault(key, []).append(n.name or "(unnamed)")
+        if missing:
+            ops = "; ".join(f"{op} (nodes {', '.join(map(repr, names[:3]))}"
+                            f"{', ...' if len(names) > 3 else ''})"
+                            for op, names in sorted(missing.items()))
+            raise NotImplementedError(f"bz.onnx: unsupported op types at opset {self.opset}: "
+                                      f"{ops}")
+
+    # ------------------------------------------------------------ running
+    def _run(self, *xs: Array) -> list[Array]:
+        env: dict[str, Any] = dict(self._consts)
+        env.update(zip(self.input_names, xs))
+        for n in self._runtime:
+            raw = [env[i] if i else None for i in n.input_names]
+            if all(isinstance(v, np.ndarray) or v is None for v in raw) \
+                    and n.op_type not in NO_FOLD:
+                outs = fold(n, raw)  # Shape arithmetic: numpy values known at trace time
+            else:
+                args = [self._arrays[i] if i in self._arrays else
+                        asarray(v) if isinstance(v, np.ndarray) else v
+                        for i, v in zip(n.input_names, raw)]
+                outs = n.convert(args, raw)
+            for name, v in zip(n.output_names, outs):
+                if name:
+                    env[name] = v
+        return [self._arrays[o] if o in self._arrays else
+                asarray(env[o]) if isinstance(env[o], np.ndarray) else env[o]
+                for o in self.output_names]
+
+    def __call__(self, *inputs: Any, **named: Any) -> list[Array]:
+        """Run the model: inputs positionally or by name; a list of braze arrays."""
+        xs = self._bind(inputs, named)
+        if self.backend is None:
+            return self._call(xs)
+        from ...backends import backend as _backend
+
+        with _backend(self.backend):
+            return self._call(xs)
+
+    def _call(self, xs: list[Array]) -> list[Array]:
+        if not self.compiled:
+            return self._run(*xs)
+        try:
+            return self._fn(*xs)
+        except DataDependentError as e:
+            # a shape read from data: cannot be traced; this model runs eagerly from now on
+            warnings.warn(f"bz.onnx: {e}; running the model eagerly (no bz.compile)",
+                          RuntimeWarning, stacklevel=3)
+            self.compiled = False
+            return self._run(*xs)
+
+    def _bind(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[Array]:
+        if inputs and named:
+            raise TypeError("bz.onnx model: pass the inputs either positionally or by name")
+        if named:
+            unknown = sorted(set(named) - set(self.input_names))
+            if unknown:
+                raise ValueError(f"bz.onnx model: unknown inputs {unknown}; "
+                                 f"the model's inputs are {self.input_names}")
+            absent = [n for n in self.input_names if n not in named]
+            if absent:
+                raise ValueError(f"bz.onnx model: missing inputs {absent}")
+            inputs = [named[n] for n in self.input_names]
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"bz.onnx model: expected {len(self._inputs)} inputs "
+                             f"{self.input_names}, got {len(inputs)}")
+        return [spec.check(x) for spec, x in zip(self._inputs, inputs)]
+
+    def __repr__(self) -> str:
+        return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
+                f"opset={self.opset}, nodes={len(self._nodes)}, "
+                f"runtime_nodes={len(self._runtime)}, compiled={self.compiled})")
+
+
+def _tensor_value(onnx: Any, t: Any, what: str) -> np.ndarray:
+    from .ops import tensor_to_numpy
+
+    return tensor_to_numpy(t, what)
+
+
+def load(model: Any, *, backend: str | None = None, compiled: bool = True) -> OnnxModel:
+    """Import an ONNX model (a path, bytes or an ``onnx.ModelProto``) into braze.
+
+    ``backend``: the braze backend its calls run on (None: the current one).
+    ``compiled=False`` interprets the graph eagerly on every call (for debugging);
+    by default each input signature is traced once by ``bz.compile`` and replayed.
+    External data is read only from files inside the model's directory. An op type
+    without a converter raises ``NotImplementedError`` listing all of them.
+
+    >>> import numpy as np, braze as bz
+    >>> from onnx import TensorProto, helper, numpy_helper
+    >>> w = numpy_helper.from_array(np.eye(2, dtype=np.float32), "w")
+    >>> g = helper.make_graph(
+    ...     [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])], [w])
+    >>> m = bz.onnx.load(helper.make_model(g).SerializeToString())
+    >>> np.asarray(m(np.ones((3, 2), np.float32))[0]).shape
+    (3, 2)
+    """
+    proto = load_model_proto(model)
+    return OnnxModel(proto, backend=backend, compiled=compiled)
+
