@@ -116,6 +116,29 @@ def test_sweep_counts():
     assert outcome["pass"] > 1100, outcome
 
 
+# ---------------------------------------------------------------- the light real models
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
+                "shufflenet", "squeezenet", "vgg19", "zfnet512"]
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_cpu(name):
+    """onnx's light models (weights from ConstantOfShape) against their stored output for
+    the input BackendTest feeds them (arange / size)."""
+    if "cpu" not in bz.backends.available():
+        pytest.skip("no cpu backend (no C++ compiler)")
+    m = bz.onnx.load(os.path.join(LIGHT, f"light_{name}.onnx"))
+    shape = m._inputs[0].shape
+    size = int(np.prod(shape))
+    x = (np.arange(size).reshape(shape) / size).astype(np.float32)
+    ref = numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT,
+                                                              f"light_{name}_output_0.pb")))
+    with bz.backend("cpu"):
+        y = np.asarray(m(x)[0])
+    np.testing.assert_allclose(y, ref, rtol=1e-3, atol=1e-6)
+
+
 # ---------------------------------------------------------------- the backend API
 def test_backend_test_smoke():
     import unittest

@@ -17,7 +17,7 @@ onnx's own ``load_external_data_for_model`` is not used: it would read first.
 >>> with open(os.path.join(d, "w.bin"), "wb") as f:
 ...     _ = f.write(t.raw_data)
 >>> t.ClearField("raw_data"); t.data_location = onnx.TensorProto.EXTERNAL
->>> t.external_data.add(key="location", value="w.bin")
+>>> _ = t.external_data.add(key="location", value="w.bin")
 >>> g = helper.make_graph([], "g", [], [helper.make_tensor_value_info(
 ...     "w", onnx.TensorProto.FLOAT, [4])], [t])
 >>> onnx.save(helper.make_model(g), os.path.join(d, "m.onnx"))

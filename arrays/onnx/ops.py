@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import arrays as bz
+from ... import arrays as _arrays
 from ..array import TRACING, Array
+
+bz: Any = _arrays  # typed loosely: mypy cannot see the star-imported names
 
 Converter = Callable[..., Any]
 CONVERTERS: dict[str, Converter] = {}
@@ -127,8 +129,8 @@ class NodeContext:
     def has(self, i: int) -> bool:
         return i < len(self.input_names) and bool(self.input_names[i])
 
-    def const(self, i: int) -> np.ndarray | None:
-        """Input ``i`` as a numpy value (None if absent); it must be known now."""
+    def const(self, i: int) -> Any:
+        """Input ``i`` as a numpy array (None if absent); it must be known now."""
         if not self.has(i):
             return None
         v = self._raw[i]
@@ -140,7 +142,8 @@ class NodeContext:
                                      "axis or count")
         return np.asarray(v)
 
-    def ints(self, i: int) -> list[int] | None:
+    def ints(self, i: int) -> Any:
+        """Input ``i`` as a list of Python ints (None if absent)."""
         v = self.const(i)
         return None if v is None else [int(e) for e in np.asarray(v).reshape(-1)]
 

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ... import arrays as bz
+from ... import arrays as _arrays
 from ..array import Array
 from .ops import NodeContext, _axis, _cast, op
+
+bz: Any = _arrays  # typed loosely: mypy cannot see the star-imported names
 
 
 # ---------------------------------------------------------------- geometry
@@ -150,8 +152,8 @@ def _conv_transpose(n: NodeContext, x: Array, w: Array, b: Array | None = None) 
     y = _conv_nhwc(xc, wt, [1] * nd, d, [max(0, a) for a in plo], [max(0, c) for c in phi], g,
                    input_dilation=s, flip=True)
     if any(a or c for a, c in crop):
-        y = y[(slice(None), *(slice(a, y.shape[1 + i] - c) for i, (a, c) in enumerate(crop)),
-               slice(None))]
+        key = [slice(None)] + [slice(a, y.shape[1 + i] - c) for i, (a, c) in enumerate(crop)]
+        y = y[tuple(key + [slice(None)])]
     if b is not None:
         y = y + b
     return _channels_first(y)
@@ -379,10 +381,10 @@ def _resize(n: NodeContext, x: Array, *rest: Any) -> Array:
     for a in range(r):
         if out[a] == x.shape[a] and scale[a] == 1.0 and coord != "tf_crop_and_resize":
             continue
-        j = axes.index(a) if a in axes else None
+        k: int | None = axes.index(a) if a in axes else None
         bounds = (0.0, 1.0)
-        if roi_v is not None and j is not None:
-            bounds = (float(roi_v[j]), float(roi_v[j + len(axes)]))
+        if roi_v is not None and k is not None:
+            bounds = (float(roi_v[k]), float(roi_v[k + len(axes)]))
         c = _source_coords(coord, out[a], x.shape[a], scale[a], bounds)
         if coord == "tf_crop_and_resize":
             off = (c < 0) | (c > x.shape[a] - 1)

@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ... import arrays as bz
+from ... import arrays as _arrays
 from ..array import Array
 from .ops import NodeContext, _axis, _cast, op
+
+bz: Any = _arrays  # typed loosely: mypy cannot see the star-imported names
 
 
 def _sum(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
