@@ -338,3 +338,68 @@ def test_conv_gradients_against_finite_differences(case):
         plus[idx], minus[idx] = arr + 1e-3 * d, arr - 1e-3 * d
         fd = (float(f(*map(bz.asarray, plus))) - float(f(*map(bz.asarray, minus)))) / 2e-3
         assert math.isclose(float(np.sum(np.asarray(gr) * d)), fd, rel_tol=1e-7, abs_tol=1e-7)
+
+
+@pytest.mark.parametrize("shape,kw", [
+    ((2, 7, 7, 8), dict(w=(16, 1, 1, 8))),  # 1x1: a GEMM over x as it is
+    ((2, 9, 9, 6), dict(w=(6, 3, 3, 1), groups=6, stride=2, padding=1)),  # depthwise
+    ((1, 10, 11, 5), dict(w=(7, 3, 2, 5), padding=([1, 0], [2, 1]), dilation=(2, 1))),
+    ((1, 6, 6, 6), dict(w=(4, 3, 3, 3), groups=2, stride=(1, 2))),  # grouped
+    ((3, 12, 4), dict(w=(5, 4, 4), stride=3)),  # 1-d
+    ((1, 4, 5, 3, 2), dict(w=(3, 2, 2, 2, 2), padding=1)),  # 3-d
+])
+def test_cpu_conv_tactics_match_the_reference(backend_name, shape, kw):
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(kw.pop("w")).astype(np.float32)
+    fn = {3: bz.conv1d, 4: bz.conv2d, 5: bz.conv3d}[x.ndim]
+    impl = bz.backends.get("cpu").library["conv"]
+    before = dict(impl.calls)
+    got = np.asarray(fn(bz.asarray(x), bz.asarray(w), **kw))
+    with bz.backend("numpy"):
+        want = np.asarray(fn(bz.asarray(x), bz.asarray(w), **kw))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert impl.calls["numpy"] == before["numpy"]  # a native tactic ran
+    # the same bits with one thread
+    backend = bz.backends.get("cpu")
+    threads, backend.num_threads = backend.num_threads, 1
+    try:
+        one = np.asarray(fn(bz.asarray(x), bz.asarray(w), **kw))
+    finally:
+        backend.num_threads = threads
+    np.testing.assert_array_equal(one, got)
+
+
+_TIER_PROBE = """
+import hashlib, numpy as np, braze as bz
+rng = np.random.default_rng(0)
+for shape, w, kw in [((1, 9, 9, 16), (24, 3, 3, 16), dict(padding=1)),
+                     ((2, 7, 7, 8), (16, 1, 1, 8), {}),
+                     ((1, 15, 15, 3), (8, 5, 5, 3), dict(stride=2, padding=2)),
+                     ((1, 8, 8, 8), (8, 3, 3, 4), dict(groups=2))]:
+    x = rng.standard_normal(shape).astype(np.float32)
+    ww = rng.standard_normal(w).astype(np.float32)
+    y = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(ww), **kw))
+    print(hashlib.sha256(y.tobytes()).hexdigest()[:16])
+"""
+
+
+def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
+    import os
+    import subprocess
+    import sys
+
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    outs = {}
+    for level in ("native", "avx2", "scalar"):
+        r = subprocess.run([sys.executable, "-c", _TIER_PROBE], capture_output=True, text=True,
+                           timeout=600, env={**os.environ, "BRAZE_ISA": level})
+        if level == "avx2" and r.returncode and "BRAZE_ISA" in r.stderr:
+            continue  # this CPU has no AVX2
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[level] = r.stdout.split()
+    assert len(outs["native"]) == 4
+    assert all(v == outs["native"] for v in outs.values()), outs

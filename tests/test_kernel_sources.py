@@ -24,6 +24,7 @@ from braze.backends.cpu import (
     bincount,
     build,
     concat,
+    conv,
     matvec,
     placement,
     qmatmul,
@@ -90,6 +91,7 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
         cases.append(("scan.cc", isa, flags, SYM))
         cases.append(("vecmat.cc", isa, flags, SYM))
         cases.append(("bincount.cc", isa, flags, SYM))
+        cases.append(("conv.cc", isa, flags, SYM))
         cases.append(("dispatch.h", isa, flags, {}))
         cases.append(("f16.h", isa, flags, {}))
     for name in ("attention.cc", "rope.cc"):  # no libmvec
@@ -174,12 +176,12 @@ def _built_sources() -> list[tuple[str, str]]:
     return [qmatmul.source(4, 32, False), qmatmul.source(8, 64, True, isa=1),
             matvec.source(), matvec.source(0), attention.source(), rope.source(),
             concat.source(), scan.source(), matvec.vecmat_source(), bincount.source(),
-            roll.source(), assign.source(), placement.source(),
+            roll.source(), assign.source(), placement.source(), conv.source(),
             *((g.source, g.symbol) for g in
                                (cuda_library.gemm_kernel(t) for t in ("float", "double")))]
 
 
-@pytest.mark.parametrize("i", range(15))
+@pytest.mark.parametrize("i", range(16))
 def test_built_source_is_self_contained_and_names_real_files(i: int) -> None:
     text, sym = _built_sources()[i]
     assert '#include "' not in text  # every quoted include inlined: the cache key covers it

@@ -48,6 +48,9 @@ struct WX {
     static inline F set1(float v) { return _mm512_set1_ps(v); }
     static inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
     static inline F zero() { return _mm512_setzero_ps(); }
+    static inline F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static inline F max(F a, F b) { return _mm512_max_ps(a, b); }
+    static inline F min(F a, F b) { return _mm512_min_ps(a, b); }
     static inline void store(float* p, F v) { _mm512_storeu_ps(p, v); }
 #elif BZ_WX_ISA == 3
     typedef float32x4_t F;
@@ -68,6 +71,9 @@ struct WX {
     static inline F set1(float v) { return vdupq_n_f32(v); }
     static inline F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
     static inline F zero() { return vdupq_n_f32(0.0f); }
+    static inline F add(F a, F b) { return vaddq_f32(a, b); }
+    static inline F max(F a, F b) { return vmaxq_f32(a, b); }
+    static inline F min(F a, F b) { return vminq_f32(a, b); }
     static inline void store(float* p, F v) { vst1q_f32(p, v); }
 #else
     typedef __m256 F;
@@ -81,6 +87,9 @@ struct WX {
     static inline F set1(float v) { return _mm256_set1_ps(v); }
     static inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
     static inline F zero() { return _mm256_setzero_ps(); }
+    static inline F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static inline F max(F a, F b) { return _mm256_max_ps(a, b); }
+    static inline F min(F a, F b) { return _mm256_min_ps(a, b); }
     static inline void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 #endif
 };

@@ -1,0 +1,342 @@
+// Convolution helpers for the cpu backend's ``conv`` library op (backends/cpu/conv.py
+// describes and builds them), float32, channels-last x (N, D1, D2, D3, C) (fewer spatial
+// dims padded with size-1 dims in front). Parameter: BZ_SYMBOL (the entry point's name).
+//
+// Mode 0, im2col: rows (N*O1*O2*O3, K1*K2*K3*cg) for the channel slice [c0, c0 + cg): per
+// output position and kernel tap, cg contiguous floats of x (channels-last: one copy per
+// tap) or zeros where the tap falls in the padding. The native GEMM then multiplies the
+// rows by the weight (C_out, K*cg) as stored.
+// Mode 2, implicit GEMM (no im2col copy): a register tile of R output positions x 2 SIMD
+// vectors of output channels (gemm_tile.h's WX: R = 12 x 32 on AVX-512, 6 x 16 on AVX2,
+// 8 x 8 on NEON), per tap and input channel one broadcast of x (read in place through R
+// row pointers, a zero row for a padded tap) against the weight packed in panels of 2 * L
+// output channels; each output sums its taps and channels in one fixed order (the same
+// bits at any thread count). The epilogue adds the bias, an optional residual and applies
+// the activation before the one store.
+// Mode 1, depthwise (groups == C, one output channel per group): out[n, o, c] = sum over
+// taps of x[n, o*s + k*d - lo, c] * w[k, c], the taps in order (one chain per output:
+// the same bits for any thread count), vectorized across channels.
+#ifndef BZ_SYMBOL
+#error "conv: define BZ_SYMBOL (the kernel's name)"
+#endif
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)) || \
+    (defined(__aarch64__) && defined(__ARM_NEON))
+#include "gemm_tile.h"
+#else
+#define BZ_WX_ISA 0
+// No SIMD FMA (x86-64 baseline): 4 lanes through GCC's vector extension, each multiply-add
+// a fused one (fmaf) so that every tier sums and rounds alike.
+struct WX {
+    typedef float F __attribute__((vector_size(16)));
+    typedef int K;
+    enum { L = 4 };
+    static inline K mask(int64_t n) { return (int)n; }
+    static inline F load(K, const float* p) {
+        F v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static inline F set1(float v) { return F{v, v, v, v}; }
+    static inline F fma(F a, F b, F c) {
+        F r;
+        for (int i = 0; i < 4; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+        return r;
+    }
+    static inline F zero() { return F{0.0f, 0.0f, 0.0f, 0.0f}; }
+    static inline F add(F a, F b) { return a + b; }
+    static inline F max(F a, F b) { return a > b ? a : b; }
+    static inline F min(F a, F b) { return a < b ? a : b; }
+    static inline void store(float* p, F v) { std::memcpy(p, &v, sizeof v); }
+};
+#include "dispatch.h"
+#endif
+
+namespace {
+
+struct Geometry {
+    int64_t n, c, in[3], k[3], out[3], stride[3], dil[3], lo[3];
+};
+
+Geometry geometry(const int64_t* a) {
+    Geometry g;
+    g.n = a[2];
+    g.c = a[3];
+    for (int i = 0; i < 3; ++i) {
+        g.in[i] = a[4 + i];
+        g.k[i] = a[7 + i];
+        g.out[i] = a[10 + i];
+        g.stride[i] = a[13 + i];
+        g.dil[i] = a[16 + i];
+        g.lo[i] = a[19 + i];
+    }
+    return g;
+}
+
+void im2col(const Geometry& g, const float* x, float* cols, int64_t c0, int64_t cg,
+            int64_t threads) {
+    const int64_t taps = g.k[0] * g.k[1] * g.k[2];
+    const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
+    const int64_t row_len = taps * cg;
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t rem = r;
+        const int64_t o2 = rem % g.out[2];
+        rem /= g.out[2];
+        const int64_t o1 = rem % g.out[1];
+        rem /= g.out[1];
+        const int64_t o0 = rem % g.out[0];
+        const int64_t b = rem / g.out[0];
+        float* dst = cols + r * row_len;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+            const int64_t i0 = o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
+            for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                const int64_t i1 = o1 * g.stride[1] + k1 * g.dil[1] - g.lo[1];
+                for (int64_t k2 = 0; k2 < g.k[2]; ++k2, dst += cg) {
+                    const int64_t i2 = o2 * g.stride[2] + k2 * g.dil[2] - g.lo[2];
+                    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 ||
+                        i2 >= g.in[2]) {
+                        for (int64_t c = 0; c < cg; ++c) dst[c] = 0.0f;
+                        continue;
+                    }
+                    const float* src =
+                        x + (((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2) * g.c + c0;
+                    if (cg < 16)  // an image's few channels: no call per tap
+                        for (int64_t c = 0; c < cg; ++c) dst[c] = src[c];
+                    else
+                        std::memcpy(dst, src, (size_t)cg * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+void depthwise(const Geometry& g, const float* x, const float* w, float* out, int64_t threads) {
+    const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
+    const int64_t C = g.c;
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t rem = r;
+        const int64_t o2 = rem % g.out[2];
+        rem /= g.out[2];
+        const int64_t o1 = rem % g.out[1];
+        rem /= g.out[1];
+        const int64_t o0 = rem % g.out[0];
+        const int64_t b = rem / g.out[0];
+        float* dst = out + r * C;
+        for (int64_t c = 0; c < C; ++c) dst[c] = 0.0f;
+        int64_t t = 0;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+            const int64_t i0 = o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
+            for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                const int64_t i1 = o1 * g.stride[1] + k1 * g.dil[1] - g.lo[1];
+                for (int64_t k2 = 0; k2 < g.k[2]; ++k2, ++t) {
+                    const int64_t i2 = o2 * g.stride[2] + k2 * g.dil[2] - g.lo[2];
+                    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 ||
+                        i2 >= g.in[2])
+                        continue;  // a padded tap adds +0.0f: skipping it keeps the bits
+                    const float* src = x + (((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2) * C;
+                    const float* wt = w + t * C;  // w (taps, C)
+#pragma omp simd
+                    for (int64_t c = 0; c < C; ++c) dst[c] += src[c] * wt[c];
+                }
+            }
+        }
+    }
+}
+
+#if BZ_WX_ISA == 2
+constexpr int kRows = 12;
+#elif BZ_WX_ISA == 3
+constexpr int kRows = 8;
+#elif BZ_WX_ISA == 1
+constexpr int kRows = 6;
+#else
+constexpr int kRows = 4;
+#endif
+constexpr int kCols = 2 * WX::L;
+
+// The input position output row r reads for each tap (taps in order), or -1 (padding):
+// the row's coordinates once, then one addition per tap and dim.
+inline void tap_offsets(const Geometry& g, int64_t r, int64_t* offs) {
+    int64_t rem = r;
+    const int64_t o2 = rem % g.out[2];
+    rem /= g.out[2];
+    const int64_t o1 = rem % g.out[1];
+    rem /= g.out[1];
+    const int64_t o0 = rem % g.out[0];
+    const int64_t b = rem / g.out[0];
+    const int64_t s0 = o0 * g.stride[0] - g.lo[0], s1 = o1 * g.stride[1] - g.lo[1];
+    const int64_t s2 = o2 * g.stride[2] - g.lo[2];
+    for (int64_t k0 = 0, i0 = s0; k0 < g.k[0]; ++k0, i0 += g.dil[0])
+        for (int64_t k1 = 0, i1 = s1; k1 < g.k[1]; ++k1, i1 += g.dil[1])
+            for (int64_t k2 = 0, i2 = s2; k2 < g.k[2]; ++k2, i2 += g.dil[2]) {
+                const bool in =
+                    i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+                *offs++ = in ? ((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2 : -1;
+            }
+}
+
+// Epilogue: act 0 none, 1 ReLU, 2 clip to [lo, hi] (ReLU6), applied after bias + residual.
+struct Epilogue {
+    int64_t cout;
+    const float* bias;      // (C_out,) or null
+    const float* residual;  // (rows, C_out) or null
+    int64_t act;
+    float lo, hi;
+};
+
+template <int R>
+void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int64_t nv, float* out,
+          const float* res, int64_t ldo, const float* bias, const Epilogue& ep) {
+    WX::F acc[R][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = WX::zero();
+    for (int64_t t = 0; t < taps; ++t) {
+        const float* p[R];
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) p[r] = ptrs[t * kRows + r];
+        const float* bp = panel + t * cg * kCols;
+        for (int64_t c = 0; c < cg; ++c, bp += kCols) {
+            const WX::F b0 = WX::load(WX::mask(WX::L), bp);
+            const WX::F b1 = WX::load(WX::mask(WX::L), bp + WX::L);
+#pragma GCC unroll 12
+            for (int r = 0; r < R; ++r) {
+                const WX::F a = WX::set1(p[r][c]);
+                acc[r][0] = WX::fma(a, b0, acc[r][0]);
+                acc[r][1] = WX::fma(a, b1, acc[r][1]);
+            }
+        }
+    }
+    if (nv == kCols) {  // a whole panel: the epilogue on the registers, then the stores
+        const WX::K all = WX::mask(WX::L);
+        const WX::F lo = WX::set1(ep.lo), hi = WX::set1(ep.hi);
+        WX::F b0 = WX::zero(), b1 = WX::zero();
+        if (bias) {
+            b0 = WX::load(all, bias);
+            b1 = WX::load(all, bias + WX::L);
+        }
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+            WX::F v0 = acc[r][0], v1 = acc[r][1];
+            if (bias) {
+                v0 = WX::add(v0, b0);
+                v1 = WX::add(v1, b1);
+            }
+            if (res) {
+                v0 = WX::add(v0, WX::load(all, res + r * ldo));
+                v1 = WX::add(v1, WX::load(all, res + r * ldo + WX::L));
+            }
+            if (ep.act == 1) {
+                v0 = WX::max(v0, WX::zero());
+                v1 = WX::max(v1, WX::zero());
+            } else if (ep.act == 2) {
+                v0 = WX::min(WX::max(v0, lo), hi);
+                v1 = WX::min(WX::max(v1, lo), hi);
+            }
+            WX::store(out + r * ldo, v0);
+            WX::store(out + r * ldo + WX::L, v1);
+        }
+        return;
+    }
+    alignas(64) float buf[R][kCols];  // every index constant: acc stays in registers
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+        WX::store(buf[r], acc[r][0]);
+        WX::store(buf[r] + WX::L, acc[r][1]);
+    }
+    for (int r = 0; r < R; ++r) {  // simple loops (vectorized): copy, + bias, + residual, act
+        float* o = out + r * ldo;
+        const float* v = buf[r];
+        for (int64_t j = 0; j < nv; ++j) o[j] = v[j];
+        if (bias)
+            for (int64_t j = 0; j < nv; ++j) o[j] += bias[j];
+        if (res)
+            for (int64_t j = 0; j < nv; ++j) o[j] += res[r * ldo + j];
+        if (ep.act == 1)
+            for (int64_t j = 0; j < nv; ++j) o[j] = o[j] > 0.0f ? o[j] : 0.0f;
+        else if (ep.act == 2)
+            for (int64_t j = 0; j < nv; ++j)
+                o[j] = o[j] < ep.lo ? ep.lo : (o[j] > ep.hi ? ep.hi : o[j]);
+    }
+}
+
+// out (rows, C_out) = conv(x, w) (+ bias, residual, activation), the weight given packed per
+// group into panels of kCols output channels (backends/cpu/conv.py packs them once per
+// weight): panel p = group * nb + block holds (t * cg + c, j) at (t * cg + c) * kCols + j,
+// zeros past the group's og channels.
+void implicit_gemm(const Geometry& g, const float* x, const float* panels, float* out,
+                   int64_t groups, const Epilogue& ep, int64_t threads) {
+    const int64_t taps = g.k[0] * g.k[1] * g.k[2];
+    const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
+    const int64_t cin = g.c, cg = cin / groups;
+    const int64_t og = ep.cout / groups, nb = (og + kCols - 1) / kCols;
+    const int64_t nrb = (rows + kRows - 1) / kRows;
+    const int64_t panel = taps * cg * kCols;
+    int64_t* offs = (int64_t*)std::malloc((size_t)(rows * taps) * sizeof(int64_t) + 8);
+    float* zeros = (float*)std::calloc((size_t)cg + 16, sizeof(float));
+#pragma omp parallel num_threads((int)threads) if (threads > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) tap_offsets(g, r, offs + r * taps);
+        const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < groups * nb * nrb; ++item) {
+            const int64_t rb = item % nrb, pb = item / nrb, gi = pb / nb, j0 = (pb % nb) * kCols;
+            const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
+            for (int64_t t = 0; t < taps; ++t)
+                for (int64_t r = 0; r < kRows; ++r) {
+                    const int64_t o = r < R ? offs[(r0 + r) * taps + t] : -1;
+                    ptrs[t * kRows + r] = o < 0 ? zeros : x + o * cin + gi * cg;
+                }
+            const int64_t col = gi * og + j0, nv = og - j0 < kCols ? og - j0 : kCols;
+            float* o = out + r0 * ep.cout + col;
+            const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
+            const float* bias = ep.bias ? ep.bias + col : nullptr;
+            bz_dispatch<kRows>(R, [&](auto rc) {
+                constexpr int RC = decltype(rc)::value;
+                tile<RC>(ptrs, taps, cg, panels + pb * panel, nv, o, res, ep.cout, bias, ep);
+            });
+        }
+        std::free(ptrs);
+    }
+    std::free(offs);
+    std::free(zeros);
+}
+
+}  // namespace
+
+// Args (int64): mode (0 im2col, 1 depthwise, 2 implicit GEMM, 3 tile query), threads, N, C, in[3],
+// k[3], out[3], stride[3], dilation[3], pad_lo[3], then (im2col) c0, cg; (implicit GEMM) groups,
+// C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias, has
+// residual.
+// Buffers: im2col: x, cols; depthwise: x, w (taps, C), out (rows, C); implicit GEMM: x,
+// panels, out (rows, C_out), [bias (C_out)], [residual (rows, C_out)]; query: int64 out[2].
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
+    const Geometry g = geometry(a);
+    const int64_t threads = a[1] > 1 ? a[1] : 1;
+    if (a[0] == 0) {
+        im2col(g, (const float*)bufs[0], (float*)bufs[1], a[22], a[23], threads);
+    } else if (a[0] == 1) {
+        depthwise(g, (const float*)bufs[0], (const float*)bufs[1], (float*)bufs[2], threads);
+    } else if (a[0] == 3) {  // the implicit GEMM's tile: rows, output channels per panel
+        ((int64_t*)bufs[0])[0] = kRows;
+        ((int64_t*)bufs[0])[1] = kCols;
+    } else {
+        double lo, hi;
+        std::memcpy(&lo, a + 25, sizeof lo);
+        std::memcpy(&hi, a + 26, sizeof hi);
+        int b = 3;
+        Epilogue ep;
+        ep.cout = a[23];
+        ep.bias = a[27] ? (const float*)bufs[b++] : nullptr;
+        ep.residual = a[28] ? (const float*)bufs[b++] : nullptr;
+        ep.act = a[24];
+        ep.lo = (float)lo;
+        ep.hi = (float)hi;
+        implicit_gemm(g, (const float*)bufs[0], (const float*)bufs[1], (float*)bufs[2], a[22], ep,
+                      threads);
+    }
+}
