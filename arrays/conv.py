@@ -239,7 +239,7 @@ def _windows(xp: Array, ks: Sequence[int], strides: Sequence[int], dils: Sequenc
     """One strided view of the padded input per kernel offset."""
     views = []
     for offs in np.ndindex(*ks):
-        views.append(xp[(slice(None), *[
+        views.append(xp[(slice(None),) + tuple([
             slice(o * d, o * d + (m - 1) * s + 1, s)
             for o, d, s, m in zip(offs, dils, strides, outs)])])
     return views
@@ -252,7 +252,7 @@ def _tiled(x: Array, ks: Sequence[int], strides: Sequence[int], dils: Sequence[i
     if any(s != k or d != 1 or lo != 0 or hi > 0 for k, s, d, (lo, hi)
            in zip(ks, strides, dils, pads)):
         return None
-    crop = x[(slice(None), *[slice(0, o * k) for o, k in zip(outs, ks)])]
+    crop = x[(slice(None),) + tuple([slice(0, o * k) for o, k in zip(outs, ks)])]
     return reshape(crop, (x.shape[0], *[v for o, k in zip(outs, ks) for v in (o, k)],
                           x.shape[-1]))
 
@@ -262,13 +262,13 @@ def _pad_spatial(x: Array, pads: Sequence[tuple[int, int]], fill: Any) -> Array:
     (two steps; a concat per padded dim would be one more each)."""
     crop = tuple(slice(0, x.shape[1 + i] + min(hi, 0)) for i, (_, hi) in enumerate(pads))
     if any(hi < 0 for _, hi in pads):
-        x = x[(slice(None), *crop)]
+        x = x[(slice(None),) + crop]
     if all(lo == 0 and hi <= 0 for lo, hi in pads):
         return x
     shape = (x.shape[0], *[s + lo + max(hi, 0) for s, (lo, hi) in zip(x.shape[1:-1], pads)],
              x.shape[-1])
     out = full(shape, fill, dtype=x.dtype)
-    out[(slice(None), *[slice(lo, lo + s) for s, (lo, _) in zip(x.shape[1:-1], pads)])] = x
+    out[(slice(None),) + tuple([slice(lo, lo + s) for s, (lo, _) in zip(x.shape[1:-1], pads)])] = x
     return out
 
 

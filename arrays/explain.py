@@ -17,6 +17,7 @@ constant_folding: nothing to fold
 identities: 2 rewrites (x*1 -> x, x**2 -> x*x)
 cse: 1 node merged
 small_reductions: no rewrites
+conv_epilogue: no epilogues fused
 dce: 2 nodes removed
 fuse: 3 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 256 bytes

@@ -42,7 +42,9 @@ __all__ = [
     "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
     "LayerNorm", "RoPE", "Attention", "concat_linears", "silu", "gelu", "gelu_approx", "relu",
     "softmax", "Dropout", "LoRALinear", "value_and_grad", "losses", "tree_from_names",
-    "names_from_tree", *_conv_functions,
+    "names_from_tree", *_conv_functions, "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "BatchNorm", "GroupNorm", "InstanceNorm", "MaxPool1d",
+    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "Upsample",
 ]
 
 
@@ -736,7 +738,21 @@ def value_and_grad(model: Module, fn: Any) -> Any:
 
 
 # the convolutional layers subclass Module (defined above)
-from .conv_layers import *  # noqa: E402, F403
-from .conv_layers import __all__ as _conv_layers  # noqa: E402
-
-__all__ += _conv_layers
+from .conv_layers import (  # noqa: E402
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    BatchNorm,
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    GroupNorm,
+    InstanceNorm,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    Upsample,
+)

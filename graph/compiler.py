@@ -26,6 +26,7 @@ constant_folding: nothing to fold
 identities: 1 rewrite (x*1 -> x)
 cse: nothing to merge
 small_reductions: no rewrites
+conv_epilogue: no epilogues fused
 dce: 1 node removed
 fuse: 2 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 16 bytes

@@ -177,8 +177,8 @@ def test_conv_is_one_library_node_and_fuses_its_epilogue():
     y = bz.maximum(bz.conv2d(x, w, padding=1) + b, 0.0)
     assert y._node.inputs[0].inputs[0].op is CONV
     report = bz.explain(lambda x, w, b: bz.maximum(bz.conv2d(x, w, padding=1) + b, 0.0), x, w, b)
-    # the conv (a library step) and one kernel for the bias + ReLU epilogue
-    assert report.num_kernels == 2 and [k.kind for k in report.kernels][0] == "library"
+    # the bias + ReLU epilogue fused into the convolution (the conv_epilogue pass)
+    assert report.num_kernels == 1 and report.kernels[0].name == "conv_fused"
     assert float(y[0, 3, 3, 0]) == 28.0
 
 

@@ -135,7 +135,7 @@ class CpuBackend(NumpyBackend):
         self.library["bincount"] = Bincount(self)
         from .conv import Conv  # im2col + the native GEMM, 1x1 as a GEMM, depthwise
 
-        self.library["conv"] = Conv(self)
+        self.library["conv"] = self.library["conv_fused"] = Conv(self)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)

@@ -76,6 +76,18 @@ def pack_panels(w: np.ndarray, groups: int, cols: int) -> np.ndarray:
                                 ).reshape(groups * nb, kk, cols)
 
 
+def _epilogue(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | None,
+              act: int, clip: tuple[float, float]) -> np.ndarray:
+    """The fused epilogue in numpy, in place (the depthwise kernel has none of its own)."""
+    if bias is not None:
+        out += bias
+    if residual is not None:
+        out += residual
+    if act:
+        np.clip(out, clip[0] if act == 2 else 0.0, clip[1] if act == 2 else None, out=out)
+    return out
+
+
 class Conv(NativeOp):
     """The ``cpu`` backend's ``library["conv"]`` (see the module docstring); ``calls``
     counts each tactic.
@@ -100,14 +112,23 @@ class Conv(NativeOp):
         self._tile: tuple[int, int] | None = None
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
-                 w: np.ndarray) -> np.ndarray:
-        if x.dtype != _F32 or w.dtype != _F32 or out_dtype != _F32 or x.size == 0:
+                 w: np.ndarray, *epilogue: np.ndarray) -> np.ndarray:
+        op = OPS["conv_fused" if "act" in attrs else "conv"]
+        if x.dtype != _F32 or w.dtype != _F32 or out_dtype != _F32 or x.size == 0 or \
+                any(e.dtype != _F32 for e in epilogue):
             self.calls["numpy"] += 1
-            return reference_eval(OPS["conv"], attrs, out_dtype, x, w)
+            return reference_eval(op, attrs, out_dtype, x, w, *epilogue)
         h = self._kernel(_KERNELS.handle)
         if h is None:
             self.calls["numpy"] += 1
-            return reference_eval(OPS["conv"], attrs, out_dtype, x, w)
+            return reference_eval(op, attrs, out_dtype, x, w, *epilogue)
+        ep = list(epilogue)
+        bias = np.ascontiguousarray(ep.pop(0)) if attrs.get("bias") else None
+        residual = np.ascontiguousarray(ep.pop(0)) if attrs.get("residual") else None
+        act, clip = 0, (0.0, 0.0)
+        if attrs.get("act") == "clip":
+            clip = attrs["clip"]
+            act = 1 if clip == (0.0, math.inf) else 2
         n = x.ndim - 2
         original = w
         if attrs["flip"]:
@@ -129,7 +150,7 @@ class Conv(NativeOp):
             wt = np.ascontiguousarray(w.reshape(cout, taps).T)
             nt = 1 if rows * taps * cin < PARALLEL_ELEMENTS else threads
             _core.launch(h, [x, wt, out], np.array([1, nt, *geo], np.int64))
-            return out
+            return _epilogue(out, bias, residual, act, clip)
         if self._tile is None:
             self._tile = _tile(h)
         cols = self._tile[1]
@@ -144,9 +165,9 @@ class Conv(NativeOp):
                              (1, rows, 1, cout), {"stride": (1, 1), "kernel_dilation": (1, 1),
                                                   "padding": ((0, 0), (0, 0))})
             return self.implicit(h, a, self._packed(original, w, attrs["flip"], 1, cols),
-                                 shape, flat, 1, threads)
+                                 shape, flat, 1, threads, bias, residual, act, clip)
         return self.implicit(h, x, self._packed(original, w, attrs["flip"], groups, cols),
-                             shape, geo, groups, threads)
+                             shape, geo, groups, threads, bias, residual, act, clip)
 
     def _packed(self, original: np.ndarray, w: np.ndarray, flip: bool, groups: int, cols: int
                 ) -> np.ndarray:
@@ -174,7 +195,7 @@ class Conv(NativeOp):
         rows, cout = math.prod(shape[:-1]), shape[-1]
         flops = rows * panels.size // max(panels.shape[0], 1) * cout // max(panels.shape[2], 1)
         nt = 1 if flops < PARALLEL_ELEMENTS * 8 else threads
-        bufs = [x, panels, out] + [a for a in (bias, residual) if a is not None]
+        bufs = [x, panels, out] + [a.reshape(-1) for a in (bias, residual) if a is not None]
         bits = np.array(clip, np.float64).view(np.int64)
         _core.launch(h, bufs, np.array([2, nt, *geo, groups, cout, act, *bits,
                                         bias is not None, residual is not None], np.int64))

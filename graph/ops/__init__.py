@@ -30,8 +30,20 @@ module              ops
 
 from __future__ import annotations
 
-from . import conv, elementwise, fft, leaves, library, linalg, nn, quantized, random, reductions, views
-from .conv import CONV, conv_attrs, conv_out_size, conv_ref, dilate_and_pad
+from . import (
+    conv,
+    elementwise,
+    fft,
+    leaves,
+    library,
+    linalg,
+    nn,
+    quantized,
+    random,
+    reductions,
+    views,
+)
+from .conv import CONV, CONV_FUSED, conv_attrs, conv_out_size, conv_ref, dilate_and_pad
 from .elementwise import BITCAST, CAST, WHERE
 from .leaves import CONSTANT, PARAMETER, VALUE
 from .library import GATHER, MATMUL, SCATTER, argsort_ref, index_key, index_shape
@@ -63,8 +75,9 @@ from .shapes import Shape, broadcast_shapes, matmul_shape, reduced_shape
 from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
-    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "conv", "conv_attrs",
-    "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL", "OPS",
+    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_FUSED", "conv",
+    "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL",
+    "OPS",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",
     "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",

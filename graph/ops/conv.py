@@ -31,7 +31,7 @@ from .. import dtypes as dt
 from .record import OpDef, declare
 from .shapes import Shape
 
-__all__ = ["CONV", "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad"]
+__all__ = ["CONV", "CONV_FUSED", "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad"]
 
 
 def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
@@ -126,7 +126,7 @@ def dilate_and_pad(x: np.ndarray, padding: Sequence[tuple[int, int]],
         shape = (x.shape[0], *[(s - 1) * d + 1 if s else 0
                                for s, d in zip(x.shape[1:-1], input_dilation)], x.shape[-1])
         y = np.zeros(shape, x.dtype)
-        y[(slice(None), *[slice(None, None, d) for d in input_dilation])] = x
+        y[(slice(None),) + tuple([slice(None, None, d) for d in input_dilation])] = x
         x = y
     widths = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding] + [(0, 0)]
     if any(w != (0, 0) for w in widths[1:1 + n]):
@@ -134,7 +134,7 @@ def dilate_and_pad(x: np.ndarray, padding: Sequence[tuple[int, int]],
     # then negative pads crop (after padding: a crop may reach into the other side's pad)
     crop = tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
                  for i, (lo, hi) in enumerate(padding))
-    x = x[(slice(None), *crop)]
+    x = x[(slice(None),) + crop]
     return x
 
 
@@ -152,7 +152,7 @@ def conv_ref(x: np.ndarray, w: np.ndarray, *, stride, padding, kernel_dilation,
     batch, cin, cout = x.shape[0], x.shape[-1], w.shape[0]
     cols = np.empty((batch, *outs, math.prod(k), cin), ct)
     for j, offs in enumerate(np.ndindex(*k)):
-        cols[..., j, :] = xp[(slice(None), *[
+        cols[..., j, :] = xp[(slice(None),) + tuple([
             slice(o * kernel_dilation[i], o * kernel_dilation[i] + (outs[i] - 1) * stride[i] + 1,
                   stride[i]) for i, o in enumerate(offs)])]
     g, cg, og = groups, cin // groups, cout // groups
@@ -170,16 +170,16 @@ def _padded(ad: Any, x: Any, padding, input_dilation) -> Any:
         z = ad.zeros((x.shape[0], *[(s - 1) * d + 1 for s, d in zip(x.shape[1:-1],
                                                                     input_dilation)],
                       x.shape[-1]), dtype=x.dtype)
-        z[(slice(None), *[slice(None, None, d) for d in input_dilation])] = x
+        z[(slice(None),) + tuple([slice(None, None, d) for d in input_dilation])] = x
         x = z
     if any(lo > 0 or hi > 0 for lo, hi in padding):
         z = ad.zeros((x.shape[0], *[s + max(lo, 0) + max(hi, 0) for s, (lo, hi)
                                     in zip(x.shape[1:-1], padding)], x.shape[-1]),
                      dtype=x.dtype)
-        z[(slice(None), *[slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _)
+        z[(slice(None),) + tuple([slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _)
                           in zip(x.shape[1:-1], padding)])] = x
         x = z
-    x = x[(slice(None), *[slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
+    x = x[(slice(None),) + tuple([slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
                           for i, (lo, hi) in enumerate(padding)])]
     return x
 
@@ -202,7 +202,7 @@ def _conv_vjp(ad, g, y, x, w, *, stride, padding, kernel_dilation, input_dilatio
                   kernel_dilation=kernel_dilation, input_dilation=stride, groups=groups,
                   flip=not flip)
     if any(d > 1 for d in input_dilation):
-        gx = gx[(slice(None), *[slice(None, None, d) for d in input_dilation])]
+        gx = gx[(slice(None),) + tuple([slice(None, None, d) for d in input_dilation])]
     # w's cotangent: per kernel tap, the strided view of the padded x it read against g,
     # one batched matmul over the groups
     xp = _padded(ad, x, padding, input_dilation)
@@ -210,7 +210,7 @@ def _conv_vjp(ad, g, y, x, w, *, stride, padding, kernel_dilation, input_dilatio
     gg = ad.permute_dims(ad.reshape(g, (p, groups, og)), (1, 2, 0))  # (G, og, P)
     taps = []
     for t in np.ndindex(*k):
-        v = xp[(slice(None), *[slice(i * kd, i * kd + (o - 1) * st + 1, st)
+        v = xp[(slice(None),) + tuple([slice(i * kd, i * kd + (o - 1) * st + 1, st)
                                for i, kd, o, st in zip(t, kernel_dilation, outs, stride)])]
         v = ad.permute_dims(ad.reshape(v, (p, groups, cg)), (1, 0, 2))  # (G, P, cg)
         taps.append(ad.matmul(gg, v))  # (G, og, cg)
@@ -225,4 +225,39 @@ CONV = declare(OpDef(
     doc="N-d convolution (cross-correlation unless flip) of channels-last x with weight "
         "(C_out, *kernel, C_in/groups): stride, padding (lo, hi), kernel and input dilation, "
         "groups (MLX's conv_general).",
+))
+
+
+# ---------------------------------------------------------------- with its epilogue
+def _fused_ref(x, w, *rest, stride, padding, kernel_dilation, input_dilation, groups, flip,
+               bias, residual, act, clip):
+    out = conv_ref(x, w, stride=stride, padding=padding, kernel_dilation=kernel_dilation,
+                   input_dilation=input_dilation, groups=groups, flip=flip)
+    rest = list(rest)
+    if bias:
+        out = out + rest.pop(0).astype(out.dtype, copy=False)
+    if residual:
+        out = out + rest.pop(0).astype(out.dtype, copy=False)
+    if act == "clip":
+        lo, hi = (out.dtype.type(v) for v in clip)
+        out = np.minimum(np.maximum(out, lo), hi)
+    return out
+
+
+def _fused_infer(shapes, dtypes, attrs):
+    shape, dtype = _conv_infer(shapes[:2], dtypes[:2], attrs)
+    want = [(shape[-1],)] * attrs["bias"] + [shape] * attrs["residual"]
+    if list(shapes[2:]) != want or any(d != dtype for d in dtypes[2:]):
+        raise ValueError(f"conv_fused: epilogue inputs {shapes[2:]} ({dtypes[2:]}) do not "
+                         f"match bias {attrs['bias']} / residual {attrs['residual']} of a "
+                         f"{shape} {dtype} result")
+    return shape, dtype
+
+
+CONV_FUSED = declare(OpDef(
+    "conv_fused", "library", -1, _fused_ref, "real_floating", infer=_fused_infer,
+    public=False,
+    doc="conv with its epilogue, made by the conv_epilogue pass (never recorded by users): "
+        "+ bias (C_out,), + residual (the result's shape), then clip to attrs['clip'] "
+        "(ReLU: (0, inf)) when attrs['act'] == 'clip'.",
 ))

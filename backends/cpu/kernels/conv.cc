@@ -229,12 +229,12 @@ void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int6
                 v0 = WX::add(v0, WX::load(all, res + r * ldo));
                 v1 = WX::add(v1, WX::load(all, res + r * ldo + WX::L));
             }
-            if (ep.act == 1) {
-                v0 = WX::max(v0, WX::zero());
-                v1 = WX::max(v1, WX::zero());
+            if (ep.act == 1) {  // (max/min return their second operand for a NaN: it stays)
+                v0 = WX::max(WX::zero(), v0);
+                v1 = WX::max(WX::zero(), v1);
             } else if (ep.act == 2) {
-                v0 = WX::min(WX::max(v0, lo), hi);
-                v1 = WX::min(WX::max(v1, lo), hi);
+                v0 = WX::min(hi, WX::max(lo, v0));
+                v1 = WX::min(hi, WX::max(lo, v1));
             }
             WX::store(out + r * ldo, v0);
             WX::store(out + r * ldo + WX::L, v1);
@@ -256,10 +256,10 @@ void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int6
         if (res)
             for (int64_t j = 0; j < nv; ++j) o[j] += res[r * ldo + j];
         if (ep.act == 1)
-            for (int64_t j = 0; j < nv; ++j) o[j] = o[j] > 0.0f ? o[j] : 0.0f;
+            for (int64_t j = 0; j < nv; ++j) o[j] = o[j] < 0.0f ? 0.0f : o[j];  // NaN stays
         else if (ep.act == 2)
             for (int64_t j = 0; j < nv; ++j)
-                o[j] = o[j] < ep.lo ? ep.lo : (o[j] > ep.hi ? ep.hi : o[j]);
+                o[j] = o[j] < ep.lo ? ep.lo : (o[j] > ep.hi ? ep.hi : o[j]);  // NaN stays
     }
 }
 
