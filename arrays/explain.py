@@ -16,6 +16,7 @@ fused), the planned memory peak, and the passes that ran with what each changed
 constant_folding: nothing to fold
 identities: 2 rewrites (x*1 -> x, x**2 -> x*x)
 cse: 1 node merged
+layout: no rewrites
 small_reductions: no rewrites
 conv_epilogue: no epilogues fused
 dce: 2 nodes removed

@@ -25,6 +25,7 @@ disable_passes=...)`` gives one function its own).
 constant_folding: nothing to fold
 identities: 1 rewrite (x*1 -> x)
 cse: nothing to merge
+layout: no rewrites
 small_reductions: no rewrites
 conv_epilogue: no epilogues fused
 dce: 1 node removed

@@ -10,6 +10,7 @@ module              level  what
 ``identities``      1      ``identities``: exact identities, constant powers
 ``cse``             1      ``cse``: common-subexpression elimination
 ``small_reductions`` 2     reductions of <= 7 elements as elementwise chains
+``layout``          3      transposes sunk until they cancel (convolution chains)
 ``conv_epilogue``   2      a convolution's bias, residual add and activation fused
 ``dce``             1      ``dce``: dead-code elimination (runs last)
 ``simplify``               ``simplify()``: the level-1 passes (compatibility)
@@ -23,11 +24,21 @@ pipeline itself is in :mod:`braze.graph.compiler`: ``PassConfig.run`` -> fuse ->
 plan_memory.
 
 >>> list(PASSES)
-['constant_folding', 'identities', 'cse', 'small_reductions', 'conv_epilogue', 'dce']
+['constant_folding', 'identities', 'cse', 'layout', 'small_reductions', 'conv_epilogue', 'dce']
 """
 
 # each pass module registers its pass (the pipeline order is each pass's ``order``)
-from . import conv_epilogue, cse, dce, fold, identities, registry, rewrite, small_reductions
+from . import (
+    conv_epilogue,
+    cse,
+    dce,
+    fold,
+    identities,
+    layout,
+    registry,
+    rewrite,
+    small_reductions,
+)
 from .registry import (
     LEVELS,
     LOWERING,
@@ -43,4 +54,5 @@ from .rewrite import Const, Match, Pat, Rule, RuleSet
 
 __all__ = ["LEVELS", "LOWERING", "MAX_LEVEL", "PASSES", "Const", "Match", "Pass", "PassConfig",
            "Pat", "Rule", "RuleSet", "config_from_env", "cse", "dce", "fold", "identities",
-           "make_config", "register", "registry", "rewrite", "small_reductions", "conv_epilogue"]
+           "make_config", "register", "registry", "rewrite", "small_reductions", "conv_epilogue",
+           "layout"]

@@ -78,10 +78,19 @@ def _bias_source(g: Graph, i: int, cout: int) -> int | None:
 
 def conv_epilogue(g: Graph, changes: Counter[str] | None = None) -> Graph:
     """``g`` with convolution epilogues fused (unused nodes stay: see ``dce``)."""
+    # consumers among the live nodes (earlier passes leave the nodes they replaced behind)
+    live = [False] * len(g.nodes)
+    stack = list(g.outputs)
+    while stack:
+        i = stack.pop()
+        if not live[i]:
+            live[i] = True
+            stack.extend(g.nodes[i].inputs)
     uses = [0] * len(g.nodes)
-    for n in g.nodes:
-        for j in n.inputs:
-            uses[j] += 1
+    for i, n in enumerate(g.nodes):
+        if live[i]:
+            for j in n.inputs:
+                uses[j] += 1
     for j in g.outputs:
         uses[j] += 1
     out = Graph(n_inputs=g.n_inputs)

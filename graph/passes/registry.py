@@ -2,7 +2,8 @@
 
 A :class:`Pass` has a name, a level (ONNX Runtime's: 1 basic, 2 extended, 3 layout;
 level 0 runs none), a place in the pipeline (``order``: the basic passes 10-90, dce
-last at 1000; extended passes belong in 100-199, layout passes in 200-299) and either
+last at 1000; extended passes belong in 100-199, and so does the layout pass, which
+must run before the pattern fusions that read its result) and either
 *rules* for the pattern rewriter (:mod:`braze.graph.passes.rewrite`) or a function
 ``(Graph, Counter) -> Graph``; it counts what it changed into the Counter and says it
 in words (``summary``). Passes register themselves on import (the modules of
@@ -31,14 +32,14 @@ default comes from ``BRAZE_OPT_LEVEL`` (default: the highest) and
 
 >>> from braze.graph import passes
 >>> [(p.name, p.level) for p in passes.PASSES.values()]
-[('constant_folding', 1), ('identities', 1), ('cse', 1), ('small_reductions', 2),
+[('constant_folding', 1), ('identities', 1), ('cse', 1), ('layout', 3), ('small_reductions', 2),
  ('conv_epilogue', 2), ('dce', 1)]
 >>> make_config(opt_level=1, disable_passes="cse").names()
 ('constant_folding', 'identities', 'dce')
 >>> make_config(disable_passes=["fold"])
 Traceback (most recent call last):
-ValueError: unknown pass 'fold'; passes: constant_folding, identities, cse, small_reductions,
-conv_epilogue, dce
+ValueError: unknown pass 'fold'; passes: constant_folding, identities, cse, layout,
+small_reductions, conv_epilogue, dce
 """
 
 from __future__ import annotations
