@@ -344,9 +344,9 @@ def test_conv_gradients_against_finite_differences(case):
     ((2, 7, 7, 8), dict(w=(16, 1, 1, 8))),  # 1x1: a GEMM over x as it is
     ((2, 9, 9, 6), dict(w=(6, 3, 3, 1), groups=6, stride=2, padding=1)),  # depthwise
     ((1, 10, 11, 5), dict(w=(7, 3, 2, 5), padding=([1, 0], [2, 1]), dilation=(2, 1))),
-    ((1, 6, 6, 6), dict(w=(4, 3, 3, 3), groups=2, stride=(1, 2))),  # grouped
-    ((3, 12, 4), dict(w=(5, 4, 4), stride=3)),  # 1-d
-    ((1, 4, 5, 3, 2), dict(w=(3, 2, 2, 2, 2), padding=1)),  # 3-d
+    ((2, 12, 12, 6), dict(w=(4, 3, 3, 3), groups=2, stride=(1, 2))),  # grouped
+    ((3, 100, 4), dict(w=(5, 4, 4), stride=3)),  # 1-d
+    ((1, 8, 9, 6, 2), dict(w=(3, 2, 2, 2, 2), padding=1)),  # 3-d
 ])
 def test_cpu_conv_tactics_match_the_reference(backend_name, shape, kw):
     if backend_name != "cpu":
@@ -361,7 +361,9 @@ def test_cpu_conv_tactics_match_the_reference(backend_name, shape, kw):
     with bz.backend("numpy"):
         want = np.asarray(fn(bz.asarray(x), bz.asarray(w), **kw))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    native = ("implicit", "depthwise", "im2col")
     assert impl.calls["numpy"] == before["numpy"]  # a native tactic ran
+    assert sum(impl.calls[k] for k in native) > sum(before[k] for k in native)
     # the same bits with one thread
     backend = bz.backends.get("cpu")
     threads, backend.num_threads = backend.num_threads, 1
@@ -403,3 +405,43 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
         outs[level] = r.stdout.split()
     assert len(outs["native"]) == 4
     assert all(v == outs["native"] for v in outs.values()), outs
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=conv_cases(), epilogue=st.sampled_from([None, "bias", "bias+residual+relu",
+                                                    "clip"]))
+def test_cpu_conv_kernel_matches_direct_reference_on_drawn_cases(backend_name, case, epilogue):
+    """The native tactics called directly (the eager path sends tiny graphs to numpy)."""
+    if backend_name != "cpu":
+        return
+    from braze.graph.ops import conv_attrs
+
+    x, w, kw = case
+    if x.dtype != np.float32:
+        return
+    n = x.ndim - 2
+    attrs = conv_attrs(n, stride=kw["stride"], padding=kw["padding"],
+                       kernel_dilation=kw["kernel_dilation"],
+                       input_dilation=kw["input_dilation"], groups=kw["groups"], flip=kw["flip"])
+    want = direct_conv(x, w, kw["stride"], list(zip(*kw["padding"])), kw["kernel_dilation"],
+                       kw["input_dilation"], kw["groups"], kw["flip"])
+    impl = bz.backends.get("cpu").library["conv"]
+    extra = []
+    if epilogue:
+        rng = np.random.default_rng(1)
+        bias = rng.standard_normal(w.shape[0]).astype(np.float32)
+        attrs = {**attrs, "bias": "bias" in epilogue, "residual": "residual" in epilogue,
+                 "act": "clip" if epilogue != "bias" else "none",
+                 "clip": (0.0, math.inf) if "relu" in epilogue else (-0.5, 0.75)}
+        if "bias" in epilogue:
+            extra.append(bias)
+            want = want + bias
+        if "residual" in epilogue:
+            res = rng.standard_normal(want.shape).astype(np.float32)
+            extra.append(res)
+            want = want + res
+        if attrs["act"] == "clip":
+            want = np.clip(want, *attrs["clip"])
+    got = impl(attrs, np.dtype(np.float32), x, w, *extra)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

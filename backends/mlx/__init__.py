@@ -14,7 +14,8 @@ runs one of three ways, chosen once per kernel (:meth:`MlxBackend.mode`):
 * ``"numpy"`` — kernels with a dtype MLX lacks (complex) or empty ones: the numpy
   executor, as is any kernel MLX raises on (after **one** warning naming it).
 
-Library ops: on floating operands ``matmul`` runs as ``mx.matmul``, ``rope`` as
+Library ops: on floating operands ``matmul`` runs as ``mx.matmul``, ``conv`` as
+``mx.conv_general`` (the same record: braze's conv is MLX's), ``rope`` as
 ``mx.fast.rope`` and ``scaled_dot_product_attention`` as
 ``mx.fast.scaled_dot_product_attention`` (a cached prefix concatenated in MLX, the
 causal/prefix mask as a boolean array); the others (sort, gather, linalg, fft,
@@ -99,7 +100,8 @@ class MlxBackend(NumpyBackend):
         self._warned: set[str] = set()
         self.stats = {"metal": 0, "lower": 0, "numpy": 0, "bridged": 0}
         self.library: dict[str, Any] = {"matmul": _matmul, "rope": _rope,
-                                        "scaled_dot_product_attention": _sdpa}
+                                        "scaled_dot_product_attention": _sdpa,
+                                        "conv": _conv, "conv_fused": _conv}
 
     def _run(self, schedule: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return run_schedule(schedule, inputs, run_kernel=self._run_kernel, library=self.library)
@@ -218,6 +220,39 @@ def _sdpa(attrs: dict[str, Any], out_dtype: np.dtype, q: np.ndarray, k: np.ndarr
         mask=None if visible.all() else mx.array(visible))
     mx.eval(out)
     return to_numpy(out, np.dtype(np.float32)).astype(out_dtype, copy=False)
+
+
+def _conv(attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray, w: np.ndarray,
+          *epilogue: np.ndarray) -> np.ndarray:
+    """``mx.conv_general`` (braze's conv record is MLX's conv_general) for float32 /
+    float16 / bfloat16 operands (computed in float32, rounded once) with non-negative
+    padding, then a ``conv_fused`` epilogue in the same dtype; the reference otherwise."""
+    import mlx.core as mx
+
+    from ...graph.ops import OPS, reference_eval
+    from .lower import to_mx, to_numpy
+
+    op = OPS["conv_fused" if "act" in attrs else "conv"]
+    if x.dtype != w.dtype or x.dtype.itemsize > 4 or x.dtype.kind != "f" and \
+            x.dtype.name != "bfloat16" or x.size == 0 or w.size == 0 or \
+            any(p < 0 for pair in attrs["padding"] for p in pair):
+        return reference_eval(op, attrs, out_dtype, x, w, *epilogue)
+    y = mx.conv_general(to_mx(x).astype(mx.float32), to_mx(w).astype(mx.float32),
+                        stride=list(attrs["stride"]),
+                        padding=([lo for lo, _ in attrs["padding"]],
+                                 [hi for _, hi in attrs["padding"]]),
+                        kernel_dilation=list(attrs["kernel_dilation"]),
+                        input_dilation=list(attrs["input_dilation"]),
+                        groups=attrs["groups"], flip=attrs["flip"])
+    rest = list(epilogue)
+    if attrs.get("bias"):
+        y = y + to_mx(rest.pop(0)).astype(mx.float32)
+    if attrs.get("residual"):
+        y = y + to_mx(rest.pop(0)).astype(mx.float32)
+    if attrs.get("act") == "clip":
+        y = mx.minimum(mx.maximum(y, attrs["clip"][0]), attrs["clip"][1])
+    mx.eval(y)
+    return to_numpy(y, np.dtype(np.float32)).astype(out_dtype, copy=False)
 
 
 def _matmul(attrs: dict[str, Any], out_dtype: np.dtype, a: np.ndarray,
