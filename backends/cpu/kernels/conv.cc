@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+extern "C" int omp_get_thread_num(void);
+extern "C" int omp_get_num_threads(void);
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)) || \
     (defined(__aarch64__) && defined(__ARM_NEON))
 #include "gemm_tile.h"
@@ -157,6 +159,7 @@ constexpr int kRows = 6;
 constexpr int kRows = 4;
 #endif
 constexpr int kCols = 2 * WX::L;
+constexpr int64_t kChunk = 24 * 1024 / (kCols * 4);  // k per chunk: a 24 KiB slice of a panel
 
 // The input position output row r reads for each tap (taps in order), or -1 (padding):
 // the row's coordinates once, then one addition per tap and dim.
@@ -188,20 +191,43 @@ struct Epilogue {
     float lo, hi;
 };
 
+// One tile over the flattened k = t * cg + c in [k0, k1): ``first`` starts from zero, else
+// from the partial sums the previous chunk stored in out (float32 in memory is the register
+// value: the same bits as one chain); ``last`` applies the epilogue, else stores the sums.
 template <int R>
-void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int64_t nv, float* out,
-          const float* res, int64_t ldo, const float* bias, const Epilogue& ep) {
+void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* panel, int64_t nv,
+          float* out, const float* res, int64_t ldo, const float* bias, const Epilogue& ep,
+          bool first, bool last) {
     WX::F acc[R][2];
+    alignas(64) float buf[R][kCols];  // every index constant: acc stays in registers
+    const WX::K all = WX::mask(WX::L);
+    if (first) {
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = WX::zero();
-    for (int64_t t = 0; t < taps; ++t) {
+        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = WX::zero();
+    } else if (nv == kCols) {
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = WX::load(all, out + r * ldo);
+            acc[r][1] = WX::load(all, out + r * ldo + WX::L);
+        }
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int64_t j = 0; j < kCols; ++j) buf[r][j] = j < nv ? out[r * ldo + j] : 0.0f;
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+            acc[r][0] = WX::load(all, buf[r]);
+            acc[r][1] = WX::load(all, buf[r] + WX::L);
+        }
+    }
+    for (int64_t t = k0 / cg; t * cg < k1; ++t) {
         const float* p[R];
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r) p[r] = ptrs[t * kRows + r];
-        const float* bp = panel + t * cg * kCols;
-        for (int64_t c = 0; c < cg; ++c, bp += kCols) {
-            const WX::F b0 = WX::load(WX::mask(WX::L), bp);
-            const WX::F b1 = WX::load(WX::mask(WX::L), bp + WX::L);
+        const int64_t cs = k0 > t * cg ? k0 - t * cg : 0, ce = k1 - t * cg < cg ? k1 - t * cg : cg;
+        const float* bp = panel + (t * cg + cs) * kCols;
+        for (int64_t c = cs; c < ce; ++c, bp += kCols) {
+            const WX::F b0 = WX::load(all, bp);
+            const WX::F b1 = WX::load(all, bp + WX::L);
 #pragma GCC unroll 12
             for (int r = 0; r < R; ++r) {
                 const WX::F a = WX::set1(p[r][c]);
@@ -210,8 +236,25 @@ void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int6
             }
         }
     }
+    if (!last) {  // partial sums: stored as they are
+        if (nv == kCols) {
+#pragma GCC unroll 12
+            for (int r = 0; r < R; ++r) {
+                WX::store(out + r * ldo, acc[r][0]);
+                WX::store(out + r * ldo + WX::L, acc[r][1]);
+            }
+            return;
+        }
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+            WX::store(buf[r], acc[r][0]);
+            WX::store(buf[r] + WX::L, acc[r][1]);
+        }
+        for (int r = 0; r < R; ++r)
+            for (int64_t j = 0; j < nv; ++j) out[r * ldo + j] = buf[r][j];
+        return;
+    }
     if (nv == kCols) {  // a whole panel: the epilogue on the registers, then the stores
-        const WX::K all = WX::mask(WX::L);
         const WX::F lo = WX::set1(ep.lo), hi = WX::set1(ep.hi);
         WX::F b0 = WX::zero(), b1 = WX::zero();
         if (bias) {
@@ -241,7 +284,6 @@ void tile(const float** ptrs, int64_t taps, int64_t cg, const float* panel, int6
         }
         return;
     }
-    alignas(64) float buf[R][kCols];  // every index constant: acc stays in registers
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
         WX::store(buf[r], acc[r][0]);
@@ -282,23 +324,39 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) tap_offsets(g, r, offs + r * taps);
         const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
-#pragma omp for schedule(static)
-        for (int64_t item = 0; item < groups * nb * nrb; ++item) {
-            const int64_t rb = item % nrb, pb = item / nrb, gi = pb / nb, j0 = (pb % nb) * kCols;
-            const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
-            for (int64_t t = 0; t < taps; ++t)
-                for (int64_t r = 0; r < kRows; ++r) {
-                    const int64_t o = r < R ? offs[(r0 + r) * taps + t] : -1;
-                    ptrs[t * kRows + r] = o < 0 ? zeros : x + o * cin + gi * cg;
-                }
+        // this thread's items (row blocks fastest, then panels): per run of items on one
+        // panel, the K range in chunks whose slice of the panel stays in L1 across the run
+        const int64_t total = groups * nb * nrb;
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
+        const int64_t K = taps * cg;
+        const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
+        for (int64_t run = i0; run < i1;) {
+            const int64_t pb = run / nrb, run_end = (pb + 1) * nrb < i1 ? (pb + 1) * nrb : i1;
+            const int64_t gi = pb / nb, j0 = (pb % nb) * kCols;
             const int64_t col = gi * og + j0, nv = og - j0 < kCols ? og - j0 : kCols;
-            float* o = out + r0 * ep.cout + col;
-            const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
             const float* bias = ep.bias ? ep.bias + col : nullptr;
-            bz_dispatch<kRows>(R, [&](auto rc) {
-                constexpr int RC = decltype(rc)::value;
-                tile<RC>(ptrs, taps, cg, panels + pb * panel, nv, o, res, ep.cout, bias, ep);
-            });
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t k1 = k0 + kc < K ? k0 + kc : K;
+                const int64_t t0 = k0 / cg, t1 = (k1 - 1) / cg + 1;
+                for (int64_t item = run; item < run_end; ++item) {
+                    const int64_t rb = item % nrb;
+                    const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
+                    for (int64_t t = t0; t < t1; ++t)
+                        for (int64_t r = 0; r < kRows; ++r) {
+                            const int64_t o = r < R ? offs[(r0 + r) * taps + t] : -1;
+                            ptrs[t * kRows + r] = o < 0 ? zeros : x + o * cin + gi * cg;
+                        }
+                    float* o = out + r0 * ep.cout + col;
+                    const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
+                    bz_dispatch<kRows>(R, [&](auto rc) {
+                        constexpr int RC = decltype(rc)::value;
+                        tile<RC>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.cout, bias,
+                                 ep, k0 == 0, k1 == K);
+                    });
+                }
+            }
+            run = run_end;
         }
         std::free(ptrs);
     }
