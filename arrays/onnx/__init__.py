@@ -35,7 +35,9 @@ from ..array import Array
 from ..creation import asarray
 from . import ops_nn as _ops_nn  # noqa: F401  (registers the conv/pool/norm converters)
 from .external import load_model_proto
-from .ops import CHECKS, CONVERTERS, DYNAMIC, NO_FOLD, DataDependentError, NodeContext, fold
+from .fusions import RULES, fuse_conv
+from .ops import CHECKS, CONVERTERS, DYNAMIC, NO_FOLD, DataDependentError, NodeContext
+from .ops import fold as fold_node
 
 __all__ = ["load", "OnnxModel", "supported_ops"]
 
@@ -129,7 +131,8 @@ class OnnxModel:
     [2.0, 2.0]
     """
 
-    def __init__(self, model: Any, *, backend: str | None = None, compiled: bool = True):
+    def __init__(self, model: Any, *, backend: str | None = None, compiled: bool = True,
+                 opt_level: int | str | None = None, fold: bool = True):
         onnx = _onnx()
         self.proto = model
         graph = model.graph
@@ -171,7 +174,7 @@ class OnnxModel:
                     continue
             if n.op_type not in NO_FOLD and all(i in consts or i == "" for i in n.input_names):
                 raw = [consts[i] if i else None for i in n.input_names]
-                for name, v in zip(n.output_names, fold(n, raw)):
+                for name, v in zip(n.output_names, fold_node(n, raw)):
                     if name:
                         consts[name] = v
             else:
@@ -182,15 +185,24 @@ class OnnxModel:
         for name in self.output_names:
             if name not in known:
                 raise ValueError(f"bz.onnx: output {name!r} is never computed")
+        # import-time fusions (level 2, like the graph's pattern fusions)
+        self.opt_level = opt_level
+        self.fusions: dict[str, int] = dict.fromkeys(RULES, 0)
+        self.fusion_refusals: list[str] = []
+        level = _level(opt_level)
+        if fold and level >= 2:
+            self._runtime, self.fusions, self.fusion_refusals = fuse_conv(
+                self._runtime, consts, set(self.output_names))
         needed = {i for n in self._runtime for i in n.input_names} | set(self.output_names)
-        self._consts = {k: v for k, v in consts.items() if k in needed}
-        # constants the runtime graph reads become braze arrays once, not per call
-        self._arrays = {k: asarray(v) for k, v in self._consts.items()}
+        self._consts = {k: _read_only(v) for k, v in consts.items() if k in needed}
+        # constants the runtime graph reads become braze arrays once, not per call; read-only
+        # buffers, shared (a backend may cache what it derives from them: packed weights)
+        self._arrays = {k: asarray(v, copy=False) for k, v in self._consts.items()}
         self._fn = self._run
         if self.compiled:
             from ..compile import compile as _compile
 
-            self._fn = _compile(self._run)
+            self._fn = _compile(self._run, opt_level=None if opt_level is None else level)
 
     def _check_supported(self, model: Any) -> None:
         missing: dict[str, list[str]] = {}
@@ -213,7 +225,7 @@ class OnnxModel:
             raw = [env[i] if i else None for i in n.input_names]
             if all(isinstance(v, np.ndarray) or v is None for v in raw) \
                     and n.op_type not in NO_FOLD:
-                outs = fold(n, raw)  # Shape arithmetic: numpy values known at trace time
+                outs = fold_node(n, raw)  # Shape arithmetic: numpy values known at trace time
             else:
                 args = [self._arrays[i] if i in self._arrays else
                         asarray(v) if isinstance(v, np.ndarray) else v
@@ -271,18 +283,40 @@ class OnnxModel:
                 f"runtime_nodes={len(self._runtime)}, compiled={self.compiled})")
 
 
+def _level(opt_level: int | str | None) -> int:
+    """The optimization level a model loaded with ``opt_level`` compiles at."""
+    from ...graph import compiler
+    from ...graph.passes.registry import make_config
+
+    return make_config(opt_level, base=compiler.CONFIG).level
+
+
+def _read_only(v: Any) -> Any:
+    """A constant as a contiguous read-only array."""
+    if not isinstance(v, np.ndarray):
+        return v
+    t = v if v.flags.c_contiguous else np.ascontiguousarray(v)  # (keeps 0-d arrays 0-d)
+    t.flags.writeable = False
+    return t
+
+
 def _tensor_value(onnx: Any, t: Any, what: str) -> np.ndarray:
     from .ops import tensor_to_numpy
 
     return tensor_to_numpy(t, what)
 
 
-def load(model: Any, *, backend: str | None = None, compiled: bool = True) -> OnnxModel:
+def load(model: Any, *, backend: str | None = None, compiled: bool = True,
+         opt_level: int | str | None = None, fold: bool = True) -> OnnxModel:
     """Import an ONNX model (a path, bytes or an ``onnx.ModelProto``) into braze.
 
     ``backend``: the braze backend its calls run on (None: the current one).
     ``compiled=False`` interprets the graph eagerly on every call (for debugging);
     by default each input signature is traced once by ``bz.compile`` and replayed.
+    ``opt_level`` (0 none, 1 basic, 2 extended, 3 layout; None: ``BRAZE_OPT_LEVEL`` or
+    the highest) is the compile's, and ``fold=True`` folds BatchNormalization / Mul /
+    Add by constants into the Conv before them (:mod:`.fusions`) at level 2 and above;
+    ``model.fusions`` counts what fired.
     External data is read only from files inside the model's directory. An op type
     without a converter raises ``NotImplementedError`` listing all of them.
 
@@ -298,5 +332,5 @@ def load(model: Any, *, backend: str | None = None, compiled: bool = True) -> On
     (3, 2)
     """
     proto = load_model_proto(model)
-    return OnnxModel(proto, backend=backend, compiled=compiled)
+    return OnnxModel(proto, backend=backend, compiled=compiled, opt_level=opt_level, fold=fold)
 
