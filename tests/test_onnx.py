@@ -289,6 +289,36 @@ def test_load_from_path_and_bytes(tmp_path):
         bz.onnx.load(42)
 
 
+def _pool_model(op, **attrs):
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g)
+
+
+def test_pools_run_channels_last_through_bz_nn(monkeypatch):
+    """MaxPool / AveragePool are bz.nn.max_pool / avg_pool between two transposes; pads as
+    large as the window (which bz.nn refuses) take the composed path."""
+    from braze.arrays.onnx import ops_nn
+
+    took = []
+    nn_pool = ops_nn._nn_pool
+    monkeypatch.setattr(ops_nn, "_nn_pool", lambda *a: took.append(nn_pool(*a)) or took[-1])
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    xp = np.pad(x, [(0, 0), (0, 0), (2, 2), (2, 2)], constant_values=-np.inf)
+    want = np.max([xp[:, :, i:i + 8:2, j:j + 8:2] for i in range(2) for j in range(2)], axis=0)
+    m = _pool_model("MaxPool", kernel_shape=[2, 2], strides=[2, 2], pads=[2, 2, 2, 2])
+    np.testing.assert_array_equal(np.asarray(bz.onnx.load(m)(x)[0]), want)
+    assert took == [None]
+    m = _pool_model("AveragePool", kernel_shape=[3, 3], auto_pad="SAME_UPPER")
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    ones = np.pad(np.ones((5, 5)), 1)
+    total = sum(xp[:, :, i:i + 5, j:j + 5] for i in range(3) for j in range(3))
+    count = sum(ones[i:i + 5, j:j + 5] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(np.asarray(bz.onnx.load(m)(x)[0]), total / count, rtol=1e-6)
+    assert len(took) == 2 and took[1] is not None
+
+
 # ---------------------------------------------------------------- external data
 def _external_model(d, location, offset=None, length=None):
     data = np.arange(4, dtype=np.float32)

@@ -3,9 +3,11 @@
 ONNX is channels-first (N, C, *spatial; conv weights (Cout, Cin/g, *k)); braze's
 convolution is channels-last like MLX's (input (N, *spatial, C), weights
 (Cout, *k, Cin/g)), so a Conv is transposed in and out (a layout pass removes the pairs
-between consecutive convs). Pooling is composed from padded strided slices (one per
-kernel offset) and elementwise max/add, which the fusion compiler turns into one
-kernel; average pooling divides by a count computed in numpy. Resize builds a per-axis
+between consecutive convs). MaxPool / AveragePool run ``bz.nn.max_pool`` / ``avg_pool`` on
+the channels-last data (transposed in and out like a Conv); LpPool, and pads as large as
+the window, are composed here from padded strided slices (one per kernel offset) and
+elementwise max/add, which the fusion compiler turns into one kernel (average pooling
+divides by a count computed in numpy). Resize builds a per-axis
 interpolation matrix in numpy (nearest: a gather instead).
 """
 
@@ -19,6 +21,8 @@ import numpy as np
 
 from ... import arrays as _arrays
 from ..array import Array
+from ..conv import avg_pool as _avg_pool_cl
+from ..conv import max_pool as _max_pool_cl
 from .ops import NodeContext, _axis, _cast, op
 
 bz: Any = _arrays  # typed loosely: mypy cannot see the star-imported names
@@ -102,8 +106,14 @@ def _weights_cl(n: NodeContext, w: Array, i: int) -> Array:
     """ONNX conv weights (Cout, Cin/g, *k) as braze's (Cout, *k, Cin/g)."""
     raw = n._raw[i]
     perm = (0, *range(2, w.ndim), 1)
-    if isinstance(raw, np.ndarray):  # a constant: transposed once, at trace time
-        return bz.asarray(np.ascontiguousarray(np.transpose(raw, perm)))
+    if isinstance(raw, np.ndarray):  # a constant: transposed once per model, read-only (the
+        # cpu convolution keeps the panels it packs from a read-only weight)
+        hit = getattr(n, "_weights", None)
+        if hit is None or hit[0] is not raw:
+            t = np.ascontiguousarray(np.transpose(raw, perm))
+            t.flags.writeable = False
+            hit = n._weights = (raw, t)  # type: ignore[attr-defined]
+        return bz.asarray(hit[1], copy=False)
     return bz.permute_dims(w, perm)
 
 
@@ -166,8 +176,30 @@ def _pool_check(n: NodeContext) -> str | None:
     return None
 
 
+def _nn_pool(n: NodeContext, x: Array, kind: str) -> Array | None:
+    """MaxPool / AveragePool through ``bz.nn.max_pool`` / ``avg_pool`` on the channels-last
+    data (auto_pad resolved to explicit pads; storage_order does not matter), or None
+    where their preconditions do not hold (a pad as large as the dilated window)."""
+    nd, k, s, d, lo, hi = _geometry(n, x)
+    span = [(k[i] - 1) * d[i] + 1 for i in range(nd)]
+    if nd < 1 or any(not 0 <= p < span[i] for i in range(nd) for p in (lo[i], hi[i])):
+        return None
+    ceil = bool(n.attr("ceil_mode", 0))
+    if kind == "max":
+        y = _max_pool_cl(_channels_last(x), tuple(k), stride=tuple(s), padding=(lo, hi),
+                         dilation=tuple(d), ceil_mode=ceil)
+    else:
+        y = _avg_pool_cl(_channels_last(x), tuple(k), stride=tuple(s), padding=(lo, hi),
+                         dilation=tuple(d), ceil_mode=ceil,
+                         count_include_pad=bool(n.attr("count_include_pad", 0)))
+    return _channels_first(y)
+
+
 @op("MaxPool", check=_pool_check)
 def _max_pool(n: NodeContext, x: Array) -> Array:
+    y = _nn_pool(n, x, "max")
+    if y is not None:
+        return y
     nd, k, s, d, lo, hi = _geometry(n, x)
     ceil = bool(n.attr("ceil_mode", 0))
     out = [_out_size(x.shape[2 + i], k[i], s[i], d[i], lo[i], hi[i], ceil) for i in range(nd)]
@@ -181,11 +213,14 @@ def _max_pool(n: NodeContext, x: Array) -> Array:
 
 @op("AveragePool", "LpPool")
 def _avg_pool(n: NodeContext, x: Array) -> Array:
+    lp = n.op_type == "LpPool"
+    y = None if lp else _nn_pool(n, x, "avg")
+    if y is not None:
+        return y
     nd, k, s, d, lo, hi = _geometry(n, x)
     ceil = bool(n.attr("ceil_mode", 0))
     sizes = x.shape[2:]
     out = [_out_size(sizes[i], k[i], s[i], d[i], lo[i], hi[i], ceil) for i in range(nd)]
-    lp = n.op_type == "LpPool"
     p = n.attr("p", 2)
     src = bz.abs(x) ** p if lp else x
     views = _windows(src, k, s, d, lo, hi, out, 0)
