@@ -143,7 +143,8 @@ class CpuBackend(NumpyBackend):
         # factory accepts the step's dtypes and layouts
         self.native_library: dict[str, Any] = {
             op: self.library[op].native_call
-            for op in ("quantized_matmul", "scaled_dot_product_attention", "rope")}
+            for op in ("quantized_matmul", "scaled_dot_product_attention", "rope", "conv",
+                       "conv_fused")}
         self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call

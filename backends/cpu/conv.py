@@ -1,25 +1,31 @@
-"""Native float32 convolution for the ``cpu`` backend (the ``conv`` library op).
+"""Native float32 convolution for the ``cpu`` backend (the ``conv`` and ``conv_fused``
+library ops), eager and as replay-program steps.
 
-Tactics, chosen by shape (the first that applies):
+One kernel file (``kernels/conv.cc``), three tactics chosen by shape:
 
-* **1x1** (unit stride, no padding or dilation, one group): the convolution *is* a GEMM
-  of x viewed as (N*H*W, C_in) rows with the weight (C_out, C_in): no copy at all.
-* **depthwise** (groups == C_in == C_out): a direct kernel (``kernels/conv.cc`` mode 1),
-  vectorized across channels, the taps summed in order per output.
-* **im2col + GEMM**: rows of the taps each output position reads (``kernels/conv.cc``
-  mode 0: one contiguous copy of C_in/groups floats per tap in channels-last), then the
-  native GEMM (``matvec``) against the weight as stored, (C_out, K*C_in/groups); one
-  im2col + GEMM per group.
+* **implicit GEMM** (the default): output rows (positions) x output channels, a register
+  tile of 12 x 32 (AVX-512; 6 x 16 AVX2, 8 x 8 NEON) fed by broadcasts of x read in place
+  through per-tap row pointers (channels-last: one tap is C_in/groups contiguous floats;
+  a padded tap reads a zero row) against the weight packed in panels of output channels;
+  K walked in chunks whose panel slice stays in L1; groups as separate panels.
+* **im2col first** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
+  channels would make each tap 3 floats): the taps' rows gathered once, then the
+  implicit GEMM as a 1x1 convolution over them.
+* **depthwise** (groups == C_in == C_out): a direct kernel vectorized across channels.
 
-An input-dilated (transposed) convolution dilates x in numpy first; a flipped kernel
-is flipped once (weights are small). Other dtypes, and hosts where the kernels do not
-build, run the numpy reference. Every tactic's result is the same bits at any thread
-count (im2col moves data only; the GEMM and the depthwise kernel sum each output in one
-fixed order).
+``conv_fused`` adds its epilogue (bias, residual, ReLU / clip) before the one store.
+Every tactic sums each output over its taps and channels in one fixed order: the same
+bits at any thread count and ISA level (FMA everywhere). The weight is packed once per
+weight: a replay plan's *derived* buffer (recomputed only when the weight changes), and
+for eager calls a cache keyed by read-only (constant) weight arrays. A transposed
+convolution (input dilation, flipped kernel) runs eagerly: x dilated and the kernel
+flipped in numpy first. Other dtypes and hosts where the kernel does not build run the
+numpy reference.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from typing import Any
@@ -28,35 +34,25 @@ import numpy as np
 
 from ... import _core
 from ...graph.ops import OPS, dilate_and_pad, reference_eval
-from . import matvec as _mv
+from ...graph.view import View
+from ..replay import NativeLibraryCall
+from . import build as _build
 from .library import NativeOp, file_kernel
 
-__all__ = ["Conv", "source"]
+__all__ = ["Conv", "pack_panels", "source"]
 
-PARALLEL_ELEMENTS = 1 << 15  # im2col / depthwise work below this runs on one thread
+PARALLEL_FLOPS = 1 << 18  # less work than this runs on one thread
 SMALL_CHANNELS = 16  # fewer input channels: im2col first (the implicit GEMM's taps too short)
 _F32 = np.dtype(np.float32)
 
 source, _KERNELS = file_kernel(__package__, "kernels/conv.cc", "bz_conv_f32")
 
 
-def _geometry(x: np.ndarray, w: np.ndarray, out_shape: tuple[int, ...], attrs: dict[str, Any]
-              ) -> list[int]:
-    """The kernel's args 2..21 (N, C, in, k, out, stride, dilation, pad lo; 3-d padded)."""
-    n = x.ndim - 2
-
-    def pad3(v: Any, fill: int) -> list[int]:
-        return [fill] * (3 - n) + list(v)
-
-    return [x.shape[0], x.shape[-1], *pad3(x.shape[1:-1], 1), *pad3(w.shape[1:-1], 1),
-            *pad3(out_shape[1:-1], 1), *pad3(attrs["stride"], 1),
-            *pad3(attrs["kernel_dilation"], 1), *pad3([lo for lo, _ in attrs["padding"]], 0)]
-
-
-def _tile(h: int) -> tuple[int, int]:
+@functools.cache
+def _tile() -> tuple[int, int]:
     """(rows, output channels) of the implicit GEMM's register tile on this host."""
     out = np.zeros(2, np.int64)
-    _core.launch(h, [out], np.array([3, 1] + [1] * 22, np.int64))
+    _core.launch(_KERNELS.handle(), [out], np.array([1, 3] + [1] * 31, np.int64))
     return int(out[0]), int(out[1])
 
 
@@ -76,21 +72,57 @@ def pack_panels(w: np.ndarray, groups: int, cols: int) -> np.ndarray:
                                 ).reshape(groups * nb, kk, cols)
 
 
-def _epilogue(out: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | None,
-              act: int, clip: tuple[float, float]) -> np.ndarray:
-    """The fused epilogue in numpy, in place (the depthwise kernel has none of its own)."""
-    if bias is not None:
-        out += bias
-    if residual is not None:
-        out += residual
-    if act:
-        np.clip(out, clip[0] if act == 2 else 0.0, clip[1] if act == 2 else None, out=out)
-    return out
+def _prepacked(mode: int, groups: int, w: np.ndarray,
+               shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The weight as the kernel reads it: panels, or (taps, C) for the depthwise kernel
+    (``shape``: w's, when w is the flat buffer holding it, as a replay plan passes it)."""
+    if shape is not None:
+        w = w.reshape(-1).view(_F32)[:math.prod(shape)].reshape(shape) \
+            if w.dtype != _F32 else w.reshape(-1)[:math.prod(shape)].reshape(shape)
+    if mode == 1:
+        return np.ascontiguousarray(w.reshape(w.shape[0], -1).T)
+    return pack_panels(w, groups, _tile()[1])
+
+
+def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+            out_shape: tuple[int, ...], threads: int, offsets: tuple[int, int, int] = (0, 0, 0)
+            ) -> tuple[int, np.ndarray, tuple[int, int, int]]:
+    """(mode, args, scratch byte sizes) of one call (see ``kernels/conv.cc``)."""
+    n = len(x_shape) - 2
+    cin, cout, groups = x_shape[-1], w_shape[0], attrs["groups"]
+    taps = math.prod(w_shape[1:-1])
+    rows = math.prod(out_shape[:-1])
+    if groups == cin == cout and taps > 1:
+        mode = 1
+    elif groups == 1 and cin < SMALL_CHANNELS and taps > 1:
+        mode = 5
+    else:
+        mode = 2
+
+    def pad3(v: Any, fill: int) -> list[int]:
+        return [fill] * (3 - n) + list(v)
+
+    geo = [x_shape[0], cin, *pad3(x_shape[1:-1], 1), *pad3(w_shape[1:-1], 1),
+           *pad3(out_shape[1:-1], 1), *pad3(attrs["stride"], 1),
+           *pad3(attrs["kernel_dilation"], 1), *pad3([lo for lo, _ in attrs["padding"]], 0)]
+    act, clip = 0, (0.0, 0.0)
+    if attrs.get("act") == "clip":
+        clip = attrs["clip"]
+        act = 1 if clip == (0.0, math.inf) else 2
+    flops = 2 * rows * cout * taps * cin // groups
+    nt = 1 if flops < PARALLEL_FLOPS else threads
+    bits = np.array(clip, np.float64).view(np.int64)
+    args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
+                     bool(attrs.get("residual")), *offsets, 1], np.int64)
+    width = taps * cin if mode == 5 else cin // groups
+    scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4,
+               max(rows * taps * cin, 1) * 4 if mode == 5 else 4)
+    return mode, args, scratch
 
 
 class Conv(NativeOp):
-    """The ``cpu`` backend's ``library["conv"]`` (see the module docstring); ``calls``
-    counts each tactic.
+    """The ``cpu`` backend's ``library["conv"]`` and ``library["conv_fused"]`` (see the
+    module docstring); ``calls`` counts each tactic.
 
     >>> x = np.ones((1, 4, 4, 2), np.float32)
     >>> w = np.ones((3, 3, 3, 2), np.float32)
@@ -101,109 +133,82 @@ class Conv(NativeOp):
     """
 
     op = "conv"
+    _MODES = {1: "depthwise", 2: "implicit", 5: "im2col"}
 
     def __init__(self, backend: Any = None) -> None:
         super().__init__(backend)
         self.calls.update({"depthwise": 0, "implicit": 0, "im2col": 0})
-        # packed weights of read-only (constant) weight arrays, packed once: the array ->
-        # (flip, groups, its panels); a weight that is computed (writeable) is packed per call
-        # (ndarrays are unhashable: keyed by id, the entry dropped when the array dies)
-        self._panels: dict[int, tuple[weakref.ref[np.ndarray], bool, int, np.ndarray]] = {}
-        self._tile: tuple[int, int] | None = None
+        # packed read-only (constant) weights for eager calls, keyed by the array's id (an
+        # ndarray is unhashable), the entry dropped when the array dies: (weakref, mode,
+        # groups, flip, packed)
+        self._packed: dict[int, tuple[Any, int, int, bool, np.ndarray]] = {}
 
     def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype, x: np.ndarray,
                  w: np.ndarray, *epilogue: np.ndarray) -> np.ndarray:
         op = OPS["conv_fused" if "act" in attrs else "conv"]
-        if x.dtype != _F32 or w.dtype != _F32 or out_dtype != _F32 or x.size == 0 or \
-                any(e.dtype != _F32 for e in epilogue):
-            self.calls["numpy"] += 1
-            return reference_eval(op, attrs, out_dtype, x, w, *epilogue)
-        h = self._kernel(_KERNELS.handle)
+        h = None
+        if x.dtype == _F32 and w.dtype == _F32 and out_dtype == _F32 and x.size and \
+                all(e.dtype == _F32 for e in epilogue):
+            h = self._kernel(_KERNELS.handle)
         if h is None:
             self.calls["numpy"] += 1
             return reference_eval(op, attrs, out_dtype, x, w, *epilogue)
-        ep = list(epilogue)
-        bias = np.ascontiguousarray(ep.pop(0)) if attrs.get("bias") else None
-        residual = np.ascontiguousarray(ep.pop(0)) if attrs.get("residual") else None
-        act, clip = 0, (0.0, 0.0)
-        if attrs.get("act") == "clip":
-            clip = attrs["clip"]
-            act = 1 if clip == (0.0, math.inf) else 2
         n = x.ndim - 2
-        original = w
-        if attrs["flip"]:
+        original, flip = w, attrs["flip"]
+        if flip:
             w = np.flip(w, axis=tuple(range(1, n + 1)))
         if any(d > 1 for d in attrs["input_dilation"]):
             x = dilate_and_pad(x, [(0, 0)] * n, attrs["input_dilation"])
             attrs = {**attrs, "input_dilation": (1,) * n}
         x = np.ascontiguousarray(x)
-        w = np.ascontiguousarray(w)
-        shape = OPS["conv"].infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]  # type: ignore[misc]
-        rows = math.prod(shape[:-1])
-        cin, cout, groups = x.shape[-1], w.shape[0], attrs["groups"]
-        taps = math.prod(w.shape[1:-1])
-        threads = self._num_threads()
-        geo = _geometry(x, w, shape, attrs)
-        if groups == cin == cout and taps > 1:
-            self.calls["depthwise"] += 1
-            out = np.empty(shape, _F32)
-            wt = np.ascontiguousarray(w.reshape(cout, taps).T)
-            nt = 1 if rows * taps * cin < PARALLEL_ELEMENTS else threads
-            _core.launch(h, [x, wt, out], np.array([1, nt, *geo], np.int64))
-            return _epilogue(out, bias, residual, act, clip)
-        if self._tile is None:
-            self._tile = _tile(h)
-        cols = self._tile[1]
-        if groups == 1 and cin < SMALL_CHANNELS and taps > 1:
-            # few channels per tap (an image's 3): the taps' short rows gathered once
-            # (im2col), then the implicit GEMM as a 1x1 convolution over them
-            self.calls["im2col"] += 1
-            nt = 1 if rows * taps * cin < PARALLEL_ELEMENTS else threads
-            a = np.empty((rows, taps * cin), _F32)
-            _core.launch(h, [x, a], np.array([0, nt, *geo, 0, cin], np.int64))
-            flat = _geometry(a.reshape(1, rows, 1, taps * cin), w.reshape(cout, 1, 1, -1),
-                             (1, rows, 1, cout), {"stride": (1, 1), "kernel_dilation": (1, 1),
-                                                  "padding": ((0, 0), (0, 0))})
-            return self.implicit(h, a, self._packed(original, w, attrs["flip"], 1, cols),
-                                 shape, flat, 1, threads, bias, residual, act, clip)
-        return self.implicit(h, x, self._packed(original, w, attrs["flip"], groups, cols),
-                             shape, geo, groups, threads, bias, residual, act, clip)
-
-    def _packed(self, original: np.ndarray, w: np.ndarray, flip: bool, groups: int, cols: int
-                ) -> np.ndarray:
-        """The panels of ``w`` (``original`` flipped or not), from the cache when the weight
-        is a read-only array (a constant)."""
-        key = id(original)
-        hit = self._panels.get(key) if not original.flags.writeable else None
-        if hit is not None and hit[0]() is original and hit[1:3] == (flip, groups):
-            return hit[3]
-        panels = pack_panels(w, groups, cols)
-        if not original.flags.writeable:
-            cache = self._panels
-            self._panels[key] = (weakref.ref(original, lambda _: cache.pop(key, None)), flip,
-                                 groups, panels)
-        return panels
-
-    def implicit(self, h: int, x: np.ndarray, panels: np.ndarray, shape: tuple[int, ...],
-                 geo: list[int], groups: int, threads: int, bias: np.ndarray | None = None,
-                 residual: np.ndarray | None = None, act: int = 0,
-                 clip: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
-        """The implicit GEMM (kernel mode 2) with its epilogue: ``+ bias``, ``+ residual``
-        (rows, C_out), then ``act`` (0 none, 1 ReLU, 2 clip to ``clip``)."""
-        self.calls["implicit"] += 1
+        shape = op.infer((x.shape, w.shape, *(e.shape for e in epilogue)),  # type: ignore[misc]
+                         (x.dtype, w.dtype, *(e.dtype for e in epilogue)), attrs)[0]
+        mode, args, scratch = _launch(attrs, x.shape, w.shape, shape, self._num_threads())
+        self.calls[self._MODES[mode]] += 1
         out = np.empty(shape, _F32)
-        rows, cout = math.prod(shape[:-1]), shape[-1]
-        flops = rows * panels.size // max(panels.shape[0], 1) * cout // max(panels.shape[2], 1)
-        nt = 1 if flops < PARALLEL_ELEMENTS * 8 else threads
-        bufs = [x, panels, out] + [a.reshape(-1) for a in (bias, residual) if a is not None]
-        bits = np.array(clip, np.float64).view(np.int64)
-        _core.launch(h, bufs, np.array([2, nt, *geo, groups, cout, act, *bits,
-                                        bias is not None, residual is not None], np.int64))
+        bufs = [x, np.ascontiguousarray(w), *(np.ascontiguousarray(e) for e in epilogue), out,
+                *(np.empty(b, np.uint8) for b in scratch),
+                self._weights(original, w, mode, attrs["groups"], flip)]
+        _core.launch(h, bufs, args)
         return out
 
-    def _gemm(self, a: np.ndarray, w: np.ndarray, threads: int) -> np.ndarray:
-        """``a @ w.T`` with the native GEMM (numpy's where it does not build)."""
+    def _weights(self, original: np.ndarray, w: np.ndarray, mode: int, groups: int,
+                 flip: bool) -> np.ndarray:
+        """The packed weight, from the cache when the weight is a read-only array."""
+        key = id(original)
+        hit = self._packed.get(key) if not original.flags.writeable else None
+        if hit is not None and hit[0]() is original and hit[1:4] == (mode, groups, flip):
+            return hit[4]
+        packed = _prepacked(mode, groups, w)
+        if not original.flags.writeable:
+            cache = self._packed
+            cache[key] = (weakref.ref(original, lambda _: cache.pop(key, None)), mode, groups,
+                          flip, packed)
+        return packed
+
+    def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                    out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+        """The kernel as a replay-program step: float32, x, bias and residual contiguous
+        (at any offset in their buffers), no input dilation or flip; None otherwise (the
+        step runs eagerly)."""
+        if out[1] != _F32 or any(d != _F32 for _, d in inputs) or attrs["flip"] or \
+                any(d > 1 for d in attrs["input_dilation"]):
+            return None
+        (xv, _), (wv, _) = inputs[:2]
+        if xv.size == 0 or not all(v.is_contiguous() for v, _ in inputs) or wv.offset:
+            return None
         try:
-            return _mv.matvec(a, w, 1 if w.size * a.shape[0] < PARALLEL_ELEMENTS else threads)
-        except Exception:  # noqa: BLE001 - no GEMM kernel here: numpy's matmul
-            return a @ w.T
+            h = _KERNELS.handle()
+        except _build.BuildError:
+            return None
+        ep = [v.offset for v, _ in inputs[2:]]
+        offsets = (xv.offset, ep[0] if attrs.get("bias") else 0,
+                   ep[-1] if attrs.get("residual") else 0)
+        mode, args, scratch = _launch(attrs, xv.shape, wv.shape, out[0], self._num_threads(),
+                                      offsets)
+        return NativeLibraryCall(h, args, scratch, derived=(
+            functools.partial(_derived, mode, attrs["groups"], wv.shape), (1,), len(args) - 1))
+
+
+def _derived(mode: int, groups: int, shape: tuple[int, ...], w: np.ndarray) -> np.ndarray:
+    return _prepacked(mode, groups, w, shape)

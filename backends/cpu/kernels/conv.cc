@@ -2,18 +2,16 @@
 // describes and builds them), float32, channels-last x (N, D1, D2, D3, C) (fewer spatial
 // dims padded with size-1 dims in front). Parameter: BZ_SYMBOL (the entry point's name).
 //
-// Mode 0, im2col: rows (N*O1*O2*O3, K1*K2*K3*cg) for the channel slice [c0, c0 + cg): per
-// output position and kernel tap, cg contiguous floats of x (channels-last: one copy per
-// tap) or zeros where the tap falls in the padding. The native GEMM then multiplies the
-// rows by the weight (C_out, K*cg) as stored.
-// Mode 2, implicit GEMM (no im2col copy): a register tile of R output positions x 2 SIMD
-// vectors of output channels (gemm_tile.h's WX: R = 12 x 32 on AVX-512, 6 x 16 on AVX2,
-// 8 x 8 on NEON), per tap and input channel one broadcast of x (read in place through R
-// row pointers, a zero row for a padded tap) against the weight packed in panels of 2 * L
-// output channels; each output sums its taps and channels in one fixed order (the same
-// bits at any thread count). The epilogue adds the bias, an optional residual and applies
-// the activation before the one store.
-// Mode 1, depthwise (groups == C, one output channel per group): out[n, o, c] = sum over
+// im2col (mode 5's first step): rows (N*O1*O2*O3, K1*K2*K3*cg) for the channel slice [c0, c0 + cg):
+// per output position and kernel tap, cg contiguous floats of x (channels-last: one copy per tap)
+// or zeros where the tap falls in the padding. The native GEMM then multiplies the rows by the
+// weight (C_out, K*cg) as stored. Mode 2, implicit GEMM (no im2col copy): a register tile of R
+// output positions x 2 SIMD vectors of output channels (gemm_tile.h's WX: R = 12 x 32 on AVX-512, 6
+// x 16 on AVX2, 8 x 8 on NEON), per tap and input channel one broadcast of x (read in place through
+// R row pointers, a zero row for a padded tap) against the weight packed in panels of 2 * L output
+// channels; each output sums its taps and channels in one fixed order (the same bits at any thread
+// count). The epilogue adds the bias, an optional residual and applies the activation before the
+// one store. Mode 1, depthwise (groups == C, one output channel per group): out[n, o, c] = sum over
 // taps of x[n, o*s + k*d - lo, c] * w[k, c], the taps in order (one chain per output:
 // the same bits for any thread count), vectorized across channels.
 #ifndef BZ_SYMBOL
@@ -115,9 +113,32 @@ void im2col(const Geometry& g, const float* x, float* cols, int64_t c0, int64_t 
     }
 }
 
-void depthwise(const Geometry& g, const float* x, const float* w, float* out, int64_t threads) {
+// (the epilogue, declared here for depthwise; the implicit GEMM's tile applies its own)
+struct Epilogue {
+    int64_t cout;
+    const float* bias;      // (C_out,) or null
+    const float* residual;  // (rows, C_out) or null
+    int64_t act;
+    float lo, hi;
+};
+
+inline void epilogue_row(float* o, int64_t n, const float* bias, const float* res,
+                         const Epilogue& ep) {  // simple loops (vectorized); NaN stays
+    if (bias)
+        for (int64_t j = 0; j < n; ++j) o[j] += bias[j];
+    if (res)
+        for (int64_t j = 0; j < n; ++j) o[j] += res[j];
+    if (ep.act == 1)
+        for (int64_t j = 0; j < n; ++j) o[j] = o[j] < 0.0f ? 0.0f : o[j];
+    else if (ep.act == 2)
+        for (int64_t j = 0; j < n; ++j) o[j] = o[j] < ep.lo ? ep.lo : (o[j] > ep.hi ? ep.hi : o[j]);
+}
+
+// w: (taps, C) when ``wt`` (the replay plan's derived copy), else (C, taps) as stored.
+void depthwise(const Geometry& g, const float* x, const float* w, bool wt, float* out,
+               const Epilogue& ep, int64_t threads) {
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
-    const int64_t C = g.c;
+    const int64_t C = g.c, taps = g.k[0] * g.k[1] * g.k[2];
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
         int64_t rem = r;
@@ -140,12 +161,33 @@ void depthwise(const Geometry& g, const float* x, const float* w, float* out, in
                         i2 >= g.in[2])
                         continue;  // a padded tap adds +0.0f: skipping it keeps the bits
                     const float* src = x + (((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2) * C;
-                    const float* wt = w + t * C;  // w (taps, C)
+                    if (wt) {
+                        const float* wr = w + t * C;
 #pragma omp simd
-                    for (int64_t c = 0; c < C; ++c) dst[c] += src[c] * wt[c];
+                        for (int64_t c = 0; c < C; ++c) dst[c] += src[c] * wr[c];
+                    } else {
+                        for (int64_t c = 0; c < C; ++c) dst[c] += src[c] * w[c * taps + t];
+                    }
                 }
             }
         }
+        epilogue_row(dst, C, ep.bias, ep.residual ? ep.residual + r * C : nullptr, ep);
+    }
+}
+
+// w (C_out, taps * cg) as stored, packed per group into panels of kCols output channels
+// (see implicit_gemm); the replay plan's derived buffer, or made per call without one.
+template <int Cols>
+void pack_panels(const float* w, int64_t groups, int64_t og, int64_t kk, float* panels,
+                 int64_t threads) {
+    const int64_t nb = (og + Cols - 1) / Cols;
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+    for (int64_t pb = 0; pb < groups * nb; ++pb) {
+        const int64_t gi = pb / nb, j0 = (pb % nb) * Cols;
+        float* dst = panels + pb * kk * Cols;
+        for (int64_t q = 0; q < kk; ++q)
+            for (int64_t jj = 0; jj < Cols; ++jj)
+                dst[q * Cols + jj] = j0 + jj < og ? w[(gi * og + j0 + jj) * kk + q] : 0.0f;
     }
 }
 
@@ -182,14 +224,8 @@ inline void tap_offsets(const Geometry& g, int64_t r, int64_t* offs) {
             }
 }
 
-// Epilogue: act 0 none, 1 ReLU, 2 clip to [lo, hi] (ReLU6), applied after bias + residual.
-struct Epilogue {
-    int64_t cout;
-    const float* bias;      // (C_out,) or null
-    const float* residual;  // (rows, C_out) or null
-    int64_t act;
-    float lo, hi;
-};
+// Epilogue (struct Epilogue above): act 0 none, 1 ReLU, 2 clip to [lo, hi], after bias +
+// residual.
 
 // One tile over the flattened k = t * cg + c in [k0, k1): ``first`` starts from zero, else
 // from the partial sums the previous chunk stored in out (float32 in memory is the register
@@ -310,15 +346,15 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
 // weight): panel p = group * nb + block holds (t * cg + c, j) at (t * cg + c) * kCols + j,
 // zeros past the group's og channels.
 void implicit_gemm(const Geometry& g, const float* x, const float* panels, float* out,
-                   int64_t groups, const Epilogue& ep, int64_t threads) {
+                   int64_t groups, const Epilogue& ep, int64_t* offs, float* zeros,
+                   int64_t threads) {
     const int64_t taps = g.k[0] * g.k[1] * g.k[2];
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
     const int64_t cin = g.c, cg = cin / groups;
     const int64_t og = ep.cout / groups, nb = (og + kCols - 1) / kCols;
     const int64_t nrb = (rows + kRows - 1) / kRows;
     const int64_t panel = taps * cg * kCols;
-    int64_t* offs = (int64_t*)std::malloc((size_t)(rows * taps) * sizeof(int64_t) + 8);
-    float* zeros = (float*)std::calloc((size_t)cg + 16, sizeof(float));
+    for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
 #pragma omp for schedule(static)
@@ -360,41 +396,72 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
         }
         std::free(ptrs);
     }
-    std::free(offs);
-    std::free(zeros);
 }
 
 }  // namespace
 
-// Args (int64): mode (0 im2col, 1 depthwise, 2 implicit GEMM, 3 tile query), threads, N, C, in[3],
-// k[3], out[3], stride[3], dilation[3], pad_lo[3], then (im2col) c0, cg; (implicit GEMM) groups,
-// C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias, has
-// residual.
-// Buffers: im2col: x, cols; depthwise: x, w (taps, C), out (rows, C); implicit GEMM: x,
-// panels, out (rows, C_out), [bias (C_out)], [residual (rows, C_out)]; query: int64 out[2].
+// Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 im2col then the implicit GEMM
+// over its rows, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3], pad_lo[3],
+// groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias,
+// has residual, element offsets of x, bias and residual in their buffers, whether the packed
+// weight is given (a replay plan's derived buffer; 0: packed here, per call).
+// Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
+// (rows, C_out), then scratch: tap offsets (rows * taps int64), a zero row (C_in/groups + 16
+// floats), im2col rows (mode 5: rows * taps * C_in floats), then the packed weight (implicit
+// GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets (rows, output channels).
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
-    const Geometry g = geometry(a);
-    const int64_t threads = a[1] > 1 ? a[1] : 1;
-    if (a[0] == 0) {
-        im2col(g, (const float*)bufs[0], (float*)bufs[1], a[22], a[23], threads);
-    } else if (a[0] == 1) {
-        depthwise(g, (const float*)bufs[0], (const float*)bufs[1], (float*)bufs[2], threads);
-    } else if (a[0] == 3) {  // the implicit GEMM's tile: rows, output channels per panel
+    const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
+    if (mode == 3) {  // the implicit GEMM's tile: rows, output channels per panel
         ((int64_t*)bufs[0])[0] = kRows;
         ((int64_t*)bufs[0])[1] = kCols;
-    } else {
-        double lo, hi;
-        std::memcpy(&lo, a + 25, sizeof lo);
-        std::memcpy(&hi, a + 26, sizeof hi);
-        int b = 3;
-        Epilogue ep;
-        ep.cout = a[23];
-        ep.bias = a[27] ? (const float*)bufs[b++] : nullptr;
-        ep.residual = a[28] ? (const float*)bufs[b++] : nullptr;
-        ep.act = a[24];
-        ep.lo = (float)lo;
-        ep.hi = (float)hi;
-        implicit_gemm(g, (const float*)bufs[0], (const float*)bufs[1], (float*)bufs[2], a[22], ep,
-                      threads);
+        return;
     }
+    Geometry g = geometry(a);
+    double lo, hi;
+    std::memcpy(&lo, a + 25, sizeof lo);
+    std::memcpy(&hi, a + 26, sizeof hi);
+    int b = 2;
+    Epilogue ep;
+    ep.cout = a[23];
+    ep.bias = a[27] ? (const float*)bufs[b++] + a[30] : nullptr;
+    ep.residual = a[28] ? (const float*)bufs[b++] + a[31] : nullptr;
+    ep.act = a[24];
+    ep.lo = (float)lo;
+    ep.hi = (float)hi;
+    const float* x = (const float*)bufs[0] + a[29];
+    const float* w = (const float*)bufs[1];
+    float* out = (float*)bufs[b];
+    int64_t* offs = (int64_t*)bufs[b + 1];
+    float* zeros = (float*)bufs[b + 2];
+    float* cols = (float*)bufs[b + 3];
+    const float* packed = a[32] ? (const float*)bufs[b + 4] : nullptr;
+    const int64_t groups = a[22], taps = g.k[0] * g.k[1] * g.k[2];
+    if (mode == 1) {
+        depthwise(g, x, packed ? packed : w, packed != nullptr, out, ep, threads);
+        return;
+    }
+    float* own = nullptr;
+    if (!packed) {
+        const int64_t og = ep.cout / groups, kk = taps * (g.c / groups);
+        own = (float*)std::malloc(
+            (size_t)(groups * ((og + kCols - 1) / kCols) * kk * kCols) * sizeof(float) + 64);
+        pack_panels<kCols>(w, groups, og, kk, own, threads);
+        packed = own;
+    }
+    if (mode == 5) {  // few channels: the taps' short rows gathered once, then a 1x1 GEMM
+        const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2], kk = taps * g.c;
+        im2col(g, x, cols, 0, g.c, threads);
+        Geometry flat = g;
+        flat.n = 1;
+        flat.c = kk;
+        for (int i = 0; i < 3; ++i) {
+            flat.in[i] = flat.out[i] = i == 1 ? rows : 1;
+            flat.k[i] = flat.stride[i] = flat.dil[i] = 1;
+            flat.lo[i] = 0;
+        }
+        implicit_gemm(flat, cols, packed, out, 1, ep, offs, zeros, threads);
+    } else {
+        implicit_gemm(g, x, packed, out, groups, ep, offs, zeros, threads);
+    }
+    std::free(own);
 }
