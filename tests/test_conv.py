@@ -445,3 +445,59 @@ def test_cpu_conv_kernel_matches_direct_reference_on_drawn_cases(backend_name, c
     got = impl(attrs, np.dtype(np.float32), x, w, *extra)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["nchw_stem", "implicit_epilogue", "depthwise_epilogue",
+                                  "grouped"])
+def test_compiled_convolutions_replay_as_native_steps(backend_name, case):
+    """The second call of a compiled function replays through a prepared plan: the conv is
+    a native program step there (x read strided by the im2col gather for an NCHW input; the
+    packed weight a derived buffer) and gives the first call's results."""
+    rng = np.random.default_rng(7)
+    if case == "nchw_stem":
+        x = rng.standard_normal((2, 3, 33, 33)).astype(np.float32)
+        w = rng.standard_normal((16, 7, 7, 3)).astype(np.float32)
+
+        def f(x, w, b):
+            return bz.maximum(bz.conv2d(bz.permute_dims(x, (0, 2, 3, 1)), w, stride=2,
+                                        padding=3) + b, 0.0)
+    elif case == "implicit_epilogue":
+        x = rng.standard_normal((2, 15, 15, 24)).astype(np.float32)
+        w = rng.standard_normal((16, 3, 3, 24)).astype(np.float32)
+
+        def f(x, w, b):
+            y = bz.conv2d(x, w, padding=1)
+            return bz.clip(y + b + bz.conv2d(x, w, padding=1) * 0.5, 0.0, 6.0)
+    elif case == "depthwise_epilogue":
+        x = rng.standard_normal((2, 15, 15, 16)).astype(np.float32)
+        w = rng.standard_normal((16, 3, 3, 1)).astype(np.float32)
+
+        def f(x, w, b):
+            return bz.maximum(bz.conv2d(x, w, padding=1, groups=16) + b, 0.0)
+    else:
+        x = rng.standard_normal((2, 15, 15, 24)).astype(np.float32)
+        w = rng.standard_normal((16, 3, 3, 6)).astype(np.float32)
+
+        def f(x, w, b):
+            return bz.conv2d(x, w, stride=2, groups=4) + b
+    b = rng.standard_normal(16).astype(np.float32)
+    args = [bz.asarray(a) for a in (x, w, b)]
+    g = bz.compile(f)
+    first, second = np.asarray(g(*args)), np.asarray(g(*args))
+    with bz.backend("numpy"):
+        want = np.asarray(f(*args))
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
+    if backend_name == "mlx":  # (MLX's own convolution: its algorithm may differ per layout)
+        np.testing.assert_allclose(second, first, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(second, first)
+    if backend_name == "cpu":
+        with bz.backends.profile() as calls:
+            np.asarray(g(*args))
+        convs = [name for name, _ in calls if name.startswith("conv")]
+        assert convs and not any(name.endswith("(python)") for name in convs), calls
+    w2 = bz.asarray(w * 2)  # a new weight: the plan's packed copy is remade
+    with bz.backend("numpy"):
+        want2 = np.asarray(f(args[0], w2, args[2]))
+    np.testing.assert_allclose(np.asarray(g(args[0], w2, args[2])), want2, rtol=1e-4,
+                               atol=1e-4)

@@ -85,9 +85,11 @@ def _prepacked(mode: int, groups: int, w: np.ndarray,
 
 
 def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int, ...],
-            out_shape: tuple[int, ...], threads: int, offsets: tuple[int, int, int] = (0, 0, 0)
+            out_shape: tuple[int, ...], threads: int, offsets: tuple[int, int, int] = (0, 0, 0),
+            x_strides: tuple[int, ...] | None = None
             ) -> tuple[int, np.ndarray, tuple[int, int, int]]:
-    """(mode, args, scratch byte sizes) of one call (see ``kernels/conv.cc``)."""
+    """(mode, args, scratch byte sizes) of one call (see ``kernels/conv.cc``); x's element
+    strides default to contiguous."""
     n = len(x_shape) - 2
     cin, cout, groups = x_shape[-1], w_shape[0], attrs["groups"]
     taps = math.prod(w_shape[1:-1])
@@ -112,8 +114,10 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     flops = 2 * rows * cout * taps * cin // groups
     nt = 1 if flops < PARALLEL_FLOPS else threads
     bits = np.array(clip, np.float64).view(np.int64)
+    st = x_strides if x_strides is not None else View.contiguous(x_shape).strides
+    st5 = [st[0], *pad3(st[1:-1], 0), st[-1]]
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
-                     bool(attrs.get("residual")), *offsets, 1], np.int64)
+                     bool(attrs.get("residual")), *offsets, 1, *st5], np.int64)
     width = taps * cin if mode == 5 else cin // groups
     scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4,
                max(rows * taps * cin, 1) * 4 if mode == 5 else 4)
@@ -195,7 +199,7 @@ class Conv(NativeOp):
                 any(d > 1 for d in attrs["input_dilation"]):
             return None
         (xv, _), (wv, _) = inputs[:2]
-        if xv.size == 0 or not all(v.is_contiguous() for v, _ in inputs) or wv.offset:
+        if xv.size == 0 or not all(v.is_contiguous() for v, _ in inputs[1:]) or wv.offset:
             return None
         try:
             h = _KERNELS.handle()
@@ -204,10 +208,13 @@ class Conv(NativeOp):
         ep = [v.offset for v, _ in inputs[2:]]
         offsets = (xv.offset, ep[0] if attrs.get("bias") else 0,
                    ep[-1] if attrs.get("residual") else 0)
+        contiguous = xv.is_contiguous()
         mode, args, scratch = _launch(attrs, xv.shape, wv.shape, out[0], self._num_threads(),
-                                      offsets)
+                                      offsets, None if contiguous else xv.strides)
+        if mode != 5 and not contiguous:  # (only the im2col gather reads x strided)
+            return None
         return NativeLibraryCall(h, args, scratch, derived=(
-            functools.partial(_derived, mode, attrs["groups"], wv.shape), (1,), len(args) - 1))
+            functools.partial(_derived, mode, attrs["groups"], wv.shape), (1,), 32))
 
 
 def _derived(mode: int, groups: int, shape: tuple[int, ...], w: np.ndarray) -> np.ndarray:

@@ -75,8 +75,10 @@ Geometry geometry(const int64_t* a) {
     return g;
 }
 
-void im2col(const Geometry& g, const float* x, float* cols, int64_t c0, int64_t cg,
-            int64_t threads) {
+// x read through element strides st (batch, d0, d1, d2, channel): a channels-first input
+// (an NCHW model's image, seen as NHWC) is gathered here without a transposed copy first.
+void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, int64_t c0,
+            int64_t cg, int64_t threads) {
     const int64_t taps = g.k[0] * g.k[1] * g.k[2];
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
     const int64_t row_len = taps * cg;
@@ -102,9 +104,9 @@ void im2col(const Geometry& g, const float* x, float* cols, int64_t c0, int64_t 
                         continue;
                     }
                     const float* src =
-                        x + (((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2) * g.c + c0;
-                    if (cg < 16)  // an image's few channels: no call per tap
-                        for (int64_t c = 0; c < cg; ++c) dst[c] = src[c];
+                        x + b * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3] + c0 * st[4];
+                    if (st[4] != 1 || cg < 16)  // strided, or an image's few channels
+                        for (int64_t c = 0; c < cg; ++c) dst[c] = src[c * st[4]];
                     else
                         std::memcpy(dst, src, (size_t)cg * sizeof(float));
                 }
@@ -404,7 +406,8 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
 // over its rows, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3], pad_lo[3],
 // groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias,
 // has residual, element offsets of x, bias and residual in their buffers, whether the packed
-// weight is given (a replay plan's derived buffer; 0: packed here, per call).
+// weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
+// strides (batch, d0, d1, d2, channel: mode 5 reads any; the others need x contiguous).
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out), then scratch: tap offsets (rows * taps int64), a zero row (C_in/groups + 16
 // floats), im2col rows (mode 5: rows * taps * C_in floats), then the packed weight (implicit
@@ -450,7 +453,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     }
     if (mode == 5) {  // few channels: the taps' short rows gathered once, then a 1x1 GEMM
         const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2], kk = taps * g.c;
-        im2col(g, x, cols, 0, g.c, threads);
+        im2col(g, x, a + 33, cols, 0, g.c, threads);
         Geometry flat = g;
         flat.n = 1;
         flat.c = kk;
