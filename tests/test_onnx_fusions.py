@@ -202,3 +202,23 @@ def test_folded_conv_bn_relu_is_one_native_call():
     with bz.backend("numpy"):
         want = np.asarray(bz.onnx.load(m, fold=False)(x)[0])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_constants_are_read_only_and_shared():
+    """The runtime graph's constants are read-only buffers shared with braze (a backend
+    may cache what it derives from them, such as the cpu convolution's packed weights),
+    and a Conv's channels-last weights are transposed once per model."""
+    conv, ci = _conv()
+    bn, bi = _bn()
+    m = bz.onnx.load(_model([conv, bn], ci + bi))
+    assert m._consts and all(not v.flags.writeable for v in m._consts.values())
+    x = _rng().standard_normal((2, C_IN, 6, 6)).astype(np.float32)
+    m(x)
+    (node,) = m._runtime
+    first = node._weights[1]
+    m.compiled = False
+    m(x)  # run again (eagerly): the same transposed weights
+    raw, t = node._weights
+    assert t is first
+    assert raw is m._consts[node.input_names[1]] and not t.flags.writeable
+    assert t.shape == (C_OUT, 3, 3, C_IN)
