@@ -75,10 +75,15 @@ class _Fuser:
         self.refusals: list[str] = []
         self.names = set(consts) | outputs | {o for n in nodes for o in n.output_names} | \
             {i for n in nodes for i in n.input_names}
+        # value name -> the indices of the nodes reading it (once per read); a fusion
+        # removes a node whose output only the Conv read, and renames nothing else
+        self.readers: dict[str, list[int]] = {}
+        for j, n in enumerate(nodes):
+            for i in n.input_names:
+                self.readers.setdefault(i, []).append(j)
 
     def consumers(self, name: str) -> list[int]:
-        return [j for j, n in enumerate(self.nodes) if n is not None
-                for i in n.input_names if i == name]
+        return [j for j in self.readers.get(name, []) if self.nodes[j] is not None]
 
     def fresh(self, base: str) -> str:
         name, k = base, 0
