@@ -324,3 +324,87 @@ def test_crafted_gguf_counts_name_the_field(tmp_path) -> None:
         p.write_bytes(src[:offset] + struct.pack("<Q", 1 << 40) + src[offset + 8:])
         with pytest.raises(ValueError, match=f"{p}: corrupt GGUF header: {field} is"):
             bz.load(str(p))
+
+
+# ---------------------------------------------------------------- hostile ONNX files
+ONNX_CASES = ("test_conv_with_strides_padding", "test_gemm_default_matrix_bias",
+              "test_batchnorm_example", "test_reshape_extended_dims",
+              "test_constantofshape_int_zeros", "test_resize_upsample_scales_linear")
+
+
+def _onnx_files(d: Path) -> dict[str, bytes]:
+    """Models from ONNX's node test suite (inputs turned into initializers, so that their
+    data, shapes and shape inputs are part of the file), and a model whose weight lives in
+    an external data file beside it."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.backend.test.loader import load_model_tests
+
+    out = {}
+    cases = {c.name: c for c in load_model_tests(kind="node") if c.name in ONNX_CASES}
+    for name in ONNX_CASES:
+        case = cases[name]
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        inputs = case.data_sets[0][0]
+        for vi, value in zip(list(model.graph.input), inputs):
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), vi.name))
+        del model.graph.input[:]
+        out[name] = model.SerializeToString()
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    model = helper.make_model(g)
+    onnx.save_model(model, str(d / "external.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="external.bin", size_threshold=0)
+    out["external"] = (d / "external.onnx").read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("which", [*ONNX_CASES, "external"])
+def test_fuzzed_onnx_models_give_clean_errors(tmp_path, monkeypatch, which) -> None:
+    """bz.onnx.load on mutated and truncated models: it loads, or raises ValueError (a
+    malformed file, a folded value over the limit) or NotImplementedError (an op type a
+    flipped byte made unknown), naming the file; within MEMORY_BOUND."""
+    from hypothesis import HealthCheck, given, settings
+
+    monkeypatch.setenv("BRAZE_ONNX_MAX_CONSTANT_BYTES", str(MEMORY_BOUND // 4))
+    src = _onnx_files(tmp_path)[which]
+    path = tmp_path / "fuzzed.onnx"  # (beside external.bin: the external model's data)
+
+    @settings(max_examples=max(FUZZ_EXAMPLES // 2, 10), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mutation=_mutations(len(src), len(src)))
+    def run(mutation) -> None:
+        import tracemalloc
+
+        path.write_bytes(_mutate(src, mutation))
+        tracemalloc.start()
+        try:
+            bz.onnx.load(str(path), compiled=False)
+        except (ValueError, NotImplementedError) as e:
+            assert str(path) in str(e), f"{type(e).__name__}: {e}"
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        assert peak < MEMORY_BOUND, f"{peak} bytes traced loading a {len(src)}-byte model"
+
+    run()
+
+
+def test_crafted_onnx_files_name_the_problem(tmp_path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    path = tmp_path / "bomb.onnx"
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [1 << 20, 1 << 20])
+    g = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"])], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+    onnx.save(helper.make_model(g), str(path))
+    with pytest.raises(ValueError, match=r"bomb\.onnx.*ConstantOfShape.*\(1048576, 1048576\).*"
+                                         r"over the limit"):
+        bz.onnx.load(str(path))
+    path.write_bytes(b"\x08\x07not a model")
+    with pytest.raises(ValueError, match=r"bomb\.onnx.*malformed model"):
+        bz.onnx.load(str(path))

@@ -25,6 +25,7 @@ Shape -> Gather -> Concat -> Reshape becomes Python ints in the trace.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -36,7 +37,15 @@ from ..creation import asarray
 from . import ops_nn as _ops_nn  # noqa: F401  (registers the conv/pool/norm converters)
 from .external import load_model_proto
 from .fusions import RULES, fuse_conv
-from .ops import CHECKS, CONVERTERS, DYNAMIC, NO_FOLD, DataDependentError, NodeContext
+from .ops import (
+    CHECKS,
+    CONVERTERS,
+    DYNAMIC,
+    MAX_CONSTANT_BYTES,
+    NO_FOLD,
+    DataDependentError,
+    NodeContext,
+)
 from .ops import fold as fold_node
 
 __all__ = ["load", "OnnxModel", "supported_ops"]
@@ -307,7 +316,8 @@ def _tensor_value(onnx: Any, t: Any, what: str) -> np.ndarray:
 
 
 def load(model: Any, *, backend: str | None = None, compiled: bool = True,
-         opt_level: int | str | None = None, fold: bool = True) -> OnnxModel:
+         opt_level: int | str | None = None, fold: bool = True,
+         max_constant_bytes: int | None = None) -> OnnxModel:
     """Import an ONNX model (a path, bytes or an ``onnx.ModelProto``) into braze.
 
     ``backend``: the braze backend its calls run on (None: the current one).
@@ -318,7 +328,10 @@ def load(model: Any, *, backend: str | None = None, compiled: bool = True,
     Add by constants into the Conv before them (:mod:`.fusions`) at level 2 and above;
     ``model.fusions`` counts what fired.
     External data is read only from files inside the model's directory. An op type
-    without a converter raises ``NotImplementedError`` listing all of them.
+    without a converter raises ``NotImplementedError`` listing all of them. A malformed
+    file (bad protobuf, sizes or offsets that do not fit, a value folded at load larger
+    than ``max_constant_bytes``, default ``BRAZE_ONNX_MAX_CONSTANT_BYTES`` or 2 GiB) raises
+    ``ValueError`` naming the file.
 
     >>> import numpy as np, braze as bz
     >>> from onnx import TensorProto, helper, numpy_helper
@@ -331,6 +344,33 @@ def load(model: Any, *, backend: str | None = None, compiled: bool = True,
     >>> np.asarray(m(np.ones((3, 2), np.float32))[0]).shape
     (3, 2)
     """
-    proto = load_model_proto(model)
-    return OnnxModel(proto, backend=backend, compiled=compiled, opt_level=opt_level, fold=fold)
+    source = repr(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else \
+        type(model).__name__
+    limit = MAX_CONSTANT_BYTES.set(_constant_limit(max_constant_bytes))
+    try:
+        proto = load_model_proto(model)
+        return OnnxModel(proto, backend=backend, compiled=compiled, opt_level=opt_level,
+                         fold=fold)
+    except NotImplementedError as e:
+        raise NotImplementedError(f"bz.onnx.load: {source}: {e}") from None
+    except (FileNotFoundError, TypeError) as e:
+        if isinstance(e, TypeError) and not str(e).startswith("bz.onnx"):
+            raise ValueError(f"bz.onnx.load: {source}: malformed model: {e}") from None
+        raise
+    except ValueError as e:
+        raise ValueError(f"bz.onnx.load: {source}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a hostile file: protobuf, numpy, anything
+        # (DecodeError, KeyError, IndexError, OverflowError, MemoryError...): one clean
+        # error naming the file, never a crash or another exception type
+        raise ValueError(f"bz.onnx.load: {source}: malformed model ({type(e).__name__}: "
+                         f"{e})") from None
+    finally:
+        MAX_CONSTANT_BYTES.reset(limit)
+
+
+def _constant_limit(given: int | None) -> int:
+    if given is not None:
+        return int(given)
+    env = os.environ.get("BRAZE_ONNX_MAX_CONSTANT_BYTES")
+    return int(env) if env else 1 << 31
 

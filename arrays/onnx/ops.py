@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -158,13 +159,27 @@ class NodeContext:
         return outs
 
 
+# the largest value a model may make at load (constant folding: a ConstantOfShape of a
+# 2^40-element shape in a 200-byte file is refused before anything is allocated)
+MAX_CONSTANT_BYTES: ContextVar[int] = ContextVar("MAX_CONSTANT_BYTES", default=1 << 31)
+
+
 def fold(n: NodeContext, raw: list[Any]) -> list[Any]:
-    """Run node ``n`` on constant (numpy) inputs now, on the numpy backend: numpy out."""
+    """Run node ``n`` on constant (numpy) inputs now, on the numpy backend: numpy out. A
+    result over ``MAX_CONSTANT_BYTES`` is refused (its shape is known before its data)."""
     from ...backends import backend
 
     with backend("numpy"):
         args = [None if v is None else bz.asarray(v) for v in raw]
         outs = n.convert(args, raw)
+        limit = MAX_CONSTANT_BYTES.get()
+        for o in outs:
+            nbytes = 0 if o is None else int(np.prod(np.shape(o), dtype=object)) * \
+                np.dtype(o.dtype).itemsize
+            if nbytes > limit:
+                raise ValueError(f"bz.onnx: node {n.label} would make a constant of shape "
+                                 f"{tuple(np.shape(o))} ({nbytes} bytes) at load, over the "
+                                 f"limit of {limit} bytes (max_constant_bytes)")
         return [None if o is None else np.asarray(o) for o in outs]
 
 
