@@ -275,11 +275,22 @@ def _check_npy_header(f: Any, size: int, where: str) -> None:
                        f"({need} bytes) but only {have} bytes follow it")
 
 
+# A compressed .npz member may expand at most this much (a zip bomb's ratio is ~1000x and
+# more): numpy would otherwise allocate what its header claims from a tiny file.
+MAX_EXPANSION = 1024
+MAX_EXPANDED_FLOOR = 64 << 20  # members up to this size are never refused for their ratio
+
+
 def _check_npz(z: Any, path: str) -> None:
     """Every member of an .npz (its open ``zipfile.ZipFile``) checked as
     :func:`_check_npy_header` does, against the member's own size, before numpy reads
-    any."""
+    any; a compressed member may expand at most ``MAX_EXPANSION`` times (above
+    ``MAX_EXPANDED_FLOOR``)."""
     for info in z.infolist():
+        if info.file_size > max(MAX_EXPANDED_FLOOR, MAX_EXPANSION * info.compress_size):
+            raise ValueError(f"load: {path}[{info.filename}]: a member of {info.compress_size} "
+                             f"compressed bytes claims {info.file_size} bytes uncompressed "
+                             f"(more than {MAX_EXPANSION}x: refused as a zip bomb)")
         with z.open(info) as f:
             _check_npy_header(f, info.file_size, f"{path}[{info.filename}]")
 

@@ -408,3 +408,13 @@ def test_crafted_onnx_files_name_the_problem(tmp_path) -> None:
     path.write_bytes(b"\x08\x07not a model")
     with pytest.raises(ValueError, match=r"bomb\.onnx.*malformed model"):
         bz.onnx.load(str(path))
+
+
+def test_a_compressed_npz_member_that_expands_like_a_zip_bomb_is_refused(tmp_path) -> None:
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, a=np.zeros(128 << 20, np.uint8))  # ~130 KB on disk
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ValueError, match=r"bomb\.npz\[a\.npy\].*zip bomb"):
+        bz.load(str(path))
+    np.savez_compressed(tmp_path / "ok.npz", a=np.zeros(1 << 20, np.uint8))  # under the floor
+    assert bz.load(str(tmp_path / "ok.npz"))["a"].shape == (1 << 20,)
