@@ -1,9 +1,14 @@
-"""Timing shared by the benchmark scripts: medians of repeated runs after warm-up, and the
-ISA line every benchmark prints (figures of one machine kind say which)."""
+"""Timing shared by the benchmark scripts: medians of repeated runs after warm-up, the
+ISA line every benchmark prints (figures of one machine kind say which), and the worker
+process a peer framework runs in, taking its turns (one JSON line per request).
+"""
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -29,3 +34,45 @@ def isa() -> str:
 
         return platform.machine()
     return build.describe()
+
+
+class Worker:
+    """A framework's worker process (``argv``), warmed up and waiting for its turns: it
+    prints one JSON line when ready and one per line it is sent; a worker that dies is
+    ``error`` (its last stderr line), never an exception in the caller."""
+
+    def __init__(self, fw: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.fw = fw
+        self.log = tempfile.TemporaryFile("w+")  # (a pipe could fill up and stall it)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env)
+        self.ready = self._read()
+        self.error = None if self.ready is not None else self._why()
+
+    def _read(self) -> dict | None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line.strip() else None
+
+    def _why(self) -> str:
+        self.proc.kill()
+        self.proc.wait()
+        self.log.seek(0)
+        err = (self.log.read().strip().splitlines() or ["?"])[-1]
+        return f"unavailable ({err[:90]})"
+
+    def send(self, line: str) -> dict | None:
+        """The worker's answer to ``line`` (None once it has failed)."""
+        if self.error is not None:
+            return None
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.error = self._why()
+            return None
+        r = self._read()
+        if r is None:
+            self.error = self._why()
+        return r

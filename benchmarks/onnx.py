@@ -39,6 +39,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 # this file is named onnx.py: the onnx package must come first on the path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE] + [HERE]
+from _timing import Worker  # noqa: E402
+
 MODELS = ["resnet50", "squeezenet", "bert"]
 ORT_LEVELS = ("DISABLE_ALL", "ENABLE_BASIC", "ENABLE_EXTENDED", "ENABLE_ALL")
 BERT = {"layers": 4, "d": 256, "heads": 4, "seq": 128, "ff": 1024}
@@ -289,47 +291,15 @@ def worker(fw: str, path: str, model: str, threads: int, out_dir: str) -> int:
     return 0
 
 
-class _Worker:
+class _Worker(Worker):
     """A framework's worker process, warmed up and waiting for its turns."""
 
     def __init__(self, py: str, fw: str, path: str, model: str, threads: int, out_dir: str,
                  env: dict[str, str]) -> None:
-        self.fw = fw
-        self.log = tempfile.TemporaryFile("w+")  # (a pipe could fill up and stall it)
-        self.proc = subprocess.Popen(
-            [py, os.path.abspath(__file__), "--worker", fw, "--path", path, "--model", model,
-             "--threads", str(threads), "--out", out_dir], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
-        r = self._read()
-        self.first_s = r["first_s"] if r else float("nan")
-        self.error = None if r is not None else self._why()
-
-    def _read(self) -> dict | None:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line.strip() else None
-
-    def _why(self) -> str:
-        self.proc.kill()
-        self.proc.wait()
-        self.log.seek(0)
-        err = (self.log.read().strip().splitlines() or ["?"])[-1]
-        return f"unavailable ({err[:90]})"
-
-    def send(self, line: str) -> dict | None:
-        if self.error is not None:
-            return None
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            self.error = self._why()
-            return None
-        r = self._read()
-        if r is None:
-            self.error = self._why()
-        return r
+        super().__init__(fw, [py, os.path.abspath(__file__), "--worker", fw, "--path", path,
+                              "--model", model, "--threads", str(threads), "--out", out_dir],
+                         env)
+        self.first_s = self.ready["first_s"] if self.ready else float("nan")
 
     def close(self) -> None:
         if self.error is None:

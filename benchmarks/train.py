@@ -30,12 +30,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _timing import Worker  # noqa: E402
+
 FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "mlx"]
 RUN_SECONDS = 1.0  # a timed run's least duration (more steps than --steps when fast)
 LORA = dict(batch=4, seq=128, rank=8, scale=2.0, lr=1e-4)
@@ -561,37 +562,12 @@ def worker(framework: str, model: str, steps: int) -> dict:
             "rss_mb": peak / 2**20}
 
 
-class _Worker:
+class _Worker(Worker):
     """A framework's worker process, warmed up and waiting for its turns."""
 
     def __init__(self, py: str, fw: str, model: str, steps: int) -> None:
-        self.fw = fw
-        self.log = tempfile.TemporaryFile("w+")  # (a pipe could fill up and stall it)
-        self.proc = subprocess.Popen([py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
-                                      "--steps", str(steps)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.error = None if self._read() is not None else self._why()
-
-    def _read(self) -> dict | None:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line.strip() else None
-
-    def _why(self) -> str:
-        self.proc.kill()
-        self.proc.wait()
-        self.log.seek(0)
-        err = (self.log.read().strip().splitlines() or ["?"])[-1]
-        return f"unavailable ({err[:70]})"
-
-    def send(self, line: str) -> dict | None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        r = self._read()
-        if r is None:
-            self.error = self._why()
-        return r
+        super().__init__(fw, [py, os.path.abspath(__file__), "--worker", f"{fw}:{model}",
+                              "--steps", str(steps)])
 
 
 def main() -> int:
