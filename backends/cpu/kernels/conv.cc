@@ -75,6 +75,21 @@ Geometry geometry(const int64_t* a) {
     return g;
 }
 
+// An output row's batch index and position (row-major over N, out[0], out[1], out[2]).
+struct RowPos {
+    int64_t b, o0, o1, o2;
+};
+inline RowPos row_pos(const Geometry& g, int64_t r) {
+    RowPos q;
+    q.o2 = r % g.out[2];
+    r /= g.out[2];
+    q.o1 = r % g.out[1];
+    r /= g.out[1];
+    q.o0 = r % g.out[0];
+    q.b = r / g.out[0];
+    return q;
+}
+
 // x read through element strides st (batch, d0, d1, d2, channel): a channels-first input
 // (an NCHW model's image, seen as NHWC) is gathered here without a transposed copy first.
 void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, int64_t c0,
@@ -84,13 +99,8 @@ void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, i
     const int64_t row_len = taps * cg;
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-        int64_t rem = r;
-        const int64_t o2 = rem % g.out[2];
-        rem /= g.out[2];
-        const int64_t o1 = rem % g.out[1];
-        rem /= g.out[1];
-        const int64_t o0 = rem % g.out[0];
-        const int64_t b = rem / g.out[0];
+        const RowPos q = row_pos(g, r);
+        const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
         float* dst = cols + r * row_len;
         for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
             const int64_t i0 = o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
@@ -143,13 +153,8 @@ void depthwise(const Geometry& g, const float* x, const float* w, bool wt, float
     const int64_t C = g.c, taps = g.k[0] * g.k[1] * g.k[2];
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-        int64_t rem = r;
-        const int64_t o2 = rem % g.out[2];
-        rem /= g.out[2];
-        const int64_t o1 = rem % g.out[1];
-        rem /= g.out[1];
-        const int64_t o0 = rem % g.out[0];
-        const int64_t b = rem / g.out[0];
+        const RowPos q = row_pos(g, r);
+        const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
         float* dst = out + r * C;
         for (int64_t c = 0; c < C; ++c) dst[c] = 0.0f;
         int64_t t = 0;
@@ -208,13 +213,8 @@ constexpr int64_t kChunk = 24 * 1024 / (kCols * 4);  // k per chunk: a 24 KiB sl
 // The input position output row r reads for each tap (taps in order), or -1 (padding):
 // the row's coordinates once, then one addition per tap and dim.
 inline void tap_offsets(const Geometry& g, int64_t r, int64_t* offs) {
-    int64_t rem = r;
-    const int64_t o2 = rem % g.out[2];
-    rem /= g.out[2];
-    const int64_t o1 = rem % g.out[1];
-    rem /= g.out[1];
-    const int64_t o0 = rem % g.out[0];
-    const int64_t b = rem / g.out[0];
+    const RowPos q = row_pos(g, r);
+    const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
     const int64_t s0 = o0 * g.stride[0] - g.lo[0], s1 = o1 * g.stride[1] - g.lo[1];
     const int64_t s2 = o2 * g.stride[2] - g.lo[2];
     for (int64_t k0 = 0, i0 = s0; k0 < g.k[0]; ++k0, i0 += g.dil[0])
