@@ -119,8 +119,9 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
                      bool(attrs.get("residual")), *offsets, 1, *st5], np.int64)
     width = taps * cin if mode == 5 else cin // groups
+    x_size = math.prod(x_shape)  # (mode 5 with strided channels: x made channels-last)
     scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4,
-               max(rows * taps * cin, 1) * 4 if mode == 5 else 4)
+               max(rows * taps * cin + x_size, 1) * 4 if mode == 5 else 4)
     return mode, args, scratch
 
 

@@ -97,6 +97,9 @@ void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, i
     const int64_t taps = g.k[0] * g.k[1] * g.k[2];
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
     const int64_t row_len = taps * cg;
+    // all channels, contiguous, adjacent positions adjacent, no dilation along the last dim:
+    // a row's k2 taps are k2 * cg consecutive floats of x
+    const bool run = c0 == 0 && cg == g.c && st[4] == 1 && st[3] == g.c && g.dil[2] == 1;
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
         const RowPos q = row_pos(g, r);
@@ -106,6 +109,14 @@ void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, i
             const int64_t i0 = o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
             for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
                 const int64_t i1 = o1 * g.stride[1] + k1 * g.dil[1] - g.lo[1];
+                const int64_t s2 = o2 * g.stride[2] - g.lo[2];
+                if (run && i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && s2 >= 0 &&
+                    s2 + g.k[2] <= g.in[2]) {  // the k2 taps: one contiguous run of x
+                    const float* src = x + b * st[0] + i0 * st[1] + i1 * st[2] + s2 * st[3];
+                    for (int64_t j = 0; j < g.k[2] * cg; ++j) dst[j] = src[j];
+                    dst += g.k[2] * cg;
+                    continue;
+                }
                 for (int64_t k2 = 0; k2 < g.k[2]; ++k2, dst += cg) {
                     const int64_t i2 = o2 * g.stride[2] + k2 * g.dil[2] - g.lo[2];
                     if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 ||
@@ -410,7 +421,8 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
 // strides (batch, d0, d1, d2, channel: mode 5 reads any; the others need x contiguous).
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out), then scratch: tap offsets (rows * taps int64), a zero row (C_in/groups + 16
-// floats), im2col rows (mode 5: rows * taps * C_in floats), then the packed weight (implicit
+// floats), im2col rows (mode 5: rows * taps * C_in floats, then room for x channels-last
+// when its channels are strided), then the packed weight (implicit
 // GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets (rows, output channels).
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
@@ -453,7 +465,28 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     }
     if (mode == 5) {  // few channels: the taps' short rows gathered once, then a 1x1 GEMM
         const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2], kk = taps * g.c;
-        im2col(g, x, a + 33, cols, 0, g.c, threads);
+        const int64_t* st = a + 33;
+        int64_t cl[5];
+        if (st[4] != 1) {  // channels strided (an NCHW image): made channels-last first,
+            // after the rows in the same scratch, so that the gather copies runs of floats
+            float* xc = cols + rows * kk;
+            const int64_t sp = g.in[0] * g.in[1] * g.in[2];
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+            for (int64_t p = 0; p < g.n * sp; ++p) {
+                const int64_t bb = p / sp, i = p % sp, i2 = i % g.in[2],
+                              i1 = (i / g.in[2]) % g.in[1], i0 = i / (g.in[2] * g.in[1]);
+                const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3];
+                for (int64_t c = 0; c < g.c; ++c) xc[p * g.c + c] = src[c * st[4]];
+            }
+            cl[4] = 1;
+            cl[3] = g.c;
+            cl[2] = g.c * g.in[2];
+            cl[1] = cl[2] * g.in[1];
+            cl[0] = cl[1] * g.in[0];
+            x = xc;
+            st = cl;
+        }
+        im2col(g, x, st, cols, 0, g.c, threads);
         Geometry flat = g;
         flat.n = 1;
         flat.c = kk;
