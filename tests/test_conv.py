@@ -501,3 +501,29 @@ def test_compiled_convolutions_replay_as_native_steps(backend_name, case):
         want2 = np.asarray(f(args[0], w2, args[2]))
     np.testing.assert_allclose(np.asarray(g(args[0], w2, args[2])), want2, rtol=1e-4,
                                atol=1e-4)
+
+
+def test_cuda_emulator_runs_convolutions_on_the_host_after_one_warning(backend_name):
+    if backend_name != "numpy":
+        pytest.skip("once, beside the numpy backend's run")
+    import warnings
+
+    from braze.backends import cuda as cuda_backend
+
+    try:
+        bz.backends.get("cuda-emulator")
+    except Exception as e:  # noqa: BLE001 - no emulator here (no C++ compiler)
+        pytest.skip(f"no cuda emulator: {e}")
+    cuda_backend._HOST_WARNED.discard("conv")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 12, 12, 4)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 3, 4)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bz.backend("cuda-emulator"):
+            got = [np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(w), padding=1))
+                   for _ in range(2)]
+    want = direct_conv(x, w, [1, 1], [(1, 1), (1, 1)], [1, 1], [1, 1], 1, False)
+    for g in got:
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
+    assert sum("conv has no device kernel" in str(c.message) for c in caught) == 1

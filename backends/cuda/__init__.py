@@ -208,6 +208,11 @@ class CudaBackend(NumpyBackend):
             return run.execute(inputs)
 
 
+# library ops a model's hot path runs that have no device kernel yet: one warning each
+_HOST_WARNED_OPS = frozenset({"conv", "conv_fused"})
+_HOST_WARNED: set[str] = set()
+
+
 def _warn_fallback(what: str, instead: str, err: Exception) -> None:
     warnings.warn(f"braze cuda backend: {what} failed to compile or load; {instead}.\n{err}",
                   RuntimeWarning, stacklevel=4)
@@ -349,7 +354,13 @@ class _DeviceRun:
         return True
 
     def library_on_host(self, step: LibraryStep) -> None:
-        """Any other library op: numpy on host copies of its operands."""
+        """Any other library op: numpy on host copies of its operands (a convolution, for
+        which a device kernel is expected, after one warning per process)."""
+        if step.op in _HOST_WARNED_OPS and step.op not in _HOST_WARNED:
+            _HOST_WARNED.add(step.op)
+            warnings.warn(f"braze cuda backend: {step.op} has no device kernel yet; it runs "
+                          "with numpy on the host (its operands cross to the host and back)",
+                          RuntimeWarning, stacklevel=2)
         ins = [self.on_host(i) for i in step.inputs]
         self.host[step.output] = library_result(step.op, step.attrs,
                                                 self.s.slots[step.output].dtype, ins)
