@@ -477,17 +477,34 @@ def _dropout(n: NodeContext, x: Array, ratio: Any = None, training: Any = None) 
 
 
 # ---------------------------------------------------------------- matmul
+def _weight_rows(n: NodeContext, b: Array, i: int, transposed: bool = False) -> Array:
+    """A constant 2-d right operand B (K, N) as the transpose of a row-major (N, K) copy,
+    made once per model, read-only: the native GEMM's ``x @ W.T`` form (W read in rows),
+    not a transposition of B in blocks on every call. ``transposed``: B given as (N, K)."""
+    raw = n._raw[i] if i < len(n._raw) else None
+    if not isinstance(raw, np.ndarray) or raw.ndim != 2 or raw.dtype.kind != "f":
+        return bz.matrix_transpose(b) if transposed else b
+    hit = getattr(n, "_weights", None)
+    if hit is None or hit[0] is not raw:
+        t = raw if transposed and raw.flags.c_contiguous else \
+            np.ascontiguousarray(raw if transposed else raw.T)
+        if t.flags.writeable:
+            t = t.copy() if t is raw else t
+            t.flags.writeable = False
+        hit = n._weights = (raw, t)  # type: ignore[attr-defined]
+    return bz.matrix_transpose(bz.asarray(hit[1], copy=False))
+
+
 @op("MatMul")
 def _matmul(n: NodeContext, a: Array, b: Array) -> Array:
-    return bz.matmul(a, b)
+    return bz.matmul(a, _weight_rows(n, b, 1) if b.ndim == 2 and a.ndim >= 2 else b)
 
 
 @op("Gemm")
 def _gemm(n: NodeContext, a: Array, b: Array, c: Array | None = None) -> Array:
     if n.attr("transA", 0):
         a = bz.matrix_transpose(a)
-    if n.attr("transB", 0):
-        b = bz.matrix_transpose(b)
+    b = _weight_rows(n, b, 1, transposed=bool(n.attr("transB", 0)))
     alpha, beta = n.attr("alpha", 1.0), n.attr("beta", 1.0)
     y = bz.matmul(a, b)
     if alpha != 1.0:
