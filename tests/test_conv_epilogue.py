@@ -102,3 +102,26 @@ def test_float64_fuses_and_float16_does_not():
         assert ("no epilogues fused" not in text) == fused
     assert math.isfinite(float(bz.sum(_chain(["bias", "relu"])(*[bz.asarray(a) for a in
                                                                (X, W, B, R)]))))
+
+
+def test_a_matmul_written_as_a_1x1_convolution_fuses_through_its_reshape():
+    """bz.onnx runs x @ W (a constant W, many rows) as a 1x1 convolution over the rows,
+    reshaped back: bias, residual and ReLU still join the convolution's store."""
+    rng = np.random.default_rng(5)
+    x = bz.asarray(rng.standard_normal((2, 24, 16)).astype(np.float32))
+    w = bz.asarray(rng.standard_normal((12, 1, 1, 16)).astype(np.float32))
+    b = bz.asarray(rng.standard_normal(12).astype(np.float32))
+    r = bz.asarray(rng.standard_normal((2, 24, 12)).astype(np.float32))
+
+    def f(x, w, b, r):
+        y = bz.reshape(bz.conv2d(bz.reshape(x, (1, 48, 1, 16)), w), (2, 24, 12))
+        return bz.maximum(y + b + r, 0.0)
+
+    report = bz.explain(f, x, w, b, r)
+    text = str(report)
+    assert "conv + bias" in text and "conv + residual add" in text and "conv + relu" in text
+    assert report.num_kernels == 1
+    want = np.maximum(np.asarray(x).reshape(48, 16) @ np.asarray(w).reshape(12, 16).T
+                      + np.asarray(b) + np.asarray(r).reshape(48, 12), 0).reshape(2, 24, 12)
+    np.testing.assert_allclose(np.asarray(bz.compile(f)(x, w, b, r)), want, rtol=1e-5,
+                               atol=1e-5)

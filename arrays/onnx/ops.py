@@ -495,9 +495,29 @@ def _weight_rows(n: NodeContext, b: Array, i: int, transposed: bool = False) -> 
     return bz.matrix_transpose(bz.asarray(hit[1], copy=False))
 
 
+# rows of x from which a product with a constant weight runs as a 1x1 convolution
+CONV_GEMM_ROWS = 16
+
+
+def _times_weight(x: Array, w: Array) -> Array:
+    """``x @ w`` for a constant (K, N) weight ``w`` (a view of its (N, K) copy): float32
+    with many rows as a 1x1 convolution over the rows (the native implicit GEMM: weight
+    packed once per model, a following bias / residual add / ReLU fused into its store by
+    the conv_epilogue pass); otherwise a matmul."""
+    k, n = w.shape
+    rows = x.size // k if k else 0
+    if x.dtype != bz.float32 or w.dtype != bz.float32 or rows < CONV_GEMM_ROWS:
+        return bz.matmul(x, w)
+    w4 = bz.reshape(bz.matrix_transpose(w), (n, 1, 1, k))
+    y = bz.conv2d(bz.reshape(x, (1, rows, 1, k)), w4)
+    return bz.reshape(y, (*x.shape[:-1], n))
+
+
 @op("MatMul")
 def _matmul(n: NodeContext, a: Array, b: Array) -> Array:
-    return bz.matmul(a, _weight_rows(n, b, 1) if b.ndim == 2 and a.ndim >= 2 else b)
+    if b.ndim == 2 and a.ndim >= 2 and isinstance(n._raw[1], np.ndarray):
+        return _times_weight(a, _weight_rows(n, b, 1))
+    return bz.matmul(a, b)
 
 
 @op("Gemm")
@@ -506,7 +526,8 @@ def _gemm(n: NodeContext, a: Array, b: Array, c: Array | None = None) -> Array:
         a = bz.matrix_transpose(a)
     b = _weight_rows(n, b, 1, transposed=bool(n.attr("transB", 0)))
     alpha, beta = n.attr("alpha", 1.0), n.attr("beta", 1.0)
-    y = bz.matmul(a, b)
+    y = _times_weight(a, b) if isinstance(n._raw[1], np.ndarray) and b.ndim == 2 else \
+        bz.matmul(a, b)
     if alpha != 1.0:
         y = y * alpha
     if c is not None:

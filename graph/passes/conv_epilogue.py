@@ -15,6 +15,10 @@ or broadcast from it                 ``broadcast_to`` of one); before any residu
 ``maximum(c, lo)`` (any lo)          clip to (max(lo, lo'), hi)
 ==================================  ============================================
 
+Each also through a ``reshape`` of ``c`` that keeps its channels last and is ``c``'s only
+consumer (a 1x1 convolution standing for a matmul over rows: ``bz.onnx`` runs a product
+with a constant weight so), the fused node then reshaped the same way.
+
 Preconditions written out (ONNX Runtime's conv_activation_fusion / conv_add_fusion
 conditions): one consumer; not a graph output; epilogue operations only in the order
 the kernel applies them (bias, residual, clip); float32 / float64 results only (a
@@ -95,23 +99,32 @@ def conv_epilogue(g: Graph, changes: Counter[str] | None = None) -> Graph:
         uses[j] += 1
     out = Graph(n_inputs=g.n_inputs)
     remap: list[int] = []
-    for n in g.nodes:
+    out_uses: dict[int, int] = {}  # consumers of the output graph's nodes (as in g)
+    for i, n in enumerate(g.nodes):
         ins = tuple(remap[j] for j in n.inputs)
         new = GNode(n.op, ins, n.attrs, n.shape, n.dtype, n.value)
-        fused = _fuse(out, n, ins, [uses[j] for j in n.inputs], changes)
+        fused = _fuse(out, n, ins, out_uses, changes)
         remap.append(out.add(fused if fused is not None else new))
+        out_uses[remap[-1]] = uses[i]
     out.outputs = [remap[i] for i in g.outputs]
     return out
 
 
-def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: list[int],
+def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: dict[int, int],
           changes: Counter[str] | None) -> GNode | None:
     if n.op not in ("add", "maximum", "minimum") or len(ins) != 2 or n.dtype not in _FLOATS:
         return None
     for k in (0, 1):
         ci, oi = ins[k], ins[1 - k]
         c = g.nodes[ci]
-        if c.op not in _CONV or uses[k] != 1 or c.shape != n.shape or c.dtype != n.dtype:
+        view = None  # a reshape of the convolution keeping its channels last (a 1x1
+        # convolution standing for a matmul over rows): fused beneath the reshape
+        if c.op == "reshape" and uses.get(ci) == 1 and g.nodes[c.inputs[0]].op in _CONV \
+                and g.nodes[c.inputs[0]].shape[-1:] == c.shape[-1:]:
+            view, ci = c, c.inputs[0]
+            c = g.nodes[ci]
+        if c.op not in _CONV or uses.get(ci) != 1 or c.dtype != n.dtype or \
+                (view or c).shape != n.shape:
             continue
         a = _base(c)
         extra: list[int] = []
@@ -127,8 +140,10 @@ def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: list[int],
                                       (c.shape[-1],), n.dtype))
                 a["bias"], what = True, "bias"
                 extra = [src]
-            elif other.shape == c.shape:
+            elif other.shape == n.shape:
                 a["residual"], what = True, "residual add"
+                if view is not None:
+                    oi = g.add(GNode("reshape", (oi,), {"shape": c.shape}, c.shape, n.dtype))
                 extra = [oi]
             else:
                 continue
@@ -158,7 +173,12 @@ def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: list[int],
             new_ins = tuple(base_ins) + tuple(extra)
         if changes is not None:
             changes[f"conv + {what}"] += 1
-        return GNode("conv_fused", new_ins, a, c.shape, c.dtype)
+        fused = GNode("conv_fused", new_ins, a, c.shape, c.dtype)
+        if view is None:
+            return fused
+        j = g.add(fused)
+        uses[j] = 1
+        return GNode("reshape", (j,), dict(view.attrs), view.shape, view.dtype)
     return None
 
 
