@@ -19,9 +19,9 @@ it back). Rewrites, bottom-up:
 ``concat(permute(a_i, p)..., axis)``        ``permute(concat(a_i..., p[axis]), p)``
 =========================================  =============================================
 
-Exact: elementwise ops, reductions (the same elements in the same order along each
-reduced axis... only its position among the axes moves) and concatenation do not
-depend on the layout; results are bit-identical. The pass only acts on graphs that hold
+Exact: elementwise ops, concatenation and reductions (the same elements combined in the
+same order; only where the reduced axes sit in memory moves) do not depend on the
+layout: results are bit-identical (tested). The pass only acts on graphs that hold
 a convolution (elsewhere a transposed NumPy expression keeps the layout its author
 chose). It runs before the level-2 ``conv_epilogue`` pass, which then sees the
 convolution's result directly under its bias and activation.
