@@ -10,9 +10,11 @@ directory instead (they still run, and give the same answers).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -332,16 +334,23 @@ ONNX_CASES = ("test_conv_with_strides_padding", "test_gemm_default_matrix_bias",
               "test_constantofshape_int_zeros", "test_resize_upsample_scales_linear")
 
 
+@functools.cache
+def _node_cases() -> dict[str, Any]:
+    """The node-suite cases the fuzzer starts from (generating the suite takes seconds)."""
+    from onnx.backend.test.loader import load_model_tests
+
+    return {c.name: c for c in load_model_tests(kind="node") if c.name in ONNX_CASES}
+
+
 def _onnx_files(d: Path) -> dict[str, bytes]:
     """Models from ONNX's node test suite (inputs turned into initializers, so that their
     data, shapes and shape inputs are part of the file), and a model whose weight lives in
     an external data file beside it."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
-    from onnx.backend.test.loader import load_model_tests
 
     out = {}
-    cases = {c.name: c for c in load_model_tests(kind="node") if c.name in ONNX_CASES}
+    cases = _node_cases()
     for name in ONNX_CASES:
         case = cases[name]
         model = onnx.ModelProto()
