@@ -19,8 +19,9 @@ Layouts: x (N, *spatial, C); conv weights (C_out, *kernel, C_in / groups).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,18 +81,21 @@ def conv_general(input: Any, weight: Any, stride: Any = 1, padding: Any = 0,
                                      input_dilation=input_dilation, groups=groups, flip=flip))
 
 
+@contextlib.contextmanager
+def _named(op: str) -> Iterator[None]:
+    """The conv record's ValueError / TypeError raised under the public function's name."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("conv:", f"{op}:", 1)) from None
+
+
 def _conv(op: str, n: int, input: Any, weight: Any, stride: Any, padding: Any,
           dilation: Any, groups: int) -> Array:
     x, w, _ = _operands(op, input, weight, n)
-    try:
-        attrs = conv_attrs(n, stride=stride, padding=padding, kernel_dilation=dilation,
-                           groups=groups)
-    except ValueError as e:
-        raise ValueError(str(e).replace("conv:", f"{op}:", 1)) from None
-    try:
-        return _record(x, w, attrs)
-    except (ValueError, TypeError) as e:
-        raise type(e)(str(e).replace("conv:", f"{op}:", 1)) from None
+    with _named(op):
+        return _record(x, w, conv_attrs(n, stride=stride, padding=padding,
+                                        kernel_dilation=dilation, groups=groups))
 
 
 def conv1d(input: Any, weight: Any, stride: int = 1, padding: int = 0, dilation: int = 1,
@@ -130,12 +134,10 @@ def conv3d(input: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation:
 def _conv_transpose(op: str, n: int, input: Any, weight: Any, stride: Any, padding: Any,
                     dilation: Any, output_padding: Any, groups: int) -> Array:
     x, w, _ = _operands(op, input, weight, n)
-    try:
+    with _named(op):
         base = conv_attrs(n, stride=stride, padding=padding, kernel_dilation=dilation,
                           groups=groups)
         extra = conv_attrs(n, padding=output_padding)["padding"]
-    except ValueError as e:
-        raise ValueError(str(e).replace("conv:", f"{op}:", 1)) from None
     k = w.shape[1:-1]
     lo, hi = [], []
     for i in range(n):
@@ -149,10 +151,8 @@ def _conv_transpose(op: str, n: int, input: Any, weight: Any, stride: Any, paddi
         hi.append(d * (k[i] - 1) - ph + op_)
     attrs = conv_attrs(n, stride=1, padding=(lo, hi), kernel_dilation=base["kernel_dilation"],
                        input_dilation=base["stride"], groups=groups, flip=True)
-    try:
+    with _named(op):
         return _record(x, w, attrs)
-    except (ValueError, TypeError) as e:
-        raise type(e)(str(e).replace("conv:", f"{op}:", 1)) from None
 
 
 def conv_transpose1d(input: Any, weight: Any, stride: int = 1, padding: int = 0,
@@ -207,12 +207,10 @@ def _pool_geometry(op: str, x: Array, kernel_size: Any, stride: Any, padding: An
     if x.ndim != n + 2:
         raise ValueError(f"{op}: expected x (N, *spatial, C) with {n} spatial dims for "
                          f"kernel_size {kernel_size!r}, got shape {x.shape}")
-    try:
+    with _named(op):
         a = conv_attrs(n, stride=ks if stride is None else stride, padding=padding,
                        kernel_dilation=dilation)
-        conv_attrs(n, stride=ks)
-    except ValueError as e:
-        raise ValueError(str(e).replace("conv:", f"{op}:", 1)) from None
+        conv_attrs(n, stride=ks)  # (the kernel sizes: positive ints, one per dim)
     pads, outs, req = [], [], []
     for i in range(n):
         size, k, s, d = x.shape[1 + i], ks[i], a["stride"][i], a["kernel_dilation"][i]
