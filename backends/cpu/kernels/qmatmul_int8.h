@@ -648,18 +648,21 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
 #pragma GCC unroll 8
         for (int m = 0; m < MB; ++m) {
             const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
-            /* one chain of 8 where enough rows of x run side by side to hide its latency;
-               below 4 rows (decode), 4 independent chains of 2, then 3 adds (integer
-               sums: any order gives the same bits) */
+            /* two chains of 4 (even, odd elements) and one add where 4+ rows of x run side
+               by side (one chain of 8 left the rows' chains latency-bound: ~25 % slower
+               at 16 rows); below 4 rows, 4 chains of 2 and 3 adds (integer sums: any
+               order gives the same bits) */
             __m512i ia;
             if constexpr (MB >= 4) {
+                __m512i ib = _mm512_setzero_si512();
                 ia = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 4;
                      ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
                     ia = _mm512_dpbusd_epi32(ia, w[j], _mm512_set1_epi32(qm[j]));
-                    ia = _mm512_dpbusd_epi32(ia, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                    ib = _mm512_dpbusd_epi32(ib, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
                 }
+                ia = _mm512_add_epi32(ia, ib);
             } else {
                 __m512i ic[4];
 #pragma GCC unroll 4
