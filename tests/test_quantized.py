@@ -585,6 +585,42 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
             check_qmm(y, x, wq, s, b, bits, gs)
 
 
+@st.composite
+def float_tile_problems(draw):  # type: ignore[no-untyped-def]
+    bits = draw(st.sampled_from([4, 8]))
+    gs = draw(st.sampled_from([32, 64, 128]))
+    k = gs * draw(st.integers(1, 1536 // gs))
+    n = draw(st.sampled_from([1, 5, 16, 17, 45]))  # tiles of 16 weight rows and a tail
+    m = draw(st.sampled_from([16, 17, 31, 33, 40]))  # row blocks of 16 and tails
+    rng, x, s, b = _int8_operands(draw, m, n, k, gs)
+    return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
+
+
+@needs_cpu
+@settings(max_examples=25, deadline=None)
+@given(float_tile_problems())
+def test_exact_path_on_prepacked_tiles(backend_name, p) -> None:
+    """The exact path at TILE_M+ rows runs float x against the weight's prepacked tiles
+    where they exist (AVX-512 VNNI): within the float bound, the same bits on 1 and 2
+    threads, and every row the same whatever other rows (of TILE_M+) run with it."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, bits, gs = p
+
+    def run(rows: np.ndarray, threads: int = 2) -> np.ndarray:
+        return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, act="float",
+                                        num_threads=threads)
+
+    y = run(x)
+    check_qmm(y, x, wq, s, b, bits, gs)
+    np.testing.assert_array_equal(run(x, 1), y)
+    if qmatmul._levels(bits, gs, s.dtype == np.float16, None)[1] == 2 and qmatmul.PREPACK:
+        other = np.concatenate([x[::-1], x[:3]])  # the rows in other blocks and positions
+        np.testing.assert_array_equal(run(other)[:len(x)], y[::-1])
+
+
 @needs_cpu
 def test_invariant_mode_in_a_compiled_step_prepacks_once(backend_name) -> None:
     """The replay program passes the weight's prepacked tiles (computed when the weight

@@ -17,8 +17,9 @@
    compiled, through one path at every M (the GEMM with AVX-512 VNNI, else the matvec
    path), else the float path untiled with the same accumulators at every M: a row's
    result never depends on the other rows or their number).
-   args[5] (read with act 2 only): 1 when bufs[6] holds the weight's GEMM tiles repacked
-   beforehand (M == -2 writes them; the GEMM then reads them instead of repacking).
+   args[5]: 1 when bufs[6] holds the weight's GEMM tiles repacked beforehand (M == -2 writes
+   them): act 2 then reads them instead of repacking, and act 0 at BZ_TILE_M+ rows runs float x
+   against them (bz_gemm_part_f32).
    M == -1: write the compiled ISA level and VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512
    VNNI) to ((int64_t*)bufs[0])[0] and [1]. M == -3: write the size in bytes of N x K
    repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
@@ -86,6 +87,16 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         }
         free(qb);
         free(dx);
+        return;
+    }
+    if (act == 0 && args[5] == 1 && M >= BZ_TILE_M) { /* float x against the prepacked tiles */
+        const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+        {
+            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+            bz_gemm_part_f32((const uint32_t*)bufs[6], x, M, N, K, NT * t / T, NT * (t + 1) / T,
+                             out);
+        }
         return;
     }
 #endif

@@ -686,6 +686,47 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
 }
+/* Float activations against the same tiles (the exact pre-fill path wherever the tiles
+   exist): per element k of a block, the 16 lanes' codes become float32 weights fma(code, s,
+   b) in a register, then one FMA per row of x (x[m][k] broadcast from memory). Every output
+   is one float32 chain over k in natural order (a dword's codes are consecutive elements)
+   whatever M, the row block, the tile or the thread -- batch invariant -- and no
+   dequantized copy of the weight goes through memory: per k, 4 operations of dequantizing
+   serve BZ_GMF rows of x. */
+#define BZ_GMF 16 /* rows of x per register block (16 accumulators) */
+template <int MB>
+static BZ_INLINE void bz_gemm_block_f32(const GT& t, const float* x, int64_t m0, int64_t K,
+                                        float* out, int64_t N, __mmask16 mask) {
+    const int64_t G32 = K / 32;
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    constexpr int PER = 32 / BZ_BITS;   /* codes per dword */
+    const __m512i cm = _mm512_set1_epi32((1 << BZ_BITS) - 1);
+    __m512 acc[MB];
+#pragma GCC unroll 16
+    for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
+    const float* xm = x + m0 * K;
+    for (int64_t blk = 0; blk < G32; ++blk) {
+        const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
+        const __m512 bv = bz_ld16(t.b + blk / BPG * BZ_GT);
+        const float* xb = xm + blk * 32;
+#pragma GCC unroll 1
+        for (int j = 0; j < BZ_GDW; ++j) {
+            const __m512i wj =
+                _mm512_loadu_si512((const void*)(t.w + (blk * BZ_GDW + j) * BZ_GT));
+#pragma GCC unroll 8
+            for (int u = 0; u < PER; ++u) {
+                const __m512i c = _mm512_and_si512(_mm512_srli_epi32(wj, u * BZ_BITS), cm);
+                const __m512 wv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), sv, bv);
+                const float* xe = xb + j * PER + u;
+#pragma GCC unroll 16
+                for (int m = 0; m < MB; ++m)
+                    acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(xe[m * K]), wv, acc[m]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MB; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
+}
 /* 32-bit words of one repacked tile (codes, block scales, group biases). */
 static BZ_INLINE int64_t bz_tile_words(int64_t K) {
     return K / 32 * BZ_GDW * BZ_GT + (K / 32 + K / BZ_GS) * BZ_GT * (int64_t)sizeof(stype) / 4;
@@ -739,6 +780,24 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
             });
     }
     free(own);
+}
+/* Tiles [t0, t1) of the prepacked weight against every row of float x (bz_gemm_block_f32). */
+static void bz_gemm_part_f32(const uint32_t* packed, const float* x, int64_t M, int64_t N,
+                             int64_t K, int64_t t0, int64_t t1, float* out) {
+    const int64_t words = bz_tile_words(K);
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
+        const GT t = bz_tile_at((uint32_t*)packed + ti * words, K);
+        if (ti + 1 < t1) bz_prefetch(packed + (ti + 1) * words, words * 4);
+        const __mmask16 mask = bz_mask16(nr);
+        float* o = out + n0;
+        int64_t m0 = 0;
+        for (; m0 + BZ_GMF <= M; m0 += BZ_GMF) bz_gemm_block_f32<BZ_GMF>(t, x, m0, K, o, N, mask);
+        if (M > m0) /* the last 1..BZ_GMF-1 rows */
+            bz_dispatch<BZ_GMF - 1>(M - m0, [&](auto r) {
+                bz_gemm_block_f32<decltype(r)::value>(t, x, m0, K, o, N, mask);
+            });
+    }
 }
 #define BZ_GEMM 1
 #else
