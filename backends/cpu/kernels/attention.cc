@@ -118,14 +118,18 @@ static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
    (q and the keys contiguous, D a multiple of the vector width up to 8 vectors.) */
 template <class PT>
 static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride, int64_t L,
-                                  int64_t D, float scale, float* s) {
+                                  int64_t P, int64_t D, float scale, float* s) {
     if (D % BZ_VL || D > 8 * BZ_VL) return false;
     const int64_t nv = D / BZ_VL;
     bzv qv[8];
     for (int64_t c = 0; c < nv; ++c) qv[c] = bzv_load(q + c * BZ_VL);
     const bzv sc = bzv_set1(scale);
     int64_t j = 0;
-    for (; j + BZ_VL <= L; j += BZ_VL) {
+    /* a last partial block as a whole one where the past has the rows (its scores past L
+       are written into s's slack and never read): one tree of sums instead of a
+       horizontal sum per key */
+    const int64_t full = L + BZ_VL - 1 <= P ? L + BZ_VL - 1 : L;
+    for (; j + BZ_VL <= full; j += BZ_VL) {
         bzv acc[BZ_VL];
 #pragma GCC unroll 16
         for (int i = 0; i < BZ_VL; ++i) {
@@ -244,7 +248,7 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
                 bool done = false;
 #ifdef BZ_VL
                 if (qs[4] == 1 && pks[4] == 1)
-                    done = bz_past_scores(q, PKb + g * pks[2], pks[3], L, D, scale, s);
+                    done = bz_past_scores(q, PKb + g * pks[2], pks[3], L, P, D, scale, s);
 #endif
                 for (int64_t j = 0; !done && j < L; ++j)
                     s[j] = bz_dot(q, qs[4], PKb + g * pks[2] + j * pks[3], pks[4], D) * scale;
