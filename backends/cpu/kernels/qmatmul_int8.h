@@ -693,7 +693,7 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
    whatever M, the row block, the tile or the thread -- batch invariant -- and no
    dequantized copy of the weight goes through memory: per k, 4 operations of dequantizing
    serve BZ_GMF rows of x. */
-#define BZ_GMF 16 /* rows of x per register block (16 accumulators) */
+#define BZ_GMF 16 /* rows of x per register block (16 accumulators; 24 spilled) */
 template <int MB>
 static BZ_INLINE void bz_gemm_block_f32(const GT& t, const float* x, int64_t m0, int64_t K,
                                         float* out, int64_t N, __mmask16 mask) {
