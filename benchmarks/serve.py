@@ -7,11 +7,12 @@ sending ``--requests`` requests back to back (fixed prompts, ``max_tokens`` fixe
 temperature 0); one untimed round first (braze traces a compiled step per batch bucket).
 Reported per server and level: aggregate generated tokens/s (all streams' tokens / wall
 time), p50/p99 time to first token and inter-token latency, failed requests; and the
-ratios braze/llama.cpp and N-streams/1-stream. ``--duration S``: a soak instead, S seconds
-at the highest level, counting lost or failed requests.
+ratios braze/llama.cpp and N-streams/1-stream. ``--rounds R``: braze's levels measured R
+times, interleaved (the median run per level, and the ratio per round). ``--duration S``:
+a soak instead, S seconds at the highest level, counting lost or failed requests.
 
     .venv/bin/python benchmarks/serve.py [--streams 1,4,16] [--max-tokens 128]
-                                         [--requests 2] [--duration 300]
+                                         [--requests 2] [--rounds 3] [--duration 300]
                                          [--llama-python PYTHON] [--only braze]
 
 ``--llama-python`` (default ``$LLAMA_CPP_PYTHON``, else this interpreter) must import
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -210,6 +212,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="1,4,16")
     ap.add_argument("--requests", type=int, default=2, help="requests per stream per level")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="braze: the levels measured this many times, interleaved (medians)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--duration", type=float, default=0.0, help="soak seconds (0: none)")
     ap.add_argument("--only", default="braze,llama.cpp")
@@ -228,22 +232,33 @@ def main() -> int:
     print(f"serving {os.path.basename(model_path)}, {os.cpu_count()} cpus, braze on {isa()}; "
           f"max_tokens {args.max_tokens}, {args.requests} requests per stream, temperature 0")
     table: dict[str, dict[int, dict[str, Any]]] = {}
+    ratios: list[float] = []  # braze's highest level / lowest, per round
     for kind in kinds:
         base, name, proc = start(kind, model_path, args.llama_python)
         try:
-            table[kind] = {}
             for n in levels:
                 run_level(base, name, n, 1, 8)  # warm-up (compiled steps, caches)
-                r = run_level(base, name, n, args.requests, args.max_tokens)
-                table[kind][n] = r
-                if kind == "braze":  # where the engine's time went
-                    h = httpx.get(base + "/health").json()
-                    r["engine"] = {k: h[k] for k in ("steps", "batch_rows", "prefill_seconds",
-                                                     "decode_seconds")}
-                print(f"{kind:10s} {n:3d} streams: {r['tok_s']:7.1f} tok/s  TTFT p50 "
-                      f"{r['ttft50'] * 1e3:7.0f} ms p99 {r['ttft99'] * 1e3:7.0f} ms  ITL p50 "
-                      f"{r['itl50'] * 1e3:6.1f} ms p99 {r['itl99'] * 1e3:6.1f} ms  failed "
-                      f"{r['failed']}/{r['requests']}", r.get("engine", ""), flush=True)
+            runs: dict[int, list[dict[str, Any]]] = {n: [] for n in levels}
+            # the levels interleaved, round after round: this host's speed drifts within
+            # minutes, and a level measured once is at its mercy
+            for _ in range(args.rounds if kind == "braze" else 1):
+                for n in levels:
+                    h0 = httpx.get(base + "/health").json() if kind == "braze" else {}
+                    r = run_level(base, name, n, args.requests, args.max_tokens)
+                    if kind == "braze":  # where the engine's time went in this level
+                        h = httpx.get(base + "/health").json()
+                        r["engine"] = {k: round(h[k] - h0[k], 3) for k in (
+                            "steps", "batch_rows", "prefill_seconds", "decode_seconds")}
+                    runs[n].append(r)
+                    print(f"{kind:10s} {n:3d} streams: {r['tok_s']:7.1f} tok/s  TTFT p50 "
+                          f"{r['ttft50'] * 1e3:7.0f} ms p99 {r['ttft99'] * 1e3:7.0f} ms  ITL p50 "
+                          f"{r['itl50'] * 1e3:6.1f} ms p99 {r['itl99'] * 1e3:6.1f} ms  failed "
+                          f"{r['failed']}/{r['requests']}", r.get("engine", ""), flush=True)
+                if kind == "braze" and len(levels) > 1:
+                    ratios.append(runs[max(levels)][-1]["tok_s"] / runs[min(levels)][-1]["tok_s"])
+            # per level: the run of median throughput
+            table[kind] = {n: sorted(rs, key=lambda r: r["tok_s"])[len(rs) // 2]
+                           for n, rs in runs.items()}
             if args.duration:
                 s = soak(base, name, max(levels), args.duration, args.max_tokens)
                 print(f"{kind:10s} soak {max(levels)} streams {s['seconds']:.0f} s: {s['ok']} "
@@ -256,7 +271,9 @@ def main() -> int:
         b = table["braze"]
         lo, hi = min(levels), max(levels)
         if hi != lo:
-            print(f"braze {hi} streams / {lo} stream: {b[hi]['tok_s'] / b[lo]['tok_s']:.2f}x")
+            print(f"braze {hi} streams / {lo} stream: {b[hi]['tok_s'] / b[lo]['tok_s']:.2f}x "
+                  f"(medians); per round: {', '.join(f'{r:.2f}x' for r in ratios)}, median "
+                  f"{statistics.median(ratios):.2f}x")
         if "llama.cpp" in table:
             for n in levels:
                 print(f"braze / llama.cpp at {n} streams: "

@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -441,11 +442,11 @@ async def _generate(served: Served, body: _Body, ids: list[int], request: Reques
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     if len(stop) > MAX_STOP or any(not s for s in stop):
         raise APIError(400, f"stop: at most {MAX_STOP} non-empty strings", param="stop")
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[batching.Event] = asyncio.Queue()
+    mailbox = _mailbox(asyncio.get_running_loop())
 
     def emit(ev: batching.Event) -> None:  # (the engine's thread)
-        loop.call_soon_threadsafe(queue.put_nowait, ev)
+        mailbox.post(queue, ev)
 
     req = batching.Request(ids, max_tokens, body.temperature, body.top_p, body.seed, stop,
                            emit)
@@ -482,6 +483,48 @@ async def _generate(served: Served, body: _Body, ids: list[int], request: Reques
         choice["text"] = text
     return {"id": rid, "object": "chat.completion" if chat else "text_completion",
             "created": created, "model": served.name, "choices": [choice], "usage": ev.usage}
+
+
+class _Mailbox:
+    """Events from the engine's thread to the event loop's queues, one wake-up of the
+    loop for all the events posted before it runs (a decode step's tokens of every
+    stream), not one per token: each wake-up is a pipe write and a loop iteration on
+    cores that the next step's kernels need."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: list[tuple[asyncio.Queue[batching.Event], batching.Event]] = []
+        self.lock = threading.Lock()
+        self.scheduled = False
+
+    def post(self, queue: asyncio.Queue[batching.Event], ev: batching.Event) -> None:
+        with self.lock:
+            self.items.append((queue, ev))
+            if self.scheduled:
+                return
+            self.scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop has closed (shutting down): nobody is listening
+            pass
+
+    def _drain(self) -> None:
+        with self.lock:
+            items, self.items, self.scheduled = self.items, [], False
+        for queue, ev in items:
+            queue.put_nowait(ev)
+
+
+_MAILBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mailbox] = \
+    weakref.WeakKeyDictionary()
+
+
+def _mailbox(loop: asyncio.AbstractEventLoop) -> _Mailbox:
+    """The mailbox of ``loop`` (one per event loop)."""
+    box = _MAILBOXES.get(loop)
+    if box is None:
+        box = _MAILBOXES[loop] = _Mailbox(loop)
+    return box
 
 
 async def _stream(served: Served, req: batching.Request, queue: asyncio.Queue[batching.Event],

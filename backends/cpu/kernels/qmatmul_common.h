@@ -45,6 +45,10 @@ extern "C" int omp_get_num_threads(void);
 #ifndef BZ_PF_ROWS
 #define BZ_PF_ROWS 8
 #endif
+static BZ_INLINE void bz_prefetch_l2(const void* p, int64_t n) {
+    const char* c = (const char*)p;
+    for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 2);
+}
 static BZ_INLINE void bz_prefetch(const void* p, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
     const char* c = (const char*)p;
