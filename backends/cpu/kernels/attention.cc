@@ -114,37 +114,41 @@ static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
 }
 
 /* s[j] = scale * q . key j for the first L past keys (decode): BZ_VL keys per step, each a
-   chain of D / BZ_VL FMAs, their sums in one tree; the last L % BZ_VL keys one by one.
+   chain of D / BZ_VL FMAs, their sums in one tree (a key's score the same bits wherever it
+   falls: never reads past key L - 1, whose row may lie outside a compacted past).
    (q and the keys contiguous, D a multiple of the vector width up to 8 vectors.) */
 template <class PT>
 static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride, int64_t L,
-                                  int64_t P, int64_t D, float scale, float* s) {
+                                  int64_t D, float scale, float* s) {
     if (D % BZ_VL || D > 8 * BZ_VL) return false;
     const int64_t nv = D / BZ_VL;
     bzv qv[8];
     for (int64_t c = 0; c < nv; ++c) qv[c] = bzv_load(q + c * BZ_VL);
     const bzv sc = bzv_set1(scale);
-    int64_t j = 0;
-    /* a last partial block as a whole one where the past has the rows (its scores past L
-       are written into s's slack and never read): one tree of sums instead of a
-       horizontal sum per key */
-    const int64_t full = L + BZ_VL - 1 <= P ? L + BZ_VL - 1 : L;
-    for (; j + BZ_VL <= full; j += BZ_VL) {
+    for (int64_t j = 0; j < L; j += BZ_VL) {
+        /* the last partial block too (its missing keys as zero vectors, their lanes not
+           stored): one tree of sums, not a horizontal sum per key; a key's lane depends
+           on that key alone, so its score has the same bits in any block */
+        const int64_t nk = L - j < BZ_VL ? L - j : BZ_VL;
         bzv acc[BZ_VL];
 #pragma GCC unroll 16
         for (int i = 0; i < BZ_VL; ++i) {
+            if (i >= nk) {
+                acc[i] = bzv_zero();
+                continue;
+            }
             const PT* kr = k0 + (j + i) * kstride;
             acc[i] = bzv_mul(qv[0], bzv_loadp(kr));
             for (int64_t c = 1; c < nv; ++c)
                 acc[i] = bzv_fma(qv[c], bzv_loadp(kr + c * BZ_VL), acc[i]);
         }
-        bzv_store(s + j, bzv_mul(bzv_hsums(acc), sc));
-    }
-    for (; j < L; ++j) {
-        const PT* kr = k0 + j * kstride;
-        bzv acc = bzv_mul(qv[0], bzv_loadp(kr));
-        for (int64_t c = 1; c < nv; ++c) acc = bzv_fma(qv[c], bzv_loadp(kr + c * BZ_VL), acc);
-        s[j] = bzv_sum(acc) * scale;
+        if (nk == BZ_VL) {
+            bzv_store(s + j, bzv_mul(bzv_hsums(acc), sc));
+        } else {
+            float t[BZ_VL];
+            bzv_store(t, bzv_mul(bzv_hsums(acc), sc));
+            for (int64_t i = 0; i < nk; ++i) s[j + i] = t[i];
+        }
     }
     return true;
 }
@@ -248,7 +252,7 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
                 bool done = false;
 #ifdef BZ_VL
                 if (qs[4] == 1 && pks[4] == 1)
-                    done = bz_past_scores(q, PKb + g * pks[2], pks[3], L, P, D, scale, s);
+                    done = bz_past_scores(q, PKb + g * pks[2], pks[3], L, D, scale, s);
 #endif
                 for (int64_t j = 0; !done && j < L; ++j)
                     s[j] = bz_dot(q, qs[4], PKb + g * pks[2] + j * pks[3], pks[4], D) * scale;
