@@ -711,8 +711,7 @@ static BZ_INLINE void bz_gemm_block_f32(const GT& t, const float* x, int64_t m0,
         const float* xb = xm + blk * 32;
 #pragma GCC unroll 1
         for (int j = 0; j < BZ_GDW; ++j) {
-            const __m512i wj =
-                _mm512_loadu_si512((const void*)(t.w + (blk * BZ_GDW + j) * BZ_GT));
+            const __m512i wj = _mm512_loadu_si512((const void*)(t.w + (blk * BZ_GDW + j) * BZ_GT));
 #pragma GCC unroll 8
             for (int u = 0; u < PER; ++u) {
                 const __m512i c = _mm512_and_si512(_mm512_srli_epi32(wj, u * BZ_BITS), cm);
