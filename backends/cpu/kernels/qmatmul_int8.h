@@ -576,6 +576,13 @@ static BZ_INLINE void bz_tr16(__m512i (&r)[16]) {
         r[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
     }
 }
+/* A zero vector as a zeroing idiom (no execution port) for every use: gcc otherwise keeps
+   one zero register and copies it into each vpdpbusd chain's accumulator. */
+static BZ_INLINE __m512i bz_zero_idiom() {
+    __m512i z;
+    __asm__ volatile("vpxord %0, %0, %0" : "=v"(z));
+    return z;
+}
 static BZ_INLINE __mmask16 bz_mask16(int64_t n) {
     return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
 }
@@ -654,8 +661,8 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
                order gives the same bits) */
             __m512i ia;
             if constexpr (MB >= 4) {
-                __m512i ib = _mm512_setzero_si512();
-                ia = _mm512_setzero_si512();
+                __m512i ib = bz_zero_idiom();
+                ia = bz_zero_idiom();
 #pragma GCC unroll 4
                 for (int j = 0; j < 4;
                      ++j) { /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
