@@ -754,6 +754,14 @@ static void bz_gemm_prepack(const uint8_t* wq, const stype* sc, const stype* bi,
         bz_gemm_pack(wq, sc, bi, n0, N - n0 < BZ_GT ? N - n0 : BZ_GT, K, t);
     }
 }
+/* block(m0, r) over M rows of x: blocks of MB rows, then the last 1..MB-1 (r: the block's
+   rows as a compile-time constant, r.value) */
+template <int MB, class F>
+static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
+    int64_t m0 = 0;
+    for (; m0 + MB <= M; m0 += MB) block(m0, std::integral_constant<int, MB>{});
+    if (M > m0) bz_dispatch<MB - 1>(M - m0, [&](auto r) { block(m0, r); });
+}
 /* Tiles [t0, t1) of BZ_GT weight rows against every row of x; packed: the weight's tiles
    repacked beforehand (bz_gemm_prepack), else each tile is repacked here. */
 static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx,
@@ -780,12 +788,9 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
         }
         const __mmask16 mask = bz_mask16(nr);
         float* o = out + n0;
-        int64_t m0 = 0;
-        for (; m0 + BZ_GM <= M; m0 += BZ_GM) bz_gemm_block<BZ_GM>(t, qx, m0, K, o, N, mask);
-        if (M > m0) /* the last 1..BZ_GM-1 rows */
-            bz_dispatch<BZ_GM - 1>(M - m0, [&](auto r) {
-                bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask);
-            });
+        bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
+            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask);
+        });
     }
     free(own);
 }
@@ -799,12 +804,9 @@ static void bz_gemm_part_f32(const uint32_t* packed, const float* x, int64_t M, 
         if (ti + 1 < t1) bz_prefetch(packed + (ti + 1) * words, words * 4);
         const __mmask16 mask = bz_mask16(nr);
         float* o = out + n0;
-        int64_t m0 = 0;
-        for (; m0 + BZ_GMF <= M; m0 += BZ_GMF) bz_gemm_block_f32<BZ_GMF>(t, x, m0, K, o, N, mask);
-        if (M > m0) /* the last 1..BZ_GMF-1 rows */
-            bz_dispatch<BZ_GMF - 1>(M - m0, [&](auto r) {
-                bz_gemm_block_f32<decltype(r)::value>(t, x, m0, K, o, N, mask);
-            });
+        bz_row_blocks<BZ_GMF>(M, [&](int64_t m0, auto r) {
+            bz_gemm_block_f32<decltype(r)::value>(t, x, m0, K, o, N, mask);
+        });
     }
 }
 #define BZ_GEMM 1
