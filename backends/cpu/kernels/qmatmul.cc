@@ -73,20 +73,32 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
         float* ez = dx + M * Gp;
         float* sx = ez + M * Gp;
-        const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
+        const int64_t G32 = K / 32;
+        int8_t* qt = (int8_t*)malloc((size_t)(M * Kp)); /* the same, block-major (QXB) */
+        float* dt = (float*)malloc(sizeof(float) * (size_t)(M * (2 * G32 + G) + 1));
+        const QXB qx = {qt, dt, dt + M * G32, dt + 2 * M * G32, M};
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
         const uint32_t* packed = act == 2 && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m)
+            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m) {
                 bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp,
                              true);
+                for (int64_t blk = 0; blk < G32; ++blk) {
+                    memcpy(qt + (blk * M + m) * 32, qb + m * Kp + blk * 32, 32);
+                    dt[blk * M + m] = dx[m * Gp + blk];
+                    dt[M * G32 + blk * M + m] = ez[m * Gp + blk];
+                }
+                for (int64_t g = 0; g < G; ++g) dt[2 * M * G32 + g * M + m] = sx[m * Gp + g];
+            }
 #pragma omp barrier
             bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed);
         }
         free(qb);
         free(dx);
+        free(qt);
+        free(dt);
         return;
     }
     if (act == 0 && args[5] == 1 && M >= BZ_TILE_M) { /* float x against the prepacked tiles */

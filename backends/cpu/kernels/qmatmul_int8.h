@@ -523,6 +523,17 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
    at each group's first block): every output is one chain over the blocks, whatever
    the tile, the row block, the thread or the number of rows M -- so act == 2 (batch
    invariant) runs this path at every M. */
+/* x quantized for the GEMM, block-major: the M rows' 32 bytes of block blk at q + (blk * M +
+   m) * 32, their dx and ez at [blk * M + m], sx at [g * M + m] -- a row block's data of one
+   block is contiguous (one base pointer and immediate offsets: with rows M * K bytes
+   apart, each row's pointers took a register and were reloaded from the stack) */
+struct QXB {
+    const int8_t* q;
+    const float* dx;
+    const float* ez;
+    const float* sx;
+    int64_t M;
+};
 #define BZ_GT 16       /* weight rows per tile (lanes) */
 #define BZ_GM 8        /* rows of x per register block */
 #define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
@@ -628,7 +639,7 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
         [&](int64_t i, __m512i v) { bz_st16(t.b + i * BZ_GT, v); });
 }
 template <int MB>
-static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64_t K, float* out,
+static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
                                     int64_t N, __mmask16 mask) {
     const int64_t G32 = K / 32;
     constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
@@ -652,9 +663,13 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
         __m512 bv = _mm512_setzero_ps();
         const bool gfirst = blk % BPG == 0;
         if (gfirst) bv = bz_ld16(t.b + blk / BPG * BZ_GT);
+        const int8_t* qb = qx.q + (blk * qx.M + m0) * 32;
+        const float* dxb = qx.dx + blk * qx.M + m0;
+        const float* ezb = qx.ez + blk * qx.M + m0;
+        const float* sxb = qx.sx + blk / BPG * qx.M + m0;
 #pragma GCC unroll 8
         for (int m = 0; m < MB; ++m) {
-            const int32_t* qm = (const int32_t*)(qx.q + (m0 + m) * qx.Kp + blk * 32);
+            const int32_t* qm = (const int32_t*)(qb + m * 32);
             /* two chains of 4 (even, odd elements) and one add where 4+ rows of x run side
                by side (one chain of 8 left the rows' chains latency-bound: ~25 % slower
                at 16 rows); below 4 rows, 4 chains of 2 and 3 adds (integer sums: any
@@ -681,13 +696,10 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QX& qx, int64_t m0, int64
                 ia = _mm512_add_epi32(_mm512_add_epi32(ic[0], ic[1]),
                                       _mm512_add_epi32(ic[2], ic[3]));
             }
-            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),
-                                              _mm512_set1_ps(qx.dx[(m0 + m) * qx.Gp + blk]),
-                                              _mm512_set1_ps(qx.ez[(m0 + m) * qx.Gp + blk]));
+            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(dxb[m]),
+                                              _mm512_set1_ps(ezb[m]));
             acc[m] = _mm512_fmadd_ps(tv, sv, acc[m]);
-            if (gfirst)
-                acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(qx.sx[(m0 + m) * qx.Gp + blk / BPG]),
-                                         acc[m]);
+            if (gfirst) acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
         }
     }
 #pragma GCC unroll 8
@@ -764,7 +776,7 @@ static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
 }
 /* Tiles [t0, t1) of BZ_GT weight rows against every row of x; packed: the weight's tiles
    repacked beforehand (bz_gemm_prepack), else each tile is repacked here. */
-static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx,
+static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QXB& qx,
                          int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out,
                          const uint32_t* packed) {
     const int64_t rowbytes = K * BZ_BITS / 8, words = bz_tile_words(K);
