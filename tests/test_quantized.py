@@ -535,7 +535,7 @@ def test_int8_gemm_within_stated_bound(backend_name, p) -> None:
         worst = np.unravel_index(np.argmax(err / bound), err.shape)
         assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > bound {bound[worst]}"
         np.testing.assert_array_equal(y1, y2)
-        # each row is computed independently of the others (row blocks of 8, tails)
+        # each row is computed independently of the others (row blocks of 16, tails)
         np.testing.assert_array_equal(
             qmatmul.quantized_matmul(x[-9:], wq, s, b, group_size=gs, bits=4, isa=isa,
                                      act="int8", num_threads=2), y1[-9:])

@@ -534,8 +534,8 @@ struct QXB {
     const float* sx;
     int64_t M;
 };
-#define BZ_GT 16       /* weight rows per tile (lanes) */
-#define BZ_GM 8        /* rows of x per register block */
+#define BZ_GT 16 /* weight rows per tile (lanes) */
+#define BZ_GM 16 /* rows of x per register block (8 before the block-major x: 16 was slower) */
 #define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
 struct GT { /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] (scales and
               biases in the weight's own type: float16 ones stay 16-bit, a sixth less to read) */
