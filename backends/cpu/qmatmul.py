@@ -270,11 +270,18 @@ def _rows_per_pass_applies(rb: int, problem: Any) -> bool:
 
 
 def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
-                k: int, int8: bool, num_threads: int, invariant: bool = False) -> str:
+                k: int, int8: bool, num_threads: int, invariant: bool = False,
+                tiles: bool = False) -> str:
     mode = ("inv-" if invariant else "") + ("int8" if int8 else "float")
     return (f"quantized_matmul:b{bits}:g{group_size}:{'f16' if half else 'f32'}:"
             f"isa{_build.target() if isa is None else isa}:M{_tactics_mod.bucket(m)}:N{n}:K{k}:"
-            f"{mode}:T{num_threads}")
+            f"{mode}:T{num_threads}" + (":tiles" if tiles else ""))
+
+
+def _float_tiles(vnni: int, int8: bool, m: int) -> bool:
+    """Whether a call runs exact float x against the weight's prepacked int8-GEMM tiles
+    (TILE_M+ rows, AVX-512 VNNI builds, PREPACK)."""
+    return PREPACK and not int8 and vnni == 2 and m >= TILE_M
 
 
 def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int
@@ -303,7 +310,8 @@ def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_siz
     vnni = _levels(bits, group_size, half, _ENV_ISA)[1]
     int8 = _int8(vnni, m, bits, act)
     return _tactics_mod.report(_tactic_key(bits, group_size, half, _ENV_ISA, m, n, k, int8,
-                                           num_threads, _invariant(vnni, int8, bits, act)))
+                                           num_threads, _invariant(vnni, int8, bits, act),
+                                           _float_tiles(vnni, int8, m)))
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None) -> tuple[int, int]:
@@ -509,17 +517,15 @@ def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
     tuning finds now, else the heuristic's (scratch 0: a 1-element placeholder)."""
     int8 = _int8(e.vnni, m, bits, act)
     invariant = _invariant(e.vnni, int8, bits, act)
-    # exact float x at TILE_M+ rows against the same prepacked tiles (AVX-512 VNNI builds)
-    float_tiles = PREPACK and not int8 and e.vnni == 2 and m >= TILE_M
+    float_tiles = _float_tiles(e.vnni, int8, m)
     # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
     threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
     scratch_len = m * k if bits == 4 and not int8 and not float_tiles else 0
     tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
     default = _default_tactic(tactics, threads)
     problem = {"m": m, "n": n, "k": k, "int8": int(int8)}
-    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads, invariant)
-    if float_tiles:
-        key += ":tiles"
+    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads, invariant,
+                      float_tiles)
 
     def handle(t: _tactics_mod.Tactic) -> int:
         v = t.params["variant"]
