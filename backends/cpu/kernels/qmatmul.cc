@@ -68,13 +68,8 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #if BZ_VNNI
 #if BZ_GEMM
     if (act == 2 || (act == 1 && M > BZ_I8_MMAX && BZ_BITS == 4)) {
-        const int64_t Kp = K, Gp = bz_pad16(K / 32);
-        int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
-        float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));
-        float* ez = dx + M * Gp;
-        float* sx = ez + M * Gp;
         const int64_t G32 = K / 32;
-        int8_t* qt = (int8_t*)malloc((size_t)(M * Kp)); /* the same, block-major (QXB) */
+        int8_t* qt = (int8_t*)malloc((size_t)(M * K)); /* x quantized, block-major (QXB) */
         float* dt = (float*)malloc(sizeof(float) * (size_t)(M * (2 * G32 + G) + 1));
         const QXB qx = {qt, dt, dt + M * G32, dt + 2 * M * G32, M};
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
@@ -82,21 +77,12 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m) {
-                bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp,
-                             true);
-                for (int64_t blk = 0; blk < G32; ++blk) {
-                    memcpy(qt + (blk * M + m) * 32, qb + m * Kp + blk * 32, 32);
-                    dt[blk * M + m] = dx[m * Gp + blk];
-                    dt[M * G32 + blk * M + m] = ez[m * Gp + blk];
-                }
-                for (int64_t g = 0; g < G; ++g) dt[2 * M * G32 + g * M + m] = sx[m * Gp + g];
-            }
+            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m)
+                bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
+                             dt + 2 * M * G32 + m, M);
 #pragma omp barrier
             bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed);
         }
-        free(qb);
-        free(dx);
         free(qt);
         free(dt);
         return;

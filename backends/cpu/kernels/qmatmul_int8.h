@@ -253,7 +253,7 @@ struct QV {
    (one per block, zero padded to a multiple of 16), ez = Z * sum of the block's x (the
    codes are shifted by Z: see QV), sx (sum of x over each weight group). NEON. */
 static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
-                         float* sx, bool = false) {
+                         float* sx, int64_t = 0) {
     const int64_t G32 = K / 32, G = K / BZ_GS;
     for (int64_t g = 0; g < G32; ++g) {
         const float* xg = x + g * 32;
@@ -286,9 +286,13 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
 }
 #else
 /* One x row (K floats) -> q (int8, zero padded to Kp), dx (one per block of 32, zero
-   padded to a multiple of 16), sx (sum of x over each weight group, zero padded). AVX2. */
+   padded to a multiple of 16), sx (sum of x over each weight group, zero padded). AVX2.
+   blk > 0: the GEMM's layout (QXB) among blk rows: block g's 32 bytes (its 16 even
+   elements, then the odd ones) at q + g * blk * 32, dx, ez at [g * blk], sx at [g * blk];
+   no padding. */
 static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
-                         float* sx, bool blk = false) {
+                         float* sx, int64_t blk = 0) {
+    const int64_t ss = blk ? blk : 1; /* stride of a row's per-block (per-group) values */
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i deint = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
@@ -321,7 +325,7 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
             __m128 u = _mm_add_ps(_mm256_castps256_ps128(xs), _mm256_extractf128_ps(xs, 1));
             u = _mm_add_ps(u, _mm_movehl_ps(u, u));
             u = _mm_add_ss(u, _mm_movehdup_ps(u));
-            ez[g] = BZ_ZC * (_mm_cvtss_f32(u) - d * (float)_mm_cvtsi128_si32(t));
+            ez[g * ss] = BZ_ZC * (_mm_cvtss_f32(u) - d * (float)_mm_cvtsi128_si32(t));
         }
         i0 = _mm256_packs_epi32(i0, i1);
         i2 = _mm256_packs_epi32(i2, i3);
@@ -329,7 +333,7 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
         const int64_t c = g / (QV::C / 32);
         if (BZ_BITS == 4 && blk) { /* GEMM layout: each block's 16 even elements, then odd */
             i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
-            _mm256_storeu_si256((__m256i*)(q + g * 32), i0);
+            _mm256_storeu_si256((__m256i*)(q + g * ss * 32), i0);
         } else if (BZ_BITS == 4 && c < K / QV::C) {
             /* chunk of C elements: the even elements of its blocks, then the odd ones */
             i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
@@ -337,20 +341,21 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
             _mm_storeu_si128((__m128i*)qc, _mm256_castsi256_si128(i0));
             _mm_storeu_si128((__m128i*)(qc + QV::C / 2), _mm256_extracti128_si256(i0, 1));
         } else {
-            _mm256_storeu_si256((__m256i*)(q + g * 32), i0);
+            _mm256_storeu_si256((__m256i*)(q + g * ss * 32), i0);
         }
-        dx[g] = d;
+        dx[g * ss] = d;
     }
-    for (int64_t k = K; k < Kp; ++k) q[k] = 0;
-    for (int64_t g = G32; g < bz_pad16(G32); ++g) dx[g] = ez[g] = 0.0f;
     for (int64_t g = 0; g < G; ++g) {
         __m256 s = _mm256_setzero_ps();
         for (int j = 0; j < BZ_GS; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + g * BZ_GS + j));
         __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
         t = _mm_add_ps(t, _mm_movehl_ps(t, t));
         t = _mm_add_ss(t, _mm_movehdup_ps(t));
-        sx[g] = _mm_cvtss_f32(t);
+        sx[g * ss] = _mm_cvtss_f32(t);
     }
+    if (blk) return;
+    for (int64_t k = K; k < Kp; ++k) q[k] = 0;
+    for (int64_t g = G32; g < bz_pad16(G32); ++g) dx[g] = ez[g] = 0.0f;
     for (int64_t g = G; g < bz_pad16(G); ++g) sx[g] = 0.0f;
 }
 #endif
