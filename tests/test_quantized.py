@@ -542,19 +542,20 @@ def test_int8_gemm_within_stated_bound(backend_name, p) -> None:
 
 
 @st.composite
-def invariant_problems(draw):  # type: ignore[no-untyped-def]
+def tile_problems(draw, ms, ns=(1, 5, 16, 17, 45, 301), k_max=768):  # type: ignore[no-untyped-def]
+    """4- or 8-bit problems for the paths over weight tiles of 16 rows (ns: a tail too)."""
     bits = draw(st.sampled_from([4, 8]))
     gs = draw(st.sampled_from([32, 64, 128]))
-    k = gs * draw(st.integers(1, 768 // gs))
-    n = draw(st.sampled_from([1, 5, 16, 17, 45, 301]))  # tiles of 16 weight rows and a tail
-    m = draw(st.sampled_from([2, 3, 8, 9, 16, 17, 33]))
+    k = gs * draw(st.integers(1, k_max // gs))
+    n = draw(st.sampled_from(ns))
+    m = draw(st.sampled_from(ms))
     rng, x, s, b = _int8_operands(draw, m, n, k, gs)
     return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
 
 
 @needs_cpu
 @settings(max_examples=30, deadline=None)
-@given(invariant_problems())
+@given(tile_problems(ms=(2, 3, 8, 9, 16, 17, 33)))
 def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None:
     """act="invariant" (batched decoding): every row of the result is bit-identical to
     that row computed alone, on every ISA level the host runs (the prepacked int8 GEMM on
@@ -585,20 +586,10 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
             check_qmm(y, x, wq, s, b, bits, gs)
 
 
-@st.composite
-def float_tile_problems(draw):  # type: ignore[no-untyped-def]
-    bits = draw(st.sampled_from([4, 8]))
-    gs = draw(st.sampled_from([32, 64, 128]))
-    k = gs * draw(st.integers(1, 1536 // gs))
-    n = draw(st.sampled_from([1, 5, 16, 17, 45]))  # tiles of 16 weight rows and a tail
-    m = draw(st.sampled_from([16, 17, 31, 33, 40]))  # row blocks of 16 and tails
-    rng, x, s, b = _int8_operands(draw, m, n, k, gs)
-    return x, pack(rng.integers(0, 1 << bits, (n, k)), bits), s, b, bits, gs
-
-
 @needs_cpu
 @settings(max_examples=25, deadline=None)
-@given(float_tile_problems())
+@given(tile_problems(ms=(16, 17, 31, 33, 40), ns=(1, 5, 16, 17, 45),
+                     k_max=1536))  # row blocks of 16 and tails
 def test_exact_path_on_prepacked_tiles(backend_name, p) -> None:
     """The exact path at TILE_M+ rows runs float x against the weight's prepacked tiles
     where they exist (AVX-512 VNNI): within the float bound, the same bits on 1 and 2
