@@ -219,6 +219,8 @@ def main() -> int:
     ap.add_argument("--only", default="braze,llama.cpp")
     ap.add_argument("--llama-python", default=os.environ.get("LLAMA_CPP_PYTHON", sys.executable))
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     import llama
 
     model_path = llama.default_model_path()
