@@ -123,6 +123,9 @@ class _Entry:
         self.template = [ref if kind == "data" else None for kind, ref, _ in bindings]
         self.varying = [(i, kind, ref, dtype) for i, (kind, ref, dtype) in enumerate(bindings)
                         if kind != "data"]
+        # positions of those constants: a backend with its own memory (mlx) holds its copy
+        self.constants = frozenset(i for i, (kind, _, _) in enumerate(bindings)
+                                   if kind == "data")
 
 
 class CompiledFunction:
@@ -328,7 +331,7 @@ class CompiledFunction:
                 fresh = self._trace(leaves, entry.struct, captured)
                 entry.schedules[tuple(a.shape for a in inputs)] = fresh.schedules[None]
                 schedule = fresh.schedules[None]
-        outs = _current_backend().run_schedule(schedule, inputs)
+        outs = _current_backend().run_schedule(schedule, inputs, entry.constants)
         if entry.out_struct is None and entry.out_kinds[0] == "array":  # one array: no tree
             return Array(_np_leaf(outs[0]))
         it = iter(outs)

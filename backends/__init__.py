@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import importlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..graph.kernel import SOURCE_GENERATORS
@@ -37,8 +37,10 @@ class Backend(Protocol):
         """Compute (and store on each node) the values of ``targets``."""
         ...
 
-    def run_schedule(self, schedule: Any, inputs: list[Any]) -> list[Any]:
-        """Run an optimized schedule on bound input buffers (``bz.compile`` replay)."""
+    def run_schedule(self, schedule: Any, inputs: list[Any],
+                     constants: Collection[int] = ()) -> list[Any]:
+        """Run an optimized schedule on bound input buffers (``bz.compile`` replay);
+        ``constants``: positions of inputs that are the same, unchanged, at every call."""
         ...
 
     def assign(self, dst: Any, key: tuple[Any, ...], value: Any) -> None:

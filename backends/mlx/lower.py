@@ -36,7 +36,8 @@ from ...graph.kernel import Kernel
 from ...graph.ops import OPS
 from ..numpy_backend import strided
 
-__all__ = ["BRIDGED", "MX_DTYPES", "lowerable", "run_lowered", "to_mx", "to_numpy"]
+__all__ = ["BRIDGED", "MX_DTYPES", "lower_stores", "lowerable", "run_lowered", "to_mx",
+           "to_numpy"]
 
 _LOW = (np.dtype(np.float16), np.dtype(dt.bfloat16))
 _F32 = mx.float32
@@ -168,9 +169,11 @@ def _bridge_reduce(name: str, x: mx.array, axes: tuple[int, ...], n_outer: int,
     return to_mx(np.ascontiguousarray(out))
 
 
-def run_lowered(k: Kernel, bufs: list[Any], stats: dict[str, int] | None = None) -> None:
-    """Run fused kernel ``k`` with mx ops over the slot buffers ``bufs`` (numpy arrays),
-    writing its stores into them (see :func:`lowerable` for what it accepts)."""
+def lower_stores(k: Kernel, load: Callable[[int], mx.array],
+                 stats: dict[str, int] | None = None) -> list[mx.array]:
+    """``k``'s stored values as (lazy) mx arrays, one per store, each of its store view's
+    shape in the stored dtype; ``load(slot)`` gives a slot's value as a flat mx array
+    (see :func:`lowerable` for the kernels this accepts)."""
     n_outer = len(k.shape) - k.n_red
     red_axes = tuple(range(n_outer, len(k.shape)))
     flat: dict[int, mx.array] = {}
@@ -181,7 +184,7 @@ def run_lowered(k: Kernel, bufs: list[Any], stats: dict[str, int] | None = None)
             ld = k.loads[ins.attr("load")]
             base = flat.get(ld.slot)
             if base is None:
-                base = flat[ld.slot] = to_mx(bufs[ld.slot].reshape(-1))
+                base = flat[ld.slot] = load(ld.slot)
             v = ld.view
             out = mx.as_strided(base, v.shape, v.strides, v.offset)
             out = _compute(out)
@@ -212,17 +215,28 @@ def run_lowered(k: Kernel, bufs: list[Any], stats: dict[str, int] | None = None)
                 out = out.astype(want)  # rounds (a cast to float16, say) ...
                 out = _compute(out)  # ... then keeps computing in float32
         vals[i] = out
-    results = [vals[st.instr] for st in k.stores]
+    results = []
+    for st in k.stores:
+        v = vals[st.instr]
+        if k.n_red and len(st.view.shape) == n_outer:  # a row value: drop the reduced dims
+            if v.ndim == len(k.shape):
+                v = v[(Ellipsis,) + (slice(0, 1),) * k.n_red]
+            v = mx.broadcast_to(v, k.shape[:n_outer] + (1,) * k.n_red)
+            v = v.reshape(st.view.shape)
+        else:
+            v = mx.broadcast_to(v, st.view.shape)
+        want = MX_DTYPES[np.dtype(k.instrs[st.instr].dtype)]
+        results.append(v if v.dtype == want else v.astype(want))
+    return results
+
+
+def run_lowered(k: Kernel, bufs: list[Any], stats: dict[str, int] | None = None) -> None:
+    """Run fused kernel ``k`` with mx ops over the slot buffers ``bufs`` (numpy arrays),
+    writing its stores into them (see :func:`lowerable` for what it accepts)."""
+    results = lower_stores(k, lambda slot: to_mx(bufs[slot].reshape(-1)), stats)
     mx.eval(*results)
     for st, r in zip(k.stores, results):
         dst = bufs[st.slot]
         if not (st.view.is_contiguous() and dst.shape == st.view.shape):
             dst = strided(dst, st.view)
-        v = to_numpy(r)
-        if k.n_red and len(st.view.shape) == n_outer:  # a row value: drop the reduced dims
-            if v.ndim == len(k.shape):
-                v = v[(Ellipsis,) + (slice(0, 1),) * k.n_red]
-            if v.size != dst.size:
-                v = np.broadcast_to(v, k.shape[:n_outer] + (1,) * k.n_red)
-            v = v.reshape(dst.shape)
-        np.copyto(dst, v, casting="unsafe")
+        np.copyto(dst, to_numpy(r).reshape(dst.shape), casting="unsafe")

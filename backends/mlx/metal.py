@@ -32,7 +32,7 @@ from ...graph.kernel import Kernel
 from ..csource import Unsupported, kernel_args
 from ..metal.codegen import generate
 
-__all__ = ["BLOCK", "MetalSpec", "Unsupported", "metal_spec", "run_metal"]
+__all__ = ["BLOCK", "MetalSpec", "Unsupported", "launch_metal", "metal_spec", "run_metal"]
 
 BLOCK = 256  # threads per threadgroup of elementwise kernels
 MAX_GROUPS = 1 << 14  # elementwise kernels grid-stride over at most this many threadgroups
@@ -122,24 +122,35 @@ def metal_spec(k: Kernel) -> MetalSpec:
 _COMPILED: dict[str, Any] = {}
 
 
-def run_metal(spec: MetalSpec, bufs: list[Any]) -> None:
-    """Launch ``spec`` on the slot buffers (numpy) and write its outputs into them."""
+def launch_metal(spec: MetalSpec, inputs: list[Any], outputs: list[Any]) -> list[Any]:
+    """Launch ``spec`` on flat ``mx.array`` inputs (in ``spec.input_slots`` order); returns
+    one flat ``mx.array`` per output (``outputs``: the output slots, with ``shape`` and
+    ``dtype``), lazily (MLX evaluates them when read)."""
     import mlx.core as mx
 
-    from .lower import MX_DTYPES, to_mx, to_numpy
+    from .lower import MX_DTYPES
 
     fn: Any = _COMPILED.get(spec.name)
     if fn is None:
         fn = _COMPILED[spec.name] = mx.fast.metal_kernel(
             name=spec.name, input_names=list(spec.input_names),
             output_names=list(spec.output_names), source=spec.source, header=spec.header)
-    inputs = [to_mx(bufs[s].reshape(-1)) for s in spec.input_slots]
-    inputs.append(mx.array(spec.args))
+    sizes = [int(np.prod(o.shape)) for o in outputs]
+    outs = fn(inputs=[*inputs, mx.array(spec.args)], grid=spec.grid,
+              threadgroup=spec.threadgroup, output_shapes=[(max(1, n),) for n in sizes],
+              output_dtypes=[MX_DTYPES[o.dtype] for o in outputs])
+    return [o[:n] for o, n in zip(outs, sizes)]
+
+
+def run_metal(spec: MetalSpec, bufs: list[Any]) -> None:
+    """Launch ``spec`` on the slot buffers (numpy) and write its outputs into them."""
+    import mlx.core as mx
+
+    from .lower import to_mx, to_numpy
+
     dsts = [bufs[s] for s in spec.output_slots]
-    outs = fn(inputs=inputs, grid=spec.grid, threadgroup=spec.threadgroup,
-              output_shapes=[(max(1, d.size),) for d in dsts],
-              output_dtypes=[MX_DTYPES[d.dtype] for d in dsts])
+    outs = launch_metal(spec, [to_mx(bufs[s].reshape(-1)) for s in spec.input_slots], dsts)
     mx.eval(*outs)
     for d, o in zip(dsts, outs):
         if d.size:
-            np.copyto(d.reshape(-1), to_numpy(o)[:d.size], casting="no")
+            np.copyto(d.reshape(-1), to_numpy(o), casting="no")

@@ -1,0 +1,195 @@
+"""Library ops as MLX ops over resident values (:class:`~.resident.MlxRun`).
+
+Each entry of :data:`MLX_LIBRARY` takes ``(attrs, out_dtype, operands)`` and returns the
+result as a (lazy) ``mx.array``, or None where MLX's op does not cover the case (the
+op's numpy reference then runs on the host). Operands are read through
+:class:`Operands`: ``mx(i)`` in MLX, ``host(i)`` as numpy (for small values a decision
+needs, a cache length say). float16/bfloat16 operands are computed in float32 and
+rounded once, as the reference does; float64 runs on MLX's CPU stream.
+
+What runs in MLX: ``matmul`` (floating), ``quantized_matmul`` (braze's packed layout is
+MLX's: ``mx.quantized_matmul``), ``rope`` (``mx.fast.rope``, one offset or one per
+entry of the first axis), ``scaled_dot_product_attention``
+(``mx.fast.scaled_dot_product_attention`` over [cached prefix, new keys], batched
+decoding's per-row cache lengths and cache slots included) and ``conv``/``conv_fused``
+(``mx.conv_general``: braze's record is MLX's).
+
+>>> sorted(MLX_LIBRARY)[:3]
+['conv', 'conv_fused', 'matmul']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import mlx.core as mx
+import numpy as np
+
+from ...graph.ops import sdpa_visible
+from .lower import MX_DTYPES
+
+if TYPE_CHECKING:
+    from .resident import MlxRun
+
+__all__ = ["MLX_LIBRARY", "Operands"]
+
+_FAST = ("float32", "float16", "bfloat16")
+
+
+class Operands:
+    """A library step's inputs as a run holds them (MLX or host, converted on demand)."""
+
+    def __init__(self, run: MlxRun, slots: Sequence[int]) -> None:
+        self.run, self.slots = run, list(slots)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def mx(self, i: int) -> mx.array:
+        return self.run.on_mx(self.slots[i])
+
+    def host(self, i: int) -> np.ndarray:
+        return self.run.on_host(self.slots[i])
+
+    def dtype(self, i: int) -> np.dtype:
+        return self.run.s.slots[self.slots[i]].dtype
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return self.run.s.slots[self.slots[i]].shape
+
+    def size(self, i: int) -> int:
+        n = 1
+        for d in self.shape(i):
+            n *= d
+        return n
+
+    def fast(self, *idx: int) -> bool:
+        """float32/float16/bfloat16 and non-empty (what MLX's fast kernels take)."""
+        return all(self.dtype(i).name in _FAST and self.size(i) for i in idx)
+
+
+def _f32(x: mx.array) -> mx.array:
+    return x if x.dtype == mx.float32 else x.astype(mx.float32)
+
+
+def _out(y: mx.array, out_dtype: np.dtype) -> mx.array:
+    want = MX_DTYPES[out_dtype]
+    return y if y.dtype == want else y.astype(want)
+
+
+def _matmul(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    a, b = ops.dtype(0), ops.dtype(1)
+    if a != b or not (a.kind == "f" or a.name == "bfloat16") or not ops.size(0) \
+            or not ops.size(1) or a not in MX_DTYPES:
+        return None
+    if a == np.float64:
+        with mx.stream(mx.cpu):
+            return mx.matmul(ops.mx(0), ops.mx(1))
+    return _out(mx.matmul(_f32(ops.mx(0)), _f32(ops.mx(1))), out_dtype)
+
+
+def _quantized_matmul(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands
+                      ) -> mx.array | None:
+    """``mx.quantized_matmul`` in float32 (the reference's exact product; ``act`` is a
+    precision the cpu backend may take, not a result)."""
+    if not ops.fast(0) or not ops.size(1) or ops.dtype(2).name not in _FAST \
+            or ops.dtype(3).name not in _FAST:
+        return None
+    y = mx.quantized_matmul(_f32(ops.mx(0)), ops.mx(1), _f32(ops.mx(2)), _f32(ops.mx(3)),
+                            transpose=True, group_size=attrs["group_size"], bits=attrs["bits"])
+    return _out(y, out_dtype)
+
+
+def _rope(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    if not ops.fast(0):
+        return None
+    shape = ops.shape(0)
+    offset: Any
+    if len(ops.shape(1)):  # one offset per entry of x's first axis
+        x = _f32(ops.mx(0)).reshape(shape[0], -1, *shape[-2:])
+        offset = ops.mx(1).astype(mx.int32)
+    else:
+        x = _f32(ops.mx(0)).reshape(-1, *shape[-2:])
+        offset = int(ops.host(1))
+    y = mx.fast.rope(x, attrs["dims"], traditional=attrs["traditional"], base=attrs["base"],
+                     scale=attrs["scale"], offset=offset)
+    return _out(y.reshape(shape), out_dtype)
+
+
+def _sdpa(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    """Over [the first n cached rows, the new keys] with the op's visibility as a boolean
+    mask; batched decoding (one cache length per row, and a cache slot per row) gathers
+    each row's slot and masks its own length. None (the reference) where a query row
+    sees no key (the reference's NaN)."""
+    if not ops.fast(0, 1, 2):
+        return None
+    t, s = ops.shape(0)[2], ops.shape(1)[2]
+    keys, values = _f32(ops.mx(1)), _f32(ops.mx(2))
+    mask = None
+    if len(ops) > 3:
+        if not ops.fast(3, 4):
+            return None
+        cap, b = ops.shape(3)[2], ops.shape(0)[0]
+        lens = np.asarray(ops.host(5)).astype(np.int64)
+        pk, pv = ops.mx(3), ops.mx(4)
+        if lens.ndim or len(ops) == 7:  # batched decoding: a length (and a slot) per row
+            lens = np.clip(np.broadcast_to(lens, (b,)), 0, cap)
+            n = int(lens.max()) if b else 0
+            if len(ops) == 7:
+                idx = np.clip(np.asarray(ops.host(6)).astype(np.int64), 0, ops.shape(3)[0] - 1)
+                pk, pv = pk[mx.array(idx)], pv[mx.array(idx)]
+            pad = np.zeros((b, 1, t, n + s), bool)
+            for i, m in enumerate(lens):  # row i: its m cached rows, then the new ones
+                vis = sdpa_visible(t, s, int(m), attrs["causal"])
+                pad[i, 0, :, :m] = vis[:, :m]
+                pad[i, 0, :, n:] = vis[:, m:]
+            visible = pad
+        else:
+            n = int(min(max(int(lens), 0), cap))
+            visible = sdpa_visible(t, s, n, attrs["causal"])
+        if n:
+            keys = mx.concatenate([_f32(pk[:, :, :n]), keys], axis=2)
+            values = mx.concatenate([_f32(pv[:, :, :n]), values], axis=2)
+    else:
+        visible = sdpa_visible(t, s, None, attrs["causal"])
+    if not visible.any(axis=-1).all():
+        return None
+    if not visible.all():
+        mask = mx.array(visible)
+    y = mx.fast.scaled_dot_product_attention(_f32(ops.mx(0)), keys, values,
+                                             scale=attrs["scale"], mask=mask)
+    return _out(y, out_dtype)
+
+
+def _conv(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    """``mx.conv_general`` in float32 with non-negative padding, then a ``conv_fused``
+    epilogue (bias, residual, clip)."""
+    x, w = ops.dtype(0), ops.dtype(1)
+    if x != w or not ops.fast(0, 1) or any(p < 0 for pair in attrs["padding"] for p in pair):
+        return None
+    y = mx.conv_general(_f32(ops.mx(0)), _f32(ops.mx(1)), stride=list(attrs["stride"]),
+                        padding=([lo for lo, _ in attrs["padding"]],
+                                 [hi for _, hi in attrs["padding"]]),
+                        kernel_dilation=list(attrs["kernel_dilation"]),
+                        input_dilation=list(attrs["input_dilation"]),
+                        groups=attrs["groups"], flip=attrs["flip"])
+    rest = 2
+    if attrs.get("bias"):
+        y = y + _f32(ops.mx(rest))
+        rest += 1
+    if attrs.get("residual"):
+        y = y + _f32(ops.mx(rest))
+    if attrs.get("act") == "clip":
+        y = mx.minimum(mx.maximum(y, attrs["clip"][0]), attrs["clip"][1])
+    elif attrs.get("act") not in (None, "clip"):
+        return None  # (the epilogue's other activations: the reference)
+    return _out(y, out_dtype)
+
+
+MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
+    "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
+    "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
+}
+
+
