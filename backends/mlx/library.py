@@ -11,8 +11,9 @@ What runs in MLX: ``matmul`` (floating), ``quantized_matmul`` (braze's packed la
 MLX's: ``mx.quantized_matmul``), ``rope`` (``mx.fast.rope``, one offset or one per
 entry of the first axis), ``scaled_dot_product_attention``
 (``mx.fast.scaled_dot_product_attention`` over [cached prefix, new keys], batched
-decoding's per-row cache lengths and cache slots included) and ``conv``/``conv_fused``
-(``mx.conv_general``: braze's record is MLX's).
+decoding's per-row cache lengths and cache slots included), ``conv``/``conv_fused``
+(``mx.conv_general``: braze's record is MLX's), ``concat`` and ``gather`` (numpy's
+advanced indexing, its index arrays checked on the host).
 
 >>> sorted(MLX_LIBRARY)[:3]
 ['conv', 'conv_fused', 'matmul']
@@ -106,12 +107,11 @@ def _rope(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
         return None
     shape = ops.shape(0)
     offset: Any
+    offset = ops.mx(1).astype(mx.int32)  # (an array: read in MLX, no crossing)
     if len(ops.shape(1)):  # one offset per entry of x's first axis
         x = _f32(ops.mx(0)).reshape(shape[0], -1, *shape[-2:])
-        offset = ops.mx(1).astype(mx.int32)
     else:
         x = _f32(ops.mx(0)).reshape(-1, *shape[-2:])
-        offset = int(ops.host(1))
     y = mx.fast.rope(x, attrs["dims"], traditional=attrs["traditional"], base=attrs["base"],
                      scale=attrs["scale"], offset=offset)
     return _out(y.reshape(shape), out_dtype)
@@ -187,9 +187,44 @@ def _conv(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
     return _out(y, out_dtype)
 
 
+def _concat(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    if out_dtype not in MX_DTYPES or any(ops.dtype(i) != out_dtype for i in range(len(ops))):
+        return None
+    return mx.concatenate([ops.mx(i) for i in range(len(ops))], axis=attrs["axis"])
+
+
+def _gather(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    """``x[key]`` (numpy's advanced indexing, as ``mx.array.__getitem__`` follows it), the
+    index arrays checked and wrapped on the host as the reference does (an index out of
+    range raises the reference's IndexError there)."""
+    from ...graph.ops.library import index_key
+
+    if out_dtype not in MX_DTYPES or any(ops.dtype(i).kind not in "iu" for i in
+                                         range(1, len(ops))):
+        return None
+    shape = ops.shape(0)
+    arrays: dict[int, mx.array] = {}
+    axis = 0
+    for s in attrs["spec"]:  # the axis of x each index array indexes
+        if s is None:
+            continue
+        if isinstance(s, int):
+            n = shape[axis]
+            a = np.asarray(ops.host(1 + s)).astype(np.int64)
+            if a.size and (a.min() < -n or a.max() >= n):
+                return None  # (the reference raises its IndexError)
+            arrays[s] = mx.array(np.where(a < 0, a + n, a).astype(np.int32))
+        axis += 1
+    if sorted(arrays) != list(range(len(ops) - 1)):
+        return None
+    key: tuple[Any, ...] = tuple(arrays[i] for i in range(len(arrays)))
+    return ops.mx(0)[index_key(attrs["spec"], key)]
+
+
 MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
     "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
     "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
+    "concat": _concat, "gather": _gather,
 }
 
 

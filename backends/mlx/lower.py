@@ -221,13 +221,23 @@ def lower_stores(k: Kernel, load: Callable[[int], mx.array],
         if k.n_red and len(st.view.shape) == n_outer:  # a row value: drop the reduced dims
             if v.ndim == len(k.shape):
                 v = v[(Ellipsis,) + (slice(0, 1),) * k.n_red]
-            v = mx.broadcast_to(v, k.shape[:n_outer] + (1,) * k.n_red)
-            v = v.reshape(st.view.shape)
+            v = _fit(v, k.shape[:n_outer] + (1,) * k.n_red).reshape(st.view.shape)
         else:
-            v = mx.broadcast_to(v, st.view.shape)
+            v = _fit(v, st.view.shape)
         want = MX_DTYPES[np.dtype(k.instrs[st.instr].dtype)]
         results.append(v if v.dtype == want else v.astype(want))
     return results
+
+
+def _fit(v: mx.array, shape: tuple[int, ...]) -> mx.array:
+    """``v`` broadcast to ``shape`` (as numpy's copyto would: a value of the same size
+    differing in unit dims, a (1,) into (), is reshaped)."""
+    if tuple(v.shape) == tuple(shape):
+        return v
+    n = 1
+    for d in shape:
+        n *= d
+    return v.reshape(shape) if v.size == n else mx.broadcast_to(v, shape)
 
 
 def run_lowered(k: Kernel, bufs: list[Any], stats: dict[str, int] | None = None) -> None:

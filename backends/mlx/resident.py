@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
@@ -73,13 +73,19 @@ class HeldConstants:
         e = self._held.get(id(a))
         return e[1] if e is not None and e[0]() is a else None
 
+    def _dropper(self, key: int) -> Callable[[object], None]:
+        def drop(_: object) -> None:
+            self._held.pop(key, None)
+
+        return drop
+
     def get(self, a: np.ndarray) -> mx.array:
         held = self.lookup(a)
         if held is None:
             key = id(a)
             held = to_mx(np.ascontiguousarray(a))
             mx.eval(held)
-            self._held[key] = (weakref.ref(a, lambda _, k=key: self._held.pop(k, None)), held)
+            self._held[key] = (weakref.ref(a, self._dropper(key)), held)
         return held
 
 
@@ -159,7 +165,10 @@ class MlxRun:
             self.host[slot] = arr
         for slot, value in s.const_slots.items():
             d = s.slots[slot].dtype
-            self.dev[slot] = mx.array(np.asarray(value, dtype=d), dtype=MX_DTYPES[d])
+            if d in MX_DTYPES:
+                self.dev[slot] = mx.array(np.asarray(value, dtype=d), dtype=MX_DTYPES[d])
+            else:  # (complex: MLX has no complex128; such values stay on the host)
+                self.host[slot] = np.asarray(value, dtype=d)
         for t, step in enumerate(s.steps):
             if isinstance(step, KernelStep):
                 self.kernel(step.kernel)
@@ -177,10 +186,13 @@ class MlxRun:
 
     def view(self, step: ViewStep) -> None:
         """``mx.as_strided`` of the source in MLX (lazy, no copy; a host source crosses
-        once, a held constant not at all)."""
+        once, a held constant not at all); a numpy view of a value of a dtype MLX lacks."""
         v = step.view
-        self.dev[step.output] = mx.as_strided(self.flat(step.source), v.shape,
-                                              v.strides, v.offset)
+        if self.s.slots[step.source].dtype not in MX_DTYPES:
+            self.set_host(step.output, strided(self.on_host(step.source), v))
+            return
+        self.dev[step.output] = mx.as_strided(self.flat(step.source), v.shape, v.strides,
+                                              v.offset)
         self.host[step.output] = None
 
     def library(self, step: LibraryStep) -> None:
