@@ -12,8 +12,9 @@ MLX's: ``mx.quantized_matmul``), ``rope`` (``mx.fast.rope``, one offset or one p
 entry of the first axis), ``scaled_dot_product_attention``
 (``mx.fast.scaled_dot_product_attention`` over [cached prefix, new keys], batched
 decoding's per-row cache lengths and cache slots included), ``conv``/``conv_fused``
-(``mx.conv_general``: braze's record is MLX's), ``concat`` and ``gather`` (numpy's
-advanced indexing, its index arrays checked on the host).
+(``mx.conv_general``: braze's record is MLX's), ``concat``, ``gather`` (numpy's
+advanced indexing, its index arrays checked on the host), ``sort``/``argsort`` (stable,
+NaN last, as numpy's) and the cumulative sum and product.
 
 >>> sorted(MLX_LIBRARY)[:3]
 ['conv', 'conv_fused', 'matmul']
@@ -221,10 +222,70 @@ def _gather(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.arr
     return ops.mx(0)[index_key(attrs["spec"], key)]
 
 
+def _on_cpu_if_f64(*dtypes: np.dtype) -> Any:
+    """MLX's CPU stream where a float64 operand needs it (its GPU has no float64)."""
+    import contextlib
+
+    return mx.stream(mx.cpu) if np.dtype(np.float64) in dtypes else contextlib.nullcontext()
+
+
+def _scan(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
+    def scan(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+        """``mx.cumsum`` / ``mx.cumprod`` in the result dtype (the reference's accumulator:
+        int64 for integers, float32/float64 as given); include_initial pads the identity."""
+        d = ops.dtype(0)
+        if out_dtype not in MX_DTYPES or not ops.size(0) or d.kind not in "iuf" or \
+                d.kind == "f" and d != out_dtype or out_dtype.itemsize < 4:
+            return None
+        axis = attrs["axis"]
+        with _on_cpu_if_f64(out_dtype):
+            x = ops.mx(0).astype(MX_DTYPES[out_dtype])
+            y = (mx.cumsum if name == "sum" else mx.cumprod)(x, axis=axis)
+            if attrs["include_initial"]:
+                shape = list(y.shape)
+                shape[axis] = 1
+                first = (mx.zeros if name == "sum" else mx.ones)(shape, y.dtype)
+                y = mx.concatenate([first, y], axis=axis)
+        return y
+
+    return scan
+
+
+def _sort(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    """A stable sort (MLX's, NaN last as numpy's); descending as the reference: the
+    reversed sort of the reversed axis."""
+    if ops.dtype(0) not in MX_DTYPES or ops.dtype(0).kind not in "iuf" or not ops.size(0):
+        return None
+    axis = attrs["axis"] % len(ops.shape(0))
+    flip = (slice(None),) * axis + (slice(None, None, -1),)
+    with _on_cpu_if_f64(ops.dtype(0)):
+        x = ops.mx(0)
+        if not attrs["descending"]:
+            return mx.sort(x, axis=axis)
+        return mx.sort(x[flip], axis=axis)[flip]
+
+
+def _argsort(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+    """A stable argsort (MLX's); descending keeps equal elements in their order."""
+    if ops.dtype(0) not in MX_DTYPES or ops.dtype(0).kind not in "iuf" or not ops.size(0) \
+            or out_dtype not in MX_DTYPES:
+        return None
+    axis = attrs["axis"] % len(ops.shape(0))
+    flip = (slice(None),) * axis + (slice(None, None, -1),)
+    want = MX_DTYPES[out_dtype]
+    with _on_cpu_if_f64(ops.dtype(0)):
+        x = ops.mx(0)
+        if not attrs["descending"]:
+            return mx.argsort(x, axis=axis).astype(want)
+        n = ops.shape(0)[axis]
+        return (n - 1 - mx.argsort(x[flip], axis=axis)[flip].astype(want))
+
+
 MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
     "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
     "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
-    "concat": _concat, "gather": _gather,
+    "concat": _concat, "gather": _gather, "cumulative_sum": _scan("sum"),
+    "cumulative_prod": _scan("prod"), "sort": _sort, "argsort": _argsort,
 }
 
 
