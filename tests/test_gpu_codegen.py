@@ -104,6 +104,28 @@ def test_every_corpus_kernel_compiles_with_nvrtc() -> None:
     assert not errors, f"{len(errors)} kernels failed:\n" + "\n\n".join(errors[:3])
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_every_corpus_kernel_compiles_with_nvcc(tmp_path) -> None:
+    """The generated CUDA C is plain CUDA, not only NVRTC's dialect: the corpus (one
+    translation unit, each kernel in its namespace) and the library kernels compile with
+    ``nvcc --ptx`` against the host's headers (the prelude's fixed-width types come from
+    <stdint.h> there)."""
+    from braze.backends.cuda.library import gemm_kernel
+
+    gens, _ = _generated(cuda_codegen.generate, cuda_codegen.Unsupported)
+    rms = bz.explain(lambda x: x / bz.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-5),
+                     bz.asarray(np.ones((4, 64), np.float32))).kernels[0].source("cuda")
+    sources = [g.source for g in gens.values()] + [rms] + [gemm_kernel(t).source
+                                                           for t in ("float", "double")]
+    unit = tmp_path / "corpus.cu"
+    unit.write_text(_wrap(cuda_codegen.PRELUDE, sources))
+    out = subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-w", "-o", str(tmp_path / "c.ptx"),
+                          str(unit)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ptx = (tmp_path / "c.ptx").read_text()
+    assert ptx.count(".entry") >= len(gens)
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("make", [
     lambda x: bz.softmax(x, axis=-1),
