@@ -111,12 +111,14 @@ def test_every_corpus_kernel_compiles_with_nvcc(tmp_path) -> None:
     ``nvcc --ptx`` against the host's headers (the prelude's fixed-width types come from
     <stdint.h> there)."""
     from braze.backends.cuda.library import gemm_kernel
+    from braze.backends.cuda.llm import kernel as llm_kernel
 
     gens, _ = _generated(cuda_codegen.generate, cuda_codegen.Unsupported)
     rms = bz.explain(lambda x: x / bz.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-5),
                      bz.asarray(np.ones((4, 64), np.float32))).kernels[0].source("cuda")
     sources = [g.source for g in gens.values()] + [rms] + [gemm_kernel(t).source
                                                            for t in ("float", "double")]
+    sources.append(llm_kernel("bz_qmm4_h", 5).source)  # (the file holds every LLM kernel)
     unit = tmp_path / "corpus.cu"
     unit.write_text(_wrap(cuda_codegen.PRELUDE, sources))
     out = subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-w", "-o", str(tmp_path / "c.ptx"),
@@ -124,6 +126,7 @@ def test_every_corpus_kernel_compiles_with_nvcc(tmp_path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     ptx = (tmp_path / "c.ptx").read_text()
     assert ptx.count(".entry") >= len(gens)
+    assert "bz_sdpa_h_i64" in ptx and "bz_qmm8_f" in ptx
 
 
 @needs_nvrtc
@@ -251,3 +254,13 @@ def test_the_device_matmul_kernel_compiles_with_nvrtc(ctype: str) -> None:
                                                                    cache=False)
     image = nvrtc.compile_source(g.source, g.symbol, arch="sm_90", cubin=True, cache=False)
     assert image[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("symbol", ["bz_qmm4_h", "bz_rope_i64", "bz_sdpa_h_i32",
+                                    "bz_gather_rows_i32", "bz_copy_slabs"])
+def test_the_llm_kernels_compile_with_nvrtc(symbol: str) -> None:
+    from braze.backends.cuda.llm import kernel
+
+    ptx = nvrtc.compile_source(kernel(symbol, 1).source, symbol, cache=False).decode()
+    assert f".entry {symbol}(" in ptx

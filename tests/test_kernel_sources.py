@@ -137,8 +137,8 @@ def _syntax(argv: list[str], text: str | None = None) -> None:
 
 def test_every_kernel_file_is_compiled_by_this_test() -> None:
     """A new kernel file joins the syntax checks (CASES / the GPU tests) and the format one."""
-    checked = {name for name, *_ in CASES} | {"gemm.cu", "cuda_shim.h", "metal_shim.h",
-                                               "runtime_api.h", "runtime.cc"}
+    checked = {name for name, *_ in CASES} | {"gemm.cu", "llm.cu", "cuda_shim.h",
+                                               "metal_shim.h", "runtime_api.h", "runtime.cc"}
     assert {p.name for p in _files()} <= checked
 
 
@@ -165,6 +165,16 @@ def test_cuda_matmul_kernel_compiles_behind_the_emulator_shim(ctype: str) -> Non
     text = (kernel_sources.source("braze.backends", "emulator_kernels/cuda_shim.h", lines=False)
             + cuda_library.gemm_kernel(ctype).source)
     assert text.count(f"bz_gemm_{ctype}(") == 1
+    _syntax([*_compiler(), *EMU_FLAGS, "-"], text)
+
+
+def test_cuda_llm_kernels_compile_behind_the_emulator_shim() -> None:
+    """llm.cu (quantized matmul, rope, attention, gathers) after the CUDA prelude, as the
+    host compiler sees it in the GPU emulator (nvcc and NVRTC: tests/test_gpu_codegen.py)."""
+    from braze.backends.cuda.llm import kernel
+
+    text = (kernel_sources.source("braze.backends", "emulator_kernels/cuda_shim.h", lines=False)
+            + kernel("bz_qmm4_h", 5).source)
     _syntax([*_compiler(), *EMU_FLAGS, "-"], text)
 
 

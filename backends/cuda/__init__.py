@@ -28,6 +28,8 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+import weakref
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,6 +42,7 @@ from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
 from .library import gemm_plan
+from .llm import PLANS, Operands
 
 __all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
 
@@ -145,8 +148,41 @@ class CudaBackend(NumpyBackend):
         self.pool = DevicePool(self.driver.malloc)
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
-        self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0}
+        self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0,
+                      "host_library": 0, "held": 0}
         self._library: dict[str, Any] = {}
+        # compiled functions' constants (weights) on the device: (id(host), view or None)
+        # -> (weakref to the host array, device pointer, size class); freed with the host
+        self._held: dict[tuple[int, Any], tuple[Any, int, int]] = {}
+
+    def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray],
+                     constants: Collection[int] = ()) -> list[np.ndarray]:
+        """Run ``schedule`` with device-resident values; ``constants``: positions of inputs
+        that are the same arrays, unchanged, at every call (uploaded once and held)."""
+        with np.errstate(all="ignore"):
+            with _DeviceRun(self, schedule, constants) as run:
+                return run.execute(inputs)
+
+    def held_pointer(self, host: np.ndarray, view: Any = None) -> int:
+        """The device copy of a held constant (or of a ``view`` of it, made row-major: a
+        transposed weight), uploaded on first use."""
+        key = (id(host), view)
+        e = self._held.get(key)
+        if e is not None and e[0]() is host:
+            return e[1]
+        data = host if view is None else np.ascontiguousarray(strided(host, view))
+        ptr, c = self.pool.alloc(max(1, data.nbytes))
+        if data.size:
+            self.driver.upload(ptr, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+        def drop(_: object) -> None:
+            e = self._held.pop(key, None)
+            if e is not None:
+                self.pool.release(e[1], e[2])
+
+        self._held[key] = (weakref.ref(host, drop), ptr, c)
+        self.stats["held"] += 1
+        return ptr
 
     def load(self, k: Kernel) -> _Loaded | None:
         """Generate, compile (cached) and load ``k``; None (after one warning) on failure."""
@@ -227,8 +263,10 @@ class _DeviceRun:
     device only when a kernel reads what only the host has (inputs, library results).
     Device memory goes back to the pool when the plan frees its storage and at the end."""
 
-    def __init__(self, backend: CudaBackend, s: Schedule) -> None:
+    def __init__(self, backend: CudaBackend, s: Schedule, constants: Collection[int] = ()
+                 ) -> None:
         self.b, self.s = backend, s
+        self.constants = {s.input_slots[i] for i in constants if i < len(s.input_slots)}
         self.host: list[np.ndarray | None] = [None] * len(s.slots)
         self.dev: list[int | None] = [None] * len(s.slots)
         self.storages: dict[int, tuple[int, int]] = {}  # storage id -> (ptr, size class)
@@ -268,6 +306,9 @@ class _DeviceRun:
         if ptr is None:
             host = self.host[slot]
             assert host is not None, f"slot {slot} has no value"
+            if slot in self.constants:
+                ptr = self.dev[slot] = self.b.held_pointer(host)
+                return ptr
             ptr = self._alloc(slot)
             if host.size:
                 self.b.driver.upload(ptr, np.ascontiguousarray(host).reshape(-1).view(np.uint8))
@@ -321,6 +362,14 @@ class _DeviceRun:
         pointer into it (the memory plan keeps the source alive while the view is read);
         other views are made on the host."""
         src, view, out = step.source, step.view, step.output
+        if self.dev[src] is None and src in self.constants:
+            host = self.host[src]
+            assert host is not None
+            if not replace(view, offset=0).is_contiguous():  # (a transposed weight: its
+                self.host[out] = None  # row-major copy held on the device)
+                self.dev[out] = self.b.held_pointer(host, view)
+                return
+            self.on_device(src)  # (a pointer into the held constant)
         ptr = self.dev[src]
         on_dev = ptr is not None and replace(view, offset=0).is_contiguous()
         self.host[out] = (strided(self.on_host(src), view)
@@ -329,10 +378,39 @@ class _DeviceRun:
                          if ptr is not None and on_dev else None)
 
     def library_on_device(self, step: LibraryStep) -> bool:
-        """A matmul the device kernel takes (see :mod:`.library`), run there."""
-        s, b = self.s, self.b
-        if step.op != "matmul":
+        """A matmul the device GEMM takes (see :mod:`.library`), or an LLM op the device
+        kernels of :mod:`.llm` take, run there."""
+        if step.op == "matmul":
+            return self.matmul_on_device(step)
+        plan = PLANS.get(step.op)
+        if plan is None:
             return False
+        s, b = self.s, self.b
+        out = step.output
+        sid = s.storage.get(out)
+        if sid is not None and any(s.storage.get(i) == sid for i in step.inputs):
+            return False  # (an output planned over an operand's memory: the host's copy)
+        ops = Operands(step.inputs, [s.slots[i].shape for i in step.inputs],
+                       [s.slots[i].dtype for i in step.inputs], s.slots[out].shape,
+                       s.slots[out].dtype, b.sms, self.on_host)
+        launches = plan(dict(step.attrs), ops)
+        if launches is None:
+            return False
+        handles = [b.load_library(la.kernel) for la in launches]
+        if any(h is None for h in handles):
+            return False
+        dst = self.dev[out]
+        if dst is None:
+            dst = self._alloc(out)
+        for la, h in zip(launches, handles):
+            ptrs = [self.on_device(i) for i in la.inputs] + [dst]
+            b.driver.launch(h, la.grid, la.block, ptrs, la.args)
+        self.wrote_on_device(out)
+        b.stats["cuda_library"] += 1
+        return True
+
+    def matmul_on_device(self, step: LibraryStep) -> bool:
+        s, b = self.s, self.b
         x, y = step.inputs
         out = step.output
         dtypes = {s.slots[i].dtype for i in (x, y, out)}
@@ -365,6 +443,7 @@ class _DeviceRun:
         self.host[step.output] = library_result(step.op, step.attrs,
                                                 self.s.slots[step.output].dtype, ins)
         self.dev[step.output] = None
+        self.b.stats["host_library"] += 1
 
     def kernel(self, k: Kernel) -> None:
         b = self.b
