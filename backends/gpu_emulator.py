@@ -217,10 +217,11 @@ class EmulatedDevice:
 
     name = "braze CUDA emulator (host CPU)"
 
-    def __init__(self, sms: int = 4, target: str = "cuda") -> None:
+    def __init__(self, sms: int = 4, target: str = "cuda", blas: bool = False) -> None:
         if target not in ("cuda", "metal"):
             raise ValueError(f"EmulatedDevice: target must be 'cuda' or 'metal', got {target!r}")
         self.sms = sms
+        self.blas = blas  # stand in for cuBLAS (gemm) too, as a machine with it installed
         self.target = target  # "metal": the MSL generator's kernels, launched the same way
         self._memory: dict[int, np.ndarray] = {}
         self._launchers: dict[str, Any] = {}
@@ -245,6 +246,25 @@ class EmulatedDevice:
 
     def synchronize(self) -> None:
         """Launches run synchronously here."""
+
+    def has_gemm(self) -> bool:
+        return self.blas
+
+    def gemm(self, is_double: bool, m: int, n: int, k: int, a: int, sa: int, b: int, sb: int,
+             c: int, sc: int, batch: int) -> None:
+        """cuBLAS's strided batched GEMM (row-major ``C[i] = A[i] @ B[i]``, batch strides
+        in elements, 0 broadcasts) with numpy on device memory."""
+        t = np.float64 if is_double else np.float32
+        size = np.dtype(t).itemsize
+
+        def view(ptr: int, stride: int, rows: int, cols: int) -> np.ndarray:
+            n_el = stride * (batch - 1) + rows * cols
+            flat = np.ctypeslib.as_array((ctypes.c_uint8 * (n_el * size)).from_address(ptr))
+            flat = flat.view(t)
+            return np.lib.stride_tricks.as_strided(flat, (batch, rows, cols),
+                                                   (stride * size, cols * size, size))
+
+        np.matmul(view(a, sa, m, k), view(b, sb, k, n), out=view(c, sc, m, n))
 
     def build(self, kernels: Sequence[GpuKernel]) -> None:
         """Compile ``kernels`` together (one library) and make them launchable."""

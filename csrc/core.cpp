@@ -646,6 +646,79 @@ void cuda_synchronize() {
     cu_check(g_cuda.sync(), "cuCtxSynchronize");
 }
 
+// ---------------------------------------------------------------- cuBLAS
+// libcublas is dlopen'ed (the nvidia-cublas wheel's, or one on the loader path); never linked.
+// It works in the driver API's current context (the device's primary context, ensure_ctx).
+typedef int cublasStatus_t;
+typedef struct cublasContext *cublasHandle_t;
+struct Cublas {
+    void *lib = nullptr;
+    cublasHandle_t handle = nullptr;
+    cublasStatus_t (*create)(cublasHandle_t *) = nullptr;
+    cublasStatus_t (*version)(cublasHandle_t, int *) = nullptr;
+    cublasStatus_t (*sgemm)(cublasHandle_t, int, int, int, int, int, const float *, const float *,
+                            int, long long, const float *, int, long long, const float *, float *,
+                            int, long long, int) = nullptr;
+    cublasStatus_t (*dgemm)(cublasHandle_t, int, int, int, int, int, const double *,
+                            const double *, int, long long, const double *, int, long long,
+                            const double *, double *, int, long long, int) = nullptr;
+};
+Cublas g_cublas;
+std::mutex g_cublas_mutex;
+
+// Load libcublas from `path` and create its handle (needs a device); returns its version.
+int cublas_load(const std::string &path) {
+    ensure_ctx();
+    std::lock_guard<std::mutex> lock(g_cublas_mutex);
+    if (!g_cublas.lib) {
+        void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char *err = dlerror();
+            throw std::runtime_error("braze: cannot load cuBLAS '" + path +
+                                     "': " + (err ? err : "unknown dlopen error"));
+        }
+        Cublas c;
+        c.lib = lib;
+        if (!(sym(lib, c.create, "cublasCreate_v2") && sym(lib, c.version, "cublasGetVersion_v2") &&
+              sym(lib, c.sgemm, "cublasSgemmStridedBatched") &&
+              sym(lib, c.dgemm, "cublasDgemmStridedBatched"))) {
+            dlclose(lib);
+            throw std::runtime_error("braze: '" + path + "' lacks cuBLAS symbols");
+        }
+        if (c.create(&c.handle) != 0) {
+            dlclose(lib);
+            throw std::runtime_error("braze: cublasCreate failed");
+        }
+        g_cublas = c;
+    }
+    int v = 0;
+    g_cublas.version(g_cublas.handle, &v);
+    return v;
+}
+
+// Row-major C[b] = A[b] @ B[b] (M x K times K x N; batch strides in elements, 0 broadcasts):
+// column-major cuBLAS computes C^T = B^T A^T on the same memory.
+void cublas_gemm(bool is_double, int64_t m, int64_t n, int64_t k, uint64_t a, int64_t sa,
+                 uint64_t b, int64_t sb, uint64_t c, int64_t sc, int64_t batch) {
+    ensure_ctx();
+    std::lock_guard<std::mutex> lock(g_cublas_mutex);
+    if (!g_cublas.handle) throw std::runtime_error("braze: cuBLAS is not loaded");
+    nb::gil_scoped_release release;
+    cublasStatus_t r;
+    if (is_double) {
+        const double one = 1.0, zero = 0.0;
+        r = g_cublas.dgemm(g_cublas.handle, 0, 0, (int) n, (int) m, (int) k, &one,
+                           (const double *) b, (int) n, sb, (const double *) a, (int) k, sa, &zero,
+                           (double *) c, (int) n, sc, (int) batch);
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        r = g_cublas.sgemm(g_cublas.handle, 0, 0, (int) n, (int) m, (int) k, &one,
+                           (const float *) b, (int) n, sb, (const float *) a, (int) k, sa, &zero,
+                           (float *) c, (int) n, sc, (int) batch);
+    }
+    if (r != 0) throw std::runtime_error("braze: cuBLAS gemm failed (status " + std::to_string(r) + ")");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -717,4 +790,10 @@ NB_MODULE(_core, m) {
           nb::arg("ptrs"), nb::arg("args").noconvert(), nb::arg("sync") = false,
           "cuLaunchKernel(fn) on a 1-d grid: buffer pointers, then the int64 args by value.");
     m.def("cuda_synchronize", &cuda_synchronize, "cuCtxSynchronize.");
+    m.def("cublas_load", &cublas_load, nb::arg("path"),
+          "dlopen cuBLAS at `path` and create its handle on device 0; returns its version.");
+    m.def("cublas_gemm", &cublas_gemm, nb::arg("is_double"), nb::arg("m"), nb::arg("n"),
+          nb::arg("k"), nb::arg("a"), nb::arg("sa"), nb::arg("b"), nb::arg("sb"), nb::arg("c"),
+          nb::arg("sc"), nb::arg("batch"),
+          "Row-major C[i] = A[i] @ B[i] on device pointers (strided batches, 0: broadcast).");
 }

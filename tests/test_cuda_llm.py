@@ -200,3 +200,33 @@ def test_a_smollm2_decode_step_runs_on_the_device_and_matches_the_reference() ->
         # device: what stays on the host is the position table (an arange of one)
         assert d["cuda_library"] >= 200 and d["host_library"] <= 1
     assert d["held"] == 0 and d["downloads"] <= 3
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 3)), ((2, 4, 6), (6, 5)), ((3, 2, 4), (3, 4, 2)),
+                                    ((4,), (4, 3))])
+def test_matmul_through_the_drivers_gemm(dtype, shapes) -> None:
+    """The cuBLAS path (its strided batched GEMM behind the driver interface; the emulator
+    stands in for it): one GEMM call per matmul, row-major results equal to numpy's."""
+    from braze.backends.cuda import CudaBackend
+    from braze.backends.gpu_emulator import EmulatedDevice
+    from braze.graph.compiler import compile_graph
+
+    rng = np.random.default_rng(12)
+    a, b = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    be = CudaBackend(driver=EmulatedDevice(blas=True))
+    assert be.has_gemm
+    schedule, leaves = compile_graph([(bz.asarray(a) @ bz.asarray(b) + 1.0)._node])
+    out, = be.run_schedule(schedule, [leaf.data for leaf in leaves])
+    np.testing.assert_allclose(out, a @ b + 1.0, rtol=1e-5 if dtype == "float32" else 1e-12)
+    assert be.stats["cublas"] == 1 and be.stats["cuda_library"] == 0
+
+
+def test_without_cublas_the_real_driver_says_so() -> None:
+    from braze.backends.cuda import CudaDriver, cublas
+
+    if bz.backends.get("numpy") and "cuda" in bz.backends.available():
+        pytest.skip("a CUDA device is here")
+    assert CudaDriver().has_gemm() is False
+    with pytest.raises(cublas.CublasError, match="cuBLAS is not available"):
+        cublas.load()

@@ -41,7 +41,8 @@ from ..numpy_backend import SMALL_BYTES, NumpyBackend, library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
-from .library import gemm_plan
+from . import cublas
+from .library import gemm_geometry, gemm_plan
 from .llm import PLANS, Operands
 
 __all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
@@ -96,6 +97,20 @@ class CudaDriver:
     def synchronize(self) -> None:
         _core.cuda_synchronize()
 
+    def has_gemm(self) -> bool:
+        """cuBLAS loads here (checked once)."""
+        try:
+            cublas.load()
+        except cublas.CublasError:
+            return False
+        return True
+
+    def gemm(self, is_double: bool, m: int, n: int, k: int, a: int, sa: int, b: int, sb: int,
+             c: int, sc: int, batch: int) -> None:
+        """Row-major ``C[i] = A[i] @ B[i]`` on device pointers (batch strides in elements,
+        0 broadcasts) through cuBLAS."""
+        _core.cublas_gemm(is_double, m, n, k, a, sa, b, sb, c, sc, batch)
+
 
 class DevicePool:
     """Caching device allocator: freed blocks are kept by size class and reused.
@@ -149,7 +164,10 @@ class CudaBackend(NumpyBackend):
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
         self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0,
-                      "host_library": 0, "held": 0}
+                      "host_library": 0, "held": 0, "cublas": 0}
+        # the driver's GEMM (cuBLAS; the emulator's stand-in) where it has one
+        has = getattr(self.driver, "has_gemm", None)
+        self.has_gemm = bool(has()) if has is not None else False
         self._library: dict[str, Any] = {}
         # compiled functions' constants (weights) on the device: (id(host), view or None)
         # -> (weakref to the host array, device pointer, size class); freed with the host
@@ -410,15 +428,30 @@ class _DeviceRun:
         return True
 
     def matmul_on_device(self, step: LibraryStep) -> bool:
+        """Through the driver's GEMM (cuBLAS) where it has one, else the tiled kernel."""
         s, b = self.s, self.b
         x, y = step.inputs
         out = step.output
         dtypes = {s.slots[i].dtype for i in (x, y, out)}
-        plan = gemm_plan(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype, b.sms)
+        geo = gemm_geometry(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype)
         sid = s.storage.get(out)
-        if plan is None or len(dtypes) != 1 or (
+        if geo is None or len(dtypes) != 1 or (
                 sid is not None and sid in (s.storage.get(x), s.storage.get(y))):
             return False  # (an output planned over an operand's memory: the host's copy)
+        if b.has_gemm:
+            ctype, batch, m, n, k, sa, sb = geo
+            ptrs = [self.on_device(x), self.on_device(y)]
+            dst = self.dev[out]
+            if dst is None:
+                dst = self._alloc(out)
+            b.driver.gemm(ctype == "double", m, n, k, ptrs[0], sa, ptrs[1], sb, dst, m * n,
+                          batch)
+            self.wrote_on_device(out)
+            b.stats["cublas"] += 1
+            return True
+        plan = gemm_plan(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype, b.sms)
+        if plan is None:
+            return False
         g, args, grid = plan
         handle = b.load_library(g)
         if handle is None:
