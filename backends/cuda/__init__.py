@@ -39,9 +39,8 @@ from ... import _core
 from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..numpy_backend import SMALL_BYTES, NumpyBackend, library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
-from . import nvrtc
+from . import cublas, nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
-from . import cublas
 from .library import gemm_geometry, gemm_plan
 from .llm import PLANS, Operands
 
