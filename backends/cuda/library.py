@@ -5,8 +5,8 @@ A schedule's ``matmul`` steps would otherwise cross to the host and back (numpy)
 the driver has a GEMM (:mod:`.cublas`: ``cublasSgemmStridedBatched`` /
 ``cublasDgemmStridedBatched`` from the ``nvidia-cublas`` wheel, dlopened; the emulator
 stands in for it with numpy) a matmul is one call on :func:`gemm_geometry`'s operands.
-Otherwise the fallback device matmul (``kernels/gemm.cu``) is a 16x16-tiled kernel through shared memory
-(one output element per thread, a grid-stride loop over batch x row-tile x column-tile),
+Otherwise the fallback device matmul (``kernels/gemm.cu``) is a 16x16-tiled kernel through
+shared memory (one output element per thread, a grid-stride loop over batch x row-tile x column-tile),
 float32 and float64, operands C-contiguous on the device with batch dimensions either
 matching the result's or absent (broadcast). Anything else -- other dtypes, partial batch
 broadcasting -- stays on the host. It is correct (run on the emulator in CI) but not tuned:
