@@ -6,8 +6,8 @@ the driver has a GEMM (:mod:`.cublas`: ``cublasSgemmStridedBatched`` /
 ``cublasDgemmStridedBatched`` from the ``nvidia-cublas`` wheel, dlopened; the emulator
 stands in for it with numpy) a matmul is one call on :func:`gemm_geometry`'s operands.
 Otherwise the fallback device matmul (``kernels/gemm.cu``) is a 16x16-tiled kernel through
-shared memory (one output element per thread, a grid-stride loop over batch x row-tile x column-tile),
-float32 and float64, operands C-contiguous on the device with batch dimensions either
+shared memory (one output element per thread, a grid-stride loop over batch x row-tile x
+column-tile), float32 and float64, operands C-contiguous on the device with batch dimensions either
 matching the result's or absent (broadcast). Anything else -- other dtypes, partial batch
 broadcasting -- stays on the host. It is correct (run on the emulator in CI) but not tuned:
 cuBLAS-class speed needs register tiling and tensor cores, or cuBLAS itself.
