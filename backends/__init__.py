@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ..graph.kernel import SOURCE_GENERATORS
 from ..graph.node import Node
+from . import mirrors  # (host buffers a device backend keeps a copy of: a KV cache)
 
 
 class Backend(Protocol):
@@ -230,5 +231,5 @@ def profile() -> Iterator[list[tuple[str, float]]]:
         cache.profiling = previous
 
 
-__all__ = ["Backend", "available", "backend", "current", "get", "profile", "register",
-           "set_backend"]
+__all__ = ["Backend", "available", "backend", "current", "get", "mirrors", "profile",
+           "register", "set_backend"]

@@ -169,7 +169,11 @@ def test_weights_are_uploaded_once_and_held() -> None:
     assert second["uploads"] == 1 and second["downloads"] == 1  # x in, the result out
 
 
-def test_a_smollm2_decode_step_runs_on_the_device_and_matches_the_reference() -> None:
+def test_a_smollm2_decode_runs_on_the_device_and_matches_the_reference() -> None:
+    """Pre-fill and decode on the emulated device against the numpy reference; in the
+    steady state a decode step uploads only its token, position and one position table,
+    the KV cache's device copy takes only the rows the previous step wrote (mirrors), and
+    the weights stay on the device."""
     pytest.importorskip("gguf")
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "llm"))
     import llama
@@ -180,26 +184,33 @@ def test_a_smollm2_decode_step_runs_on_the_device_and_matches_the_reference() ->
         pytest.skip(str(e))
     ids = np.asarray([tok.encode(llama.chat_prompt("What is the capital of France?")).ids],
                      np.int32)
+    steps = 3
     with bz.backend("numpy"):
         cache = model.make_cache(64)
-        token = int(np.asarray(model(ids, cache, last_only=True))[0, -1].argmax())
-        filled = (cache.keys.copy(), cache.values.copy(), cache.offset)
-        want = np.asarray(model(np.array([[token]], np.int32), cache, last_only=True))[0, -1]
+        want = [np.asarray(model(ids, cache, last_only=True))[0, -1]]
+        for _ in range(steps):
+            token = np.array([[int(want[-1].argmax())]], np.int32)
+            want.append(np.asarray(model(token, cache, last_only=True))[0, -1])
     be = _emu()
-    for _ in range(2):  # the second step: the weights are already on the device
-        c = model.make_cache(64)
-        c.keys[:], c.values[:], c.offset = filled
-        before = dict(be.stats)
-        with bz.backend("cuda-emulator"):
-            got = np.asarray(model(np.array([[token]], np.int32), c, last_only=True))[0, -1]
-        d = {k: v - before[k] for k, v in be.stats.items()}
-        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
-        assert got.argmax() == want.argmax()
-        assert d["numpy"] == 0  # every fused kernel ran on the device
-        # the quantized matmuls, rope, attention, gathers and concatenations all on the
-        # device: what stays on the host is the position table (an arange of one)
-        assert d["cuda_library"] >= 200 and d["host_library"] <= 1
-    assert d["held"] == 0 and d["downloads"] <= 3
+    cache = model.make_cache(64)
+    with bz.backend("cuda-emulator"):
+        got = [np.asarray(model(ids, cache, last_only=True))[0, -1]]
+        for _ in range(steps):
+            before = dict(be.stats)
+            token = np.array([[int(got[-1].argmax())]], np.int32)
+            got.append(np.asarray(model(token, cache, last_only=True))[0, -1])
+            d = {k: v - before[k] for k, v in be.stats.items()}
+    for g, w in zip(got, want):
+        assert np.abs(g - w).max() <= 1e-4 * np.abs(w).max()
+        assert g.argmax() == w.argmax()
+    cfg = model.cfg
+    assert d["numpy"] == 0  # every fused kernel ran on the device
+    # the quantized matmuls, rope, attention, gathers and concatenations on the device:
+    # what stays on the host is the position table (an arange of one)
+    assert d["cuda_library"] >= 200 and d["host_library"] <= 1
+    assert d["held"] == 0 and d["uploads"] <= 3 and d["downloads"] <= 3
+    row = cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4  # one position of a cache
+    assert d["mirror_bytes"] == 2 * row  # keys and values: the row the last step wrote
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -230,3 +241,28 @@ def test_without_cublas_the_real_driver_says_so() -> None:
     assert CudaDriver().has_gemm() is False
     with pytest.raises(cublas.CublasError, match="cuBLAS is not available"):
         cublas.load()
+
+
+@pytest.mark.parametrize("backend", ["cuda-emulator", "mlx"])
+def test_a_mirrored_buffer_is_synced_by_the_rows_written(backend) -> None:
+    """A host buffer declared mirrored (a KV cache) is read from the backend's copy;
+    reported writes reach it as byte ranges, and results follow the host's values."""
+    if backend not in bz.backends.available():
+        pytest.skip(f"{backend} is not available")
+    from braze.backends import mirrors
+
+    be = bz.backends.get(backend)
+    buf = np.zeros((2, 16, 8), np.float32)
+    mirrors.declare(buf)
+    f = bz.compile(lambda c, x: (c * x).sum(axis=(1, 2)))
+    x = bz.asarray(np.ones((16, 8), np.float32))
+    with bz.backend(backend):
+        np.testing.assert_array_equal(np.asarray(f(bz.asarray(buf, copy=False), x)), [0, 0])
+        buf[:, 5] = 2.0
+        mirrors.wrote(buf, (slice(None), 5))
+        before = be.stats["mirror_bytes"]
+        np.testing.assert_array_equal(np.asarray(f(bz.asarray(buf, copy=False), x)), [16, 16])
+        assert be.stats["mirror_bytes"] - before == 2 * 8 * 4  # one row of each layer
+        before = be.stats["mirror_bytes"]
+        np.testing.assert_array_equal(np.asarray(f(bz.asarray(buf, copy=False), x)), [16, 16])
+        assert be.stats["mirror_bytes"] == before  # nothing written: nothing crosses

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ... import _core
+from .. import mirrors
 from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..numpy_backend import SMALL_BYTES, NumpyBackend, library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
@@ -43,6 +44,7 @@ from . import cublas, nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
 from .library import gemm_geometry, gemm_plan
 from .llm import PLANS, Operands
+from .llm import kernel as llm_kernel
 
 __all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
 
@@ -163,7 +165,10 @@ class CudaBackend(NumpyBackend):
         self._kernels: dict[int, tuple[Kernel, _Loaded | None]] = {}
         self._failed: set[str] = set()
         self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0,
-                      "host_library": 0, "held": 0, "cublas": 0}
+                      "host_library": 0, "held": 0, "cublas": 0, "mirror_bytes": 0, "cuda_views": 0}
+        # mirrored host buffers' device copies: pointer of the host buffer -> [Mirror,
+        # device pointer, size class, version synced]
+        self._mirrored: dict[int, list[Any]] = {}
         # the driver's GEMM (cuBLAS; the emulator's stand-in) where it has one
         has = getattr(self.driver, "has_gemm", None)
         self.has_gemm = bool(has()) if has is not None else False
@@ -179,6 +184,35 @@ class CudaBackend(NumpyBackend):
         with np.errstate(all="ignore"):
             with _DeviceRun(self, schedule, constants) as run:
                 return run.execute(inputs)
+
+    def mirror_pointer(self, m: mirrors.Mirror) -> int:
+        """The device copy of a mirrored host buffer (:mod:`braze.backends.mirrors`), synced:
+        uploaded whole the first time (or when too far behind), else the byte ranges
+        written since the last sync."""
+        base = m.base
+        assert base is not None
+        flat = base.reshape(-1).view(np.uint8)
+        e = self._mirrored.get(m.ptr)
+        if e is None or e[0] is not m:
+            ptr, c = self.pool.alloc(max(1, m.nbytes))
+            e = self._mirrored[m.ptr] = [m, ptr, c, -1]
+            weakref.finalize(base, self._drop_mirror, m)
+        changes = m.changes_since(e[3]) if e[3] >= 0 else None
+        version = m.version
+        if changes is None:
+            changes = [(0, m.nbytes)]
+        for o, n in changes:
+            if n:
+                self.driver.upload(e[1] + o, flat[o:o + n])
+                self.stats["mirror_bytes"] += n
+        e[3] = version
+        return int(e[1])
+
+    def _drop_mirror(self, m: mirrors.Mirror) -> None:
+        e = self._mirrored.get(m.ptr)
+        if e is not None and e[0] is m:
+            del self._mirrored[m.ptr]
+            self.pool.release(e[1], e[2])
 
     def held_pointer(self, host: np.ndarray, view: Any = None) -> int:
         """The device copy of a held constant (or of a ``view`` of it, made row-major: a
@@ -326,6 +360,10 @@ class _DeviceRun:
             if slot in self.constants:
                 ptr = self.dev[slot] = self.b.held_pointer(host)
                 return ptr
+            m = mirrors.whole(host) if slot in self.s.input_slots else None
+            if m is not None:  # (a KV cache: the device copy, brought up to date)
+                ptr = self.dev[slot] = self.b.mirror_pointer(m)
+                return ptr
             ptr = self._alloc(slot)
             if host.size:
                 self.b.driver.upload(ptr, np.ascontiguousarray(host).reshape(-1).view(np.uint8))
@@ -377,7 +415,8 @@ class _DeviceRun:
     def view(self, step: ViewStep) -> None:
         """A reshape-like view (row-major strides, any offset) of a device value is a
         pointer into it (the memory plan keeps the source alive while the view is read);
-        other views are made on the host."""
+        another view of a device value is copied on the device (``bz_strided_copy``);
+        views of host values are made on the host."""
         src, view, out = step.source, step.view, step.output
         if self.dev[src] is None and src in self.constants:
             host = self.host[src]
@@ -387,12 +426,39 @@ class _DeviceRun:
                 self.dev[out] = self.b.held_pointer(host, view)
                 return
             self.on_device(src)  # (a pointer into the held constant)
+        if self.dev[src] is None and src in self.s.input_slots and \
+                self.host[src] is not None and mirrors.whole(self.host[src]) is not None:
+            self.on_device(src)  # (a view of a KV cache: into its device copy)
         ptr = self.dev[src]
         on_dev = ptr is not None and replace(view, offset=0).is_contiguous()
+        if ptr is not None and not on_dev and self.device_copy(ptr, view, out):
+            return  # (on the device even where the host has the value: an upload saved)
         self.host[out] = (strided(self.on_host(src), view)
                           if self.host[src] is not None or not on_dev else None)
         self.dev[out] = (ptr + view.offset * self.s.slots[out].dtype.itemsize
                          if ptr is not None and on_dev else None)
+
+    def device_copy(self, src: int, view: Any, out: int) -> bool:
+        """Materialize a strided ``view`` of the device buffer at ``src`` into ``out`` on
+        the device (``bz_strided_copy``), instead of crossing to the host and back."""
+        if len(view.shape) > 8:
+            return False
+        g = llm_kernel("bz_strided_copy", 21)
+        handle = self.b.load_library(g)
+        if handle is None:
+            return False
+        info = self.s.slots[out]
+        n = int(np.prod(view.shape)) if view.shape else 1
+        dst = self._alloc(out)
+        if n:
+            pad = 8 - len(view.shape)
+            args = np.array([0, len(view.shape), n, info.dtype.itemsize, view.offset,
+                             *view.shape, *[1] * pad, *view.strides, *[0] * pad], np.int64)
+            self.b.driver.launch(handle, max(1, min(-(-n // 256), self.b.sms * 32)), 256,
+                                 [src, dst], args)
+        self.host[out] = None
+        self.b.stats["cuda_views"] += 1
+        return True
 
     def library_on_device(self, step: LibraryStep) -> bool:
         """A matmul the device GEMM takes (see :mod:`.library`), or an LLM op the device

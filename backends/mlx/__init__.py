@@ -37,6 +37,7 @@ import functools
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -101,8 +102,11 @@ class MlxBackend(NumpyBackend):
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self.stats = {"metal": 0, "lower": 0, "numpy": 0, "bridged": 0, "uploads": 0,
-                      "downloads": 0, "held": 0, "mlx_library": 0, "host_library": 0}
+                      "downloads": 0, "held": 0, "mlx_library": 0, "host_library": 0,
+                      "mirror_bytes": 0}
         self._held: Any = None
+        # mirrored host buffers' MLX copies: pointer -> [Mirror, flat mx.array, version]
+        self._mirrored: dict[int, list[Any]] = {}
 
     @property
     def held(self) -> Any:
@@ -113,6 +117,37 @@ class MlxBackend(NumpyBackend):
 
             self._held = HeldConstants()
         return self._held
+
+    def mirror_value(self, m: Any) -> Any:
+        """MLX's flat copy of a mirrored host buffer (:mod:`braze.backends.mirrors`), synced:
+        converted whole the first time (or when too far behind), else the ranges written
+        since the last sync replaced."""
+        import mlx.core as mx
+
+        from .lower import to_mx
+
+        base = m.base
+        flat = base.reshape(-1)
+        e = self._mirrored.get(m.ptr)
+        if e is None or e[0] is not m:
+            e = self._mirrored[m.ptr] = [m, None, -1]
+            weakref.finalize(base, self._mirrored.pop, m.ptr, None)
+        changes = m.changes_since(e[2]) if e[1] is not None else None
+        version = m.version
+        item = flat.itemsize
+        if changes is None or any(o % item or n % item for o, n in changes):
+            e[1] = to_mx(flat)
+            self.stats["mirror_bytes"] += m.nbytes
+        else:
+            v = e[1]
+            for o, n in changes:
+                lo, hi = o // item, (o + n) // item
+                v = mx.slice_update(v, to_mx(flat[lo:hi]), mx.array([lo]), [0])
+                self.stats["mirror_bytes"] += n
+            e[1] = v
+        mx.eval(e[1])
+        e[2] = version
+        return e[1]
 
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray],
                      constants: Collection[int] = ()) -> list[np.ndarray]:

@@ -40,6 +40,7 @@ import numpy as np
 
 from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, Store, ViewStep
 from ...graph.view import View
+from .. import mirrors
 from ..numpy_backend import library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from .lower import MX_DTYPES, lower_stores, to_mx, to_numpy
@@ -116,12 +117,15 @@ class MlxRun:
         if v is None:
             host = self.host[slot]
             assert host is not None, f"slot {slot} has no value"
+            m = mirrors.whole(host) if slot in self.s.input_slots else None
             if slot in self.constants:
                 held = self.b.held.lookup(host)
                 if held is None:
                     self.b.stats["held"] += 1
                     held = self.b.held.get(host)
                 v = held
+            elif m is not None:  # (a KV cache: MLX's copy, brought up to date)
+                v = self.b.mirror_value(m).reshape(host.shape)
             else:
                 v = to_mx(np.ascontiguousarray(host))
                 if host.size:

@@ -164,18 +164,25 @@ class KVCache:
                  buffers: tuple[np.ndarray, np.ndarray] | None = None,
                  dtype: Any = np.float32) -> None:
         self.cfg, self.max_size, self.offset = cfg, max_size, 0
+        self._maps: tuple[mmap.mmap, mmap.mmap] | None = None
         if buffers is None:  # (else views of a SlotCache's slot)
             shape = (cfg.n_layers, max_size, cfg.n_kv_heads * cfg.head_dim)
             self._maps = (_zero_map(shape, dtype), _zero_map(shape, dtype))
             buffers = (_as_array(self._maps[0], shape, dtype),
                        _as_array(self._maps[1], shape, dtype))
         self.keys, self.values = buffers
+        if self._maps is not None:  # (a slot's views: the SlotCache declared its buffers)
+            bz.backends.mirrors.declare(self.keys)
+            bz.backends.mirrors.declare(self.values)
 
     def write(self, k: np.ndarray, v: np.ndarray, n: int) -> None:
-        """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``."""
+        """Store the first ``n`` new rows of (layers, T, width) keys/values at ``offset``
+        (reported to the backends that keep a copy of the cache: mirrors.wrote)."""
         lo = self.offset
         self.keys[:, lo:lo + n] = k[:, :n]
         self.values[:, lo:lo + n] = v[:, :n]
+        bz.backends.mirrors.wrote(self.keys, (slice(None), slice(lo, lo + n)))
+        bz.backends.mirrors.wrote(self.values, (slice(None), slice(lo, lo + n)))
         self.offset += n
 
 
@@ -207,6 +214,9 @@ class SlotCache:
         self._maps = (_zero_map(shape, dtype), _zero_map(shape, dtype))
         self.keys, self.values = _as_array(self._maps[0], shape, dtype), \
             _as_array(self._maps[1], shape, dtype)
+        # a device backend keeps its copy of the caches across steps (writes reported)
+        bz.backends.mirrors.declare(self.keys)
+        bz.backends.mirrors.declare(self.values)
         self._slots = [KVCache(cfg, max_size, (self.keys[i], self.values[i]))
                        for i in range(slots)]
 
@@ -222,6 +232,8 @@ class SlotCache:
                              f"positions, not {n}")
         self.keys[dst, :, :n] = self.keys[src, :, :n]
         self.values[dst, :, :n] = self.values[src, :, :n]
+        bz.backends.mirrors.wrote(self.keys, (dst, slice(None), slice(0, n)))
+        bz.backends.mirrors.wrote(self.values, (dst, slice(None), slice(0, n)))
         self._slots[dst].offset = n
 
 
@@ -362,6 +374,8 @@ class Llama(nn.Module):
         for j, s in enumerate(slots):
             cache.keys[s, :, pos[j]] = k[:, j]
             cache.values[s, :, pos[j]] = v[:, j]
+            bz.backends.mirrors.wrote(cache.keys, (s, slice(None), pos[j]))
+            bz.backends.mirrors.wrote(cache.values, (s, slice(None), pos[j]))
             cache.slot(s).offset += 1
         return np.asarray(logits)[:n, 0]
 

@@ -290,3 +290,30 @@ extern "C" __global__ void __launch_bounds__(256)
          e += (int64_t)gridDim.x * blockDim.x)
         b1[e / inner * stride + at + e % inner] = b0[e];
 }
+
+// y = x seen through a strided view (up to 8 dims; strides and offset in elements of `item`
+// bytes): a view the device cannot take as a pointer (a transpose, heads split out of rows)
+// materialized on the device. args: (unused), dims, elements, item bytes, offset, shape[8],
+// strides[8]
+extern "C" __global__ void __launch_bounds__(256)
+    bz_strided_copy(const uint8_t* __restrict__ b0, uint8_t* b1, const bz_args<21> bz_a) {
+    const int64_t nd = bz_a.a[1], total = bz_a.a[2], item = bz_a.a[3], off = bz_a.a[4];
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rest = e, src = off;
+        for (int64_t d = nd - 1; d >= 0; --d) {
+            const int64_t n = bz_a.a[5 + d];
+            src += rest % n * bz_a.a[13 + d];
+            rest /= n;
+        }
+        if (item == 4) {
+            ((uint32_t*)b1)[e] = ((const uint32_t*)b0)[src];
+        } else if (item == 2) {
+            ((uint16_t*)b1)[e] = ((const uint16_t*)b0)[src];
+        } else if (item == 8) {
+            ((uint64_t*)b1)[e] = ((const uint64_t*)b0)[src];
+        } else {
+            for (int64_t i = 0; i < item; ++i) b1[e * item + i] = b0[src * item + i];
+        }
+    }
+}
