@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from .. import mirrors
 from ...graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
+from .. import mirrors
 from ..numpy_backend import SMALL_BYTES, NumpyBackend, library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import cublas, nvrtc
@@ -426,8 +426,9 @@ class _DeviceRun:
                 self.dev[out] = self.b.held_pointer(host, view)
                 return
             self.on_device(src)  # (a pointer into the held constant)
-        if self.dev[src] is None and src in self.s.input_slots and \
-                self.host[src] is not None and mirrors.whole(self.host[src]) is not None:
+        src_host = self.host[src]
+        if self.dev[src] is None and src in self.s.input_slots and src_host is not None \
+                and mirrors.whole(src_host) is not None:
             self.on_device(src)  # (a view of a KV cache: into its device copy)
         ptr = self.dev[src]
         on_dev = ptr is not None and replace(view, offset=0).is_contiguous()
