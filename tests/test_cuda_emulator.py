@@ -346,6 +346,7 @@ def test_the_gpu_benchmark_script_runs_on_the_emulator(capsys) -> None:
     assert "emulator" in out
     assert all(w in out for w in ("chain 4096", "softmax 64x64", "layer norm 64x64",
                                   "matmul 64x64"))
+    assert "SmolLM2-135M q4: not on the emulator" in out
 
 
 # ---------------------------------------------------------------- Metal

@@ -170,8 +170,8 @@ def test_weights_are_uploaded_once_and_held() -> None:
 
 
 def test_a_smollm2_decode_runs_on_the_device_and_matches_the_reference() -> None:
-    """Pre-fill and decode on the emulated device against the numpy reference; in the
-    steady state a decode step uploads only its token, position and one position table,
+    """Decode steps on the emulated device against the numpy reference; in the steady
+    state a decode step uploads only its token, position and one position table,
     the KV cache's device copy takes only the rows the previous step wrote (mirrors), and
     the weights stay on the device."""
     pytest.importorskip("gguf")
@@ -184,7 +184,7 @@ def test_a_smollm2_decode_runs_on_the_device_and_matches_the_reference() -> None
         pytest.skip(str(e))
     ids = np.asarray([tok.encode(llama.chat_prompt("What is the capital of France?")).ids],
                      np.int32)
-    steps = 3
+    steps = 2
     with bz.backend("numpy"):
         cache = model.make_cache(64)
         want = [np.asarray(model(ids, cache, last_only=True))[0, -1]]
@@ -193,8 +193,11 @@ def test_a_smollm2_decode_runs_on_the_device_and_matches_the_reference() -> None
             want.append(np.asarray(model(token, cache, last_only=True))[0, -1])
     be = _emu()
     cache = model.make_cache(64)
-    with bz.backend("cuda-emulator"):
+    # the pre-fill on the numpy backend (forty rows of every matmul on the emulator's fibers
+    # take minutes), its cache writes reported: the device copy syncs from them
+    with bz.backend("numpy"):
         got = [np.asarray(model(ids, cache, last_only=True))[0, -1]]
+    with bz.backend("cuda-emulator"):
         for _ in range(steps):
             before = dict(be.stats)
             token = np.array([[int(got[-1].argmax())]], np.int32)
