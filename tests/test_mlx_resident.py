@@ -298,3 +298,36 @@ def test_sort_argsort_and_scans_in_mlx_match_numpy(data) -> None:
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
     assert d.get("mlx_library", 0) == 3 and "host_library" not in d, d
+
+
+@pytest.mark.parametrize("name", ["fftn", "ifftn", "rfftn", "irfftn"])
+def test_ffts_in_mlx(name) -> None:
+    """MLX's FFTs on float32 / complex64 (complex64 values resident in MLX, the kernels
+    around them on the host); within 1e-5 of the largest |reference|."""
+    be = bz.backends.get("mlx")
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    if name == "irfftn":
+        x = np.fft.rfftn(x, axes=(1,)).astype(np.complex64)
+    f = getattr(bz.fft, name)
+    got, want = _library_in_mlx(be, lambda x: f(x, axes=(1,), norm="ortho") * 2.0, x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
+
+
+def test_inverse_and_determinant_in_mlx() -> None:
+    be = bz.backends.get("mlx")
+    rng = np.random.default_rng(14)
+    a = (rng.standard_normal((3, 5, 5)) + 4 * np.eye(5)).astype(np.float32)
+    got, want = _library_in_mlx(be, lambda a: bz.linalg.inv(a) + 0.0, a)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    got, want = _library_in_mlx(be, lambda a: bz.linalg.det(a) + 0.0, a)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_a_singular_inverse_raises_numpys_error_on_mlx() -> None:
+    s = bz.asarray(np.array([[1.0, 2.0], [2.0, 4.0]], np.float32))
+    with bz.backend("mlx"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (MLX's failure, then numpy's)
+        with pytest.raises(np.linalg.LinAlgError):
+            bz.compile(lambda a: bz.linalg.inv(a) + 0.0)(s)

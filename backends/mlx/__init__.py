@@ -164,7 +164,8 @@ class MlxBackend(NumpyBackend):
             return MlxRun(self, schedule, constants).execute(inputs)
         except Exception as err:  # noqa: BLE001 - found only when MLX evaluated the graph
             self.warn_once(f"schedule of {len(schedule.steps)} steps",
-                           "it runs again step by step, a failing step with numpy", err)
+                           "failed when MLX evaluated it; it runs again step by step, a "
+                           "failing step with numpy", err)
             return MlxRun(self, schedule, constants, strict=True).execute(inputs)
 
     def mode(self, k: Kernel) -> str:
@@ -208,7 +209,7 @@ class MlxBackend(NumpyBackend):
         if what in self._warned:
             return
         self._warned.add(what)
-        warnings.warn(f"braze mlx backend: {what} {instead}.\n{err}", RuntimeWarning,
+        warnings.warn(f"braze mlx backend: {what}: {instead}.\n{err}", RuntimeWarning,
                       stacklevel=4)
 
 

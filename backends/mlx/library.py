@@ -14,7 +14,8 @@ entry of the first axis), ``scaled_dot_product_attention``
 decoding's per-row cache lengths and cache slots included), ``conv``/``conv_fused``
 (``mx.conv_general``: braze's record is MLX's), ``concat``, ``gather`` (numpy's
 advanced indexing, its index arrays checked on the host), ``sort``/``argsort`` (stable,
-NaN last, as numpy's) and the cumulative sum and product.
+NaN last, as numpy's), the cumulative sum and product, the n-d FFTs (float32/complex64)
+and ``linalg.inv``/``det`` (float32, MLX's CPU stream).
 
 >>> sorted(MLX_LIBRARY)[:3]
 ['conv', 'conv_fused', 'matmul']
@@ -281,11 +282,47 @@ def _argsort(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.ar
         return (n - 1 - mx.argsort(x[flip], axis=axis)[flip].astype(want))
 
 
+_F32, _C64 = np.dtype(np.float32), np.dtype(np.complex64)
+
+
+def _fft(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
+    def fft(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+        """``mx.fft.<name>`` on float32 / complex64 (numpy's float32 FFTs give complex64:
+        the same precision)."""
+        d = ops.dtype(0)
+        if d not in (_F32, _C64) or out_dtype not in (_F32, _C64) or not ops.size(0) \
+                or not all(attrs["s"]):
+            return None
+        x = ops.mx(0)
+        if name in ("fftn", "ifftn") and d == _F32:
+            x = x.astype(mx.complex64)
+        f = getattr(mx.fft, name)
+        return f(x, s=list(attrs["s"]), axes=list(attrs["axes"]),
+                 norm=attrs["norm"] or "backward")
+
+    return fft
+
+
+def _linalg(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
+    def linalg(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+        """``mx.linalg.<name>`` on float32 matrices, on MLX's CPU stream (its only one for
+        linalg); a singular matrix raises when MLX evaluates it, and the numpy reference
+        then raises its LinAlgError."""
+        if ops.dtype(0) != _F32 or out_dtype != _F32 or not ops.size(0):
+            return None
+        with mx.stream(mx.cpu):
+            return getattr(mx.linalg, name)(ops.mx(0))
+
+    return linalg
+
+
 MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
     "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
     "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
     "concat": _concat, "gather": _gather, "cumulative_sum": _scan("sum"),
     "cumulative_prod": _scan("prod"), "sort": _sort, "argsort": _argsort,
+    "fft.fftn": _fft("fftn"), "fft.ifftn": _fft("ifftn"), "fft.rfftn": _fft("rfftn"),
+    "fft.irfftn": _fft("irfftn"), "linalg.inv": _linalg("inv"), "linalg.det": _linalg("det"),
 }
 
 

@@ -49,6 +49,9 @@ MX_DTYPES: dict[np.dtype, Any] = {
     np.dtype(np.uint32): mx.uint32, np.dtype(np.uint64): mx.uint64,
     np.dtype(np.float16): mx.float16, np.dtype(dt.bfloat16): mx.bfloat16,
     np.dtype(np.float32): mx.float32, np.dtype(np.float64): mx.float64,
+    # (values only: resident complex64 results of MLX's FFTs; kernels over complex dtypes
+    # are not lowered, see lowerable)
+    np.dtype(np.complex64): mx.complex64,
 }
 
 
@@ -119,7 +122,7 @@ def lowerable(k: Kernel, float64: bool = True) -> bool:
         return False
     for ins in k.instrs:
         d = np.dtype(ins.dtype)
-        if d not in MX_DTYPES or (d == np.float64 and not float64):
+        if d not in MX_DTYPES or d.kind == "c" or (d == np.float64 and not float64):
             return False
         if ins.op in UNSUPPORTED:
             return False

@@ -209,13 +209,15 @@ class MlxRun:
             try:
                 out = impl(step.attrs, out_dtype, Operands(self, step.inputs))
             except Exception as err:  # noqa: BLE001 - MLX raised: the reference runs
-                b.warn_once(f"library op {step.op}", "it runs with numpy instead", err)
+                b.warn_once(f"library op {step.op}",
+                            "failed under MLX; it runs with numpy instead", err)
                 out = None
             if out is not None and self.strict:
                 try:
                     mx.eval(out)
                 except Exception as err:  # noqa: BLE001
-                    b.warn_once(f"library op {step.op}", "it runs with numpy instead", err)
+                    b.warn_once(f"library op {step.op}",
+                                "failed under MLX; it runs with numpy instead", err)
                     out = None
             if out is not None:
                 self.set_mx(step.output, out)
