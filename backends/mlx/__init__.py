@@ -160,9 +160,12 @@ class MlxBackend(NumpyBackend):
              constants: Collection[int] = ()) -> list[np.ndarray]:
         from .resident import MlxRun
 
+        run = MlxRun(self, schedule, constants)
         try:
-            return MlxRun(self, schedule, constants).execute(inputs)
+            return run.execute(inputs)
         except Exception as err:  # noqa: BLE001 - found only when MLX evaluated the graph
+            if run.host_failed:
+                raise  # (numpy's reference raised: an error of the call, e.g. an index)
             self.warn_once(f"schedule of {len(schedule.steps)} steps",
                            "failed when MLX evaluated it; it runs again step by step, a "
                            "failing step with numpy", err)

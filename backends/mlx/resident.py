@@ -100,6 +100,7 @@ class MlxRun:
         # strict: each step's results evaluated at once, so that an error MLX raises only
         # when evaluating is caught at the step that made it (and that step falls back)
         self.strict = strict
+        self.host_failed = False  # a host step (numpy) raised: not MLX's failure
         self.constants = {s.input_slots[i] for i in constants if i < len(s.input_slots)}
         self.host: list[np.ndarray | None] = [None] * len(s.slots)
         self.dev: list[mx.array | None] = [None] * len(s.slots)
@@ -224,7 +225,12 @@ class MlxRun:
                 b.stats["mlx_library"] += 1
                 return
         ins = [self.on_host(i) for i in step.inputs]
-        self.set_host(step.output, library_result(step.op, step.attrs, out_dtype, ins))
+        try:
+            out_host = library_result(step.op, step.attrs, out_dtype, ins)
+        except Exception:
+            self.host_failed = True  # (the reference's own error: the caller's to see)
+            raise
+        self.set_host(step.output, out_host)
         b.stats["host_library"] += 1
 
     def kernel(self, k: Kernel) -> None:
@@ -292,7 +298,11 @@ class MlxRun:
                 info = self.s.slots[st.slot]
                 bufs[st.slot] = (np.array(self.on_host(st.slot)) if self.has_value(st.slot)
                                  else np.empty(info.shape, info.dtype))
-        numpy_run_kernel(k, bufs)
+        try:
+            numpy_run_kernel(k, bufs)
+        except Exception:
+            self.host_failed = True
+            raise
         for st in k.stores:
             self.set_host(st.slot, bufs[st.slot])
 
