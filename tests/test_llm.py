@@ -153,8 +153,13 @@ def test_quantized_and_float32_greedy_answers_agree(models, question) -> None:
 def test_the_mlx_backend_gives_the_cpu_backends_greedy_answers(models) -> None:
     """The 4-bit model run resident in MLX (mx.quantized_matmul, mx.fast.rope and
     attention, weights held across steps) answers as the cpu backend does."""
-    _, q4, tok = models
+    f32, q4, tok = models
     mlx = bz.backends.get("mlx")
+    ids = np.asarray([tok.encode(PROMPT).ids], np.int32)
+    with bz.backend("mlx"):
+        got = np.asarray(q4(ids))
+    want = np.asarray(f32(ids))  # the float32 model (cpu backend)
+    assert np.abs(got - want).max() <= QUANT_BOUND * np.abs(want).max()
     for question in ("What is the capital of France?", "How many days are in a week?",
                      "Name a primary color."):
         prompt = llama.chat_prompt(question)
