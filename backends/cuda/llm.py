@@ -1,9 +1,9 @@
 """Device plans for an LLM's library ops on the ``cuda`` backend (``kernels/llm.cu``).
 
 A decode step of a quantized Llama runs, besides fused kernels and matmuls: quantized
-matmuls, rotary embeddings, attention over a key/value cache, an embedding row gather and
-concatenations. Each function of :data:`PLANS` looks at one such library step (its
-operands' shapes and dtypes, and for a gather its index values) and returns the launches
+matmuls, rotary embeddings, attention over a key/value cache, an embedding row gather,
+concatenations and a position table (an ``arange``). Each function of :data:`PLANS` looks
+at one such library step (its operands' shapes and dtypes, and for a gather its index values) and returns the launches
 that compute it on the device, or None where the kernels do not take it (another dtype, a
 cache longer than the attention kernel's shared memory holds, an index out of range): the
 op then runs on the host as before (its reference, after the values cross).
@@ -179,7 +179,27 @@ def _concat(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
     return launches
 
 
+_ARANGE_KIND = {np.dtype(np.int32): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2,
+                np.dtype(np.float64): 3}
+
+
+def _arange(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
+    """``start + step * i`` written on the device (the reference's arithmetic: int64 for
+    integers, float64 for floats, then the result dtype)."""
+    kind = _ARANGE_KIND.get(np.dtype(attrs["dtype"]))
+    n = attrs["num"]
+    if kind is None or not n or np.dtype(attrs["dtype"]) != o.out_dtype:
+        return None
+    if kind < 2:
+        start, step = int(attrs["start"]), int(attrs["step"])
+    else:
+        start, step = (int(np.float64(v).view(np.int64)) for v in (attrs["start"],
+                                                                     attrs["step"]))
+    args = np.array([0, n, kind, start, step], np.int64)
+    return [Launch(kernel("bz_arange", 5), (), _grid(n, 256, o.sms), 256, args)]
+
+
 PLANS: dict[str, Callable[[dict[str, Any], Operands], list[Launch] | None]] = {
     "quantized_matmul": _qmm, "rope": _rope, "scaled_dot_product_attention": _sdpa,
-    "gather": _gather, "concat": _concat,
+    "gather": _gather, "concat": _concat, "arange": _arange,
 }

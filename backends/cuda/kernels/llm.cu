@@ -317,3 +317,27 @@ extern "C" __global__ void __launch_bounds__(256)
         }
     }
 }
+
+// y[i] = start + i * step (an arange leaf: a position table), integers exact in int64 then
+// narrowed, floats in double then rounded (the reference's order). args: (unused), n, kind
+// (0: int32, 1: int64, 2: float32, 3: float64), start and step (int64, or double bits)
+extern "C" __global__ void __launch_bounds__(256) bz_arange(uint8_t* b0, const bz_args<5> bz_a) {
+    const int64_t n = bz_a.a[1], kind = bz_a.a[2];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (kind < 2) {
+            const int64_t v = bz_a.a[3] + i * bz_a.a[4];
+            if (kind == 0)
+                ((int32_t*)b0)[i] = (int32_t)v;
+            else
+                ((int64_t*)b0)[i] = v;
+        } else {
+            const double v =
+                bz_dfrom((uint64_t)bz_a.a[3]) + (double)i * bz_dfrom((uint64_t)bz_a.a[4]);
+            if (kind == 2)
+                ((float*)b0)[i] = (float)v;
+            else
+                ((double*)b0)[i] = v;
+        }
+    }
+}
