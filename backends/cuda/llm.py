@@ -3,10 +3,11 @@
 A decode step of a quantized Llama runs, besides fused kernels and matmuls: quantized
 matmuls, rotary embeddings, attention over a key/value cache, an embedding row gather,
 concatenations and a position table (an ``arange``). Each function of :data:`PLANS` looks
-at one such library step (its operands' shapes and dtypes, and for a gather its index values) and returns the launches
-that compute it on the device, or None where the kernels do not take it (another dtype, a
-cache longer than the attention kernel's shared memory holds, an index out of range): the
-op then runs on the host as before (its reference, after the values cross).
+at one such library step (its operands' shapes and dtypes, and for a gather its index
+values) and returns the launches that compute it on the device, or None where the kernels
+do not take it (another dtype, a cache longer than the attention kernel's shared memory
+holds, an index out of range): the op then runs on the host as before (its reference,
+after the values cross).
 
 Launches are :class:`Launch` es: the kernel, the schedule slots whose device pointers it
 reads (the output's comes last), grid, block and int64 args.
