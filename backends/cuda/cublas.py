@@ -14,10 +14,9 @@ True
 from __future__ import annotations
 
 import functools
-import glob
-import os
 
 from ... import _core
+from . import wheels
 
 __all__ = ["CublasError", "library_path", "load"]
 
@@ -28,19 +27,8 @@ class CublasError(RuntimeError):
 
 def library_path() -> str | None:
     """Where libcublas is: ``BRAZE_CUBLAS``, the ``nvidia-cublas`` wheel, or None."""
-    env = os.environ.get("BRAZE_CUBLAS")
-    if env:
-        return env
-    try:
-        import nvidia  # the namespace package of NVIDIA's wheels
-    except ImportError:
-        return None
-    for root in list(getattr(nvidia, "__path__", [])):
-        for pattern in ("cu*/lib/libcublas.so.*", "cublas/lib/libcublas.so.*"):
-            hits = sorted(glob.glob(os.path.join(root, pattern)))
-            if hits:
-                return hits[-1]
-    return None
+    return wheels.find("BRAZE_CUBLAS", ("cu*/lib/libcublas.so.*",
+                                         "cublas/lib/libcublas.so.*"))
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import hashlib
-import os
 
 from ... import _core
 from ..cpu.build import _atomic_write, cache_dir
+from . import wheels
 
 __all__ = ["NvrtcError", "available", "compile_source", "library_path", "version"]
 
@@ -34,20 +33,8 @@ class NvrtcError(RuntimeError):
 
 def library_path() -> str | None:
     """Where libnvrtc is: ``BRAZE_NVRTC``, the ``nvidia-cuda-nvrtc`` wheel, or None."""
-    env = os.environ.get("BRAZE_NVRTC")
-    if env:
-        return env
-    try:
-        import nvidia  # the namespace package of NVIDIA's wheels
-    except ImportError:
-        return None
-    for root in list(getattr(nvidia, "__path__", [])):
-        for pattern in ("cu*/lib/libnvrtc.so.*", "cuda_nvrtc/lib/libnvrtc.so.*"):
-            hits = sorted(p for p in glob.glob(os.path.join(root, pattern))
-                          if "builtins" not in os.path.basename(p))
-            if hits:
-                return hits[-1]
-    return None
+    return wheels.find("BRAZE_NVRTC", ("cu*/lib/libnvrtc.so.*", "cuda_nvrtc/lib/libnvrtc.so.*"),
+                       exclude="builtins")
 
 
 @functools.lru_cache(maxsize=1)
