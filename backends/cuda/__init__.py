@@ -197,8 +197,8 @@ class CudaBackend(NumpyBackend):
             ptr, c = self.pool.alloc(max(1, m.nbytes))
             e = self._mirrored[m.ptr] = [m, ptr, c, -1]
             weakref.finalize(base, self._drop_mirror, m)
+        version = m.version  # (before the changes: a write racing this sync is taken again)
         changes = m.changes_since(e[3]) if e[3] >= 0 else None
-        version = m.version
         if changes is None:
             changes = [(0, m.nbytes)]
         for o, n in changes:
@@ -318,6 +318,7 @@ class _DeviceRun:
                  ) -> None:
         self.b, self.s = backend, s
         self.constants = {s.input_slots[i] for i in constants if i < len(s.input_slots)}
+        self.inputs = set(s.input_slots)
         self.host: list[np.ndarray | None] = [None] * len(s.slots)
         self.dev: list[int | None] = [None] * len(s.slots)
         self.storages: dict[int, tuple[int, int]] = {}  # storage id -> (ptr, size class)
@@ -360,7 +361,7 @@ class _DeviceRun:
             if slot in self.constants:
                 ptr = self.dev[slot] = self.b.held_pointer(host)
                 return ptr
-            m = mirrors.whole(host) if slot in self.s.input_slots else None
+            m = mirrors.whole(host) if slot in self.inputs else None
             if m is not None:  # (a KV cache: the device copy, brought up to date)
                 ptr = self.dev[slot] = self.b.mirror_pointer(m)
                 return ptr
@@ -427,7 +428,7 @@ class _DeviceRun:
                 return
             self.on_device(src)  # (a pointer into the held constant)
         src_host = self.host[src]
-        if self.dev[src] is None and src in self.s.input_slots and src_host is not None \
+        if self.dev[src] is None and src in self.inputs and src_host is not None \
                 and mirrors.whole(src_host) is not None:
             self.on_device(src)  # (a view of a KV cache: into its device copy)
         ptr = self.dev[src]

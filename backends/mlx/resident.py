@@ -102,6 +102,7 @@ class MlxRun:
         self.strict = strict
         self.host_failed = False  # a host step (numpy) raised: not MLX's failure
         self.constants = {s.input_slots[i] for i in constants if i < len(s.input_slots)}
+        self.inputs = set(s.input_slots)
         self.host: list[np.ndarray | None] = [None] * len(s.slots)
         self.dev: list[mx.array | None] = [None] * len(s.slots)
         self.slots_of: dict[int, list[int]] = {}
@@ -118,7 +119,7 @@ class MlxRun:
         if v is None:
             host = self.host[slot]
             assert host is not None, f"slot {slot} has no value"
-            m = mirrors.whole(host) if slot in self.s.input_slots else None
+            m = mirrors.whole(host) if slot in self.inputs else None
             if slot in self.constants:
                 held = self.b.held.lookup(host)
                 if held is None:
