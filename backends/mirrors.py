@@ -15,6 +15,7 @@ stale.
 >>> import numpy as np
 >>> cache = np.zeros((2, 8, 4), np.float32)
 >>> m = declare(cache)
+>>> m.watch()  # (what a backend keeping a copy does)
 >>> cache[:, 3] = 1.0
 >>> wrote(cache, (slice(None), 3))
 >>> m.version, m.changes_since(0)  # one row of each layer: two 16-byte ranges
@@ -37,37 +38,44 @@ MAX_LOG = 4096  # byte ranges remembered per buffer: a copy further behind is re
 
 
 class Mirror:
-    """A declared host buffer: its version (writes reported so far) and the byte ranges
-    of recent writes."""
+    """A declared host buffer: its version (writes reported so far) and, once a backend
+    keeps a copy (:meth:`watch`), the regions of recent writes."""
 
     def __init__(self, base: np.ndarray) -> None:
         self.ref = weakref.ref(base)
         self.ptr = base.ctypes.data
         self.nbytes = base.nbytes
         self.version = 0
-        self._log: list[tuple[int, int, int]] = []  # (version, byte offset, byte count)
+        self.watched = False  # no backend has a copy yet: writes only count
+        self._log: list[tuple[int, np.ndarray]] = []  # (version, the region written)
         self._lock = threading.Lock()
 
     @property
     def base(self) -> np.ndarray | None:
         return self.ref()
 
-    def record(self, ranges: list[tuple[int, int]]) -> None:
+    def watch(self) -> None:
+        """A backend keeps a copy from now on: remember what is written."""
+        self.watched = True
+
+    def record(self, region: np.ndarray) -> None:
         with self._lock:
             self.version += 1
-            self._log.extend((self.version, o, n) for o, n in ranges)
-            if len(self._log) > MAX_LOG:
-                del self._log[:len(self._log) - MAX_LOG]
+            if self.watched:
+                self._log.append((self.version, region))
+                if len(self._log) > MAX_LOG:
+                    del self._log[:len(self._log) - MAX_LOG]
 
     def changes_since(self, version: int) -> list[tuple[int, int]] | None:
-        """Byte ranges written after ``version`` (in order), or None when the log no
-        longer reaches back that far (sync the whole buffer)."""
+        """Byte ranges written after ``version`` (in order), or None when the log does
+        not reach back that far (sync the whole buffer)."""
         with self._lock:
             if version == self.version:
                 return []
             if not self._log or self._log[0][0] > version + 1:
                 return None
-            return [(o, n) for v, o, n in self._log if v > version]
+            return [r for v, region in self._log if v > version
+                    for r in _ranges(region, self.ptr)]
 
 
 _MIRRORS: dict[int, Mirror] = {}
@@ -119,8 +127,7 @@ def wrote(a: np.ndarray, key: Any = ...) -> None:
     m = find(a)
     if m is None:
         return
-    region = a[key] if key is not ... else a
-    m.record(_ranges(region, m.ptr))
+    m.record(a[key] if key is not ... else a)  # (its byte ranges: when a backend asks)
 
 
 def _ranges(region: np.ndarray, base: int) -> list[tuple[int, int]]:

@@ -197,6 +197,7 @@ class CudaBackend(NumpyBackend):
             ptr, c = self.pool.alloc(max(1, m.nbytes))
             e = self._mirrored[m.ptr] = [m, ptr, c, -1]
             weakref.finalize(base, self._drop_mirror, m)
+            m.watch()
         version = m.version  # (before the changes: a write racing this sync is taken again)
         changes = m.changes_since(e[3]) if e[3] >= 0 else None
         if changes is None:

@@ -132,6 +132,7 @@ class MlxBackend(NumpyBackend):
         if e is None or e[0] is not m:
             e = self._mirrored[m.ptr] = [m, None, -1]
             weakref.finalize(base, self._mirrored.pop, m.ptr, None)
+            m.watch()
         version = m.version  # (before the changes: a write racing this sync is taken again)
         changes = m.changes_since(e[2]) if e[1] is not None else None
         item = flat.itemsize
