@@ -472,19 +472,41 @@ class Stats:
 
 def sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator
            ) -> int:
-    """Greedy (temperature 0) or temperature + nucleus (top-p) sampling of one token."""
+    """Greedy (temperature 0) or temperature + nucleus (top-p) sampling of one token.
+
+    The nucleus comes from the largest probabilities only (a partial sort of the top 64,
+    widened until they reach ``top_p``), and the draw is ``rng.choice``'s (one uniform,
+    the inverse of the cumulative distribution in vocabulary order) over the kept tokens:
+    the same tokens as a full sort and ``rng.choice(len(p), p=q)``, at a fraction of the
+    cost (a 49152-entry sort per token was ~0.5 ms, a server's 16 sequences ~25 ms a step).
+
+    >>> rng = np.random.default_rng(0)
+    >>> logits = np.array([0.0, 9.0, 1.0])
+    >>> sample(logits, 0.0, 1.0, rng), sample(logits, 1.0, 0.5, rng)  # (0.5: the top token)
+    (1, 1)
+    """
     if temperature <= 0:
         return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
     p = np.exp(z - z.max())
     p /= p.sum()
+    n = len(p)
     if top_p < 1.0:
-        order = np.argsort(-p)
-        keep = order[:int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1]
-        q = np.zeros_like(p)
-        q[keep] = p[keep]
-        p = q / q.sum()
-    return int(rng.choice(len(p), p=p))
+        k = min(n, 64)
+        while True:
+            top = np.argpartition(-p, k - 1)[:k] if k < n else np.arange(n)
+            order = top[np.argsort(-p[top], kind="stable")]
+            c = np.cumsum(p[order])
+            if k == n or c[-1] >= top_p:
+                break
+            k = min(n, k * 8)
+        keep = np.sort(order[:int(np.searchsorted(c, top_p)) + 1])
+        cdf = np.cumsum(p[keep])  # (rng.choice's draw, over the tokens kept)
+        cdf /= cdf[-1]
+        return int(keep[min(int(cdf.searchsorted(rng.random(), side="right")), len(keep) - 1)])
+    cdf = np.cumsum(p)
+    cdf /= cdf[-1]
+    return min(int(cdf.searchsorted(rng.random(), side="right")), n - 1)
 
 
 def generate(model: Llama, tokenizer: Any, prompt: str, max_tokens: int = 256,
