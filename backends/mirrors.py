@@ -56,7 +56,9 @@ class Mirror:
 
     def watch(self) -> None:
         """A backend keeps a copy from now on: remember what is written."""
+        global _ANY_WATCHED
         self.watched = True
+        _ANY_WATCHED = True
 
     def record(self, region: np.ndarray) -> None:
         with self._lock:
@@ -80,6 +82,7 @@ class Mirror:
 
 _MIRRORS: dict[int, Mirror] = {}
 _LOCK = threading.Lock()
+_ANY_WATCHED = False  # no backend ever kept a copy: a write needs no bookkeeping
 
 
 def declare(base: np.ndarray) -> Mirror:
@@ -124,6 +127,8 @@ def whole(a: np.ndarray) -> Mirror | None:
 def wrote(a: np.ndarray, key: Any = ...) -> None:
     """Report that ``a[key]`` was written (``a``: a declared buffer or a view into one;
     nothing happens for other arrays)."""
+    if not _ANY_WATCHED:  # (host backends only so far: nothing keeps a copy to update;
+        return  # a backend's first copy of a buffer is taken whole)
     m = find(a)
     if m is None:
         return
