@@ -215,9 +215,3 @@ class MlxBackend(NumpyBackend):
         self._warned.add(what)
         warnings.warn(f"braze mlx backend: {what}: {instead}.\n{err}", RuntimeWarning,
                       stacklevel=4)
-
-
-def _cpu_stream() -> Any:
-    import mlx.core as mx
-
-    return mx.stream(mx.cpu)

@@ -30,7 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...graph.ops import sdpa_visible
-from .lower import MX_DTYPES
+from .lower import MX_DTYPES, on_cpu_if_f64
 
 if TYPE_CHECKING:
     from .resident import MlxRun
@@ -87,7 +87,7 @@ def _matmul(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.arr
             or not ops.size(1) or a not in MX_DTYPES:
         return None
     if a == np.float64:
-        with mx.stream(mx.cpu):
+        with on_cpu_if_f64(a):
             return mx.matmul(ops.mx(0), ops.mx(1))
     return _out(mx.matmul(_f32(ops.mx(0)), _f32(ops.mx(1))), out_dtype)
 
@@ -223,13 +223,6 @@ def _gather(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.arr
     return ops.mx(0)[index_key(attrs["spec"], key)]
 
 
-def _on_cpu_if_f64(*dtypes: np.dtype) -> Any:
-    """MLX's CPU stream where a float64 operand needs it (its GPU has no float64)."""
-    import contextlib
-
-    return mx.stream(mx.cpu) if np.dtype(np.float64) in dtypes else contextlib.nullcontext()
-
-
 def _scan(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
     def scan(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
         """``mx.cumsum`` / ``mx.cumprod`` in the result dtype (the reference's accumulator:
@@ -239,7 +232,7 @@ def _scan(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array 
                 d.kind == "f" and d != out_dtype or out_dtype.itemsize < 4:
             return None
         axis = attrs["axis"]
-        with _on_cpu_if_f64(out_dtype):
+        with on_cpu_if_f64(out_dtype):
             x = ops.mx(0).astype(MX_DTYPES[out_dtype])
             y = (mx.cumsum if name == "sum" else mx.cumprod)(x, axis=axis)
             if attrs["include_initial"]:
@@ -259,7 +252,7 @@ def _sort(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
         return None
     axis = attrs["axis"] % len(ops.shape(0))
     flip = (slice(None),) * axis + (slice(None, None, -1),)
-    with _on_cpu_if_f64(ops.dtype(0)):
+    with on_cpu_if_f64(ops.dtype(0)):
         x = ops.mx(0)
         if not attrs["descending"]:
             return mx.sort(x, axis=axis)
@@ -274,7 +267,7 @@ def _argsort(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.ar
     axis = attrs["axis"] % len(ops.shape(0))
     flip = (slice(None),) * axis + (slice(None, None, -1),)
     want = MX_DTYPES[out_dtype]
-    with _on_cpu_if_f64(ops.dtype(0)):
+    with on_cpu_if_f64(ops.dtype(0)):
         x = ops.mx(0)
         if not attrs["descending"]:
             return mx.argsort(x, axis=axis).astype(want)

@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -36,8 +37,8 @@ from ...graph.kernel import Kernel
 from ...graph.ops import OPS
 from ..numpy_backend import strided
 
-__all__ = ["BRIDGED", "MX_DTYPES", "lower_stores", "lowerable", "run_lowered", "to_mx",
-           "to_numpy"]
+__all__ = ["BRIDGED", "MX_DTYPES", "lower_stores", "lowerable", "on_cpu_if_f64",
+           "run_lowered", "to_mx", "to_numpy"]
 
 _LOW = (np.dtype(np.float16), np.dtype(dt.bfloat16))
 _F32 = mx.float32
@@ -63,6 +64,16 @@ def to_mx(a: np.ndarray) -> mx.array:
     mlx.core.float64
     """
     return mx.array(a, dtype=MX_DTYPES[a.dtype])
+
+
+def on_cpu_if_f64(*dtypes: np.dtype) -> Any:
+    """MLX's CPU stream where a float64 value is computed (MLX's GPU has no float64), else
+    the default stream.
+
+    >>> type(on_cpu_if_f64(np.dtype(np.float32))).__name__
+    'nullcontext'
+    """
+    return mx.stream(mx.cpu) if np.dtype(np.float64) in dtypes else contextlib.nullcontext()
 
 
 def to_numpy(a: mx.array, dtype: np.dtype | None = None) -> np.ndarray:

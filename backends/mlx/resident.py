@@ -30,7 +30,6 @@ through the flat indices of its view.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ from ...graph.view import View
 from .. import mirrors
 from ..numpy_backend import library_result, strided
 from ..numpy_backend import run_kernel as numpy_run_kernel
-from .lower import MX_DTYPES, lower_stores, to_mx, to_numpy
+from .lower import MX_DTYPES, lower_stores, on_cpu_if_f64, to_mx, to_numpy
 
 if TYPE_CHECKING:
     from . import MlxBackend
@@ -250,10 +249,8 @@ class MlxRun:
                 for slot, o in zip(spec.output_slots, outs):
                     self.set_mx(slot, o)
             elif mode == "lower":
-                f64 = any(np.dtype(i.dtype) == np.float64 for i in k.instrs)
-                with mx.stream(mx.cpu) if f64 else contextlib.nullcontext():
-                    values = lower_stores(k, self.flat,
-                                          b.stats)
+                with on_cpu_if_f64(*(np.dtype(i.dtype) for i in k.instrs)):
+                    values = lower_stores(k, self.flat, b.stats)
                     for st, v in zip(k.stores, values):
                         self.store(st, v)
             else:
