@@ -68,6 +68,15 @@ class Mirror:
                 if len(self._log) > MAX_LOG:
                     del self._log[:len(self._log) - MAX_LOG]
 
+    def sync(self, synced: int | None) -> tuple[int, list[tuple[int, int]] | None]:
+        """What a copy synced at version ``synced`` (None: no copy yet) needs: (the version
+        it will have, the byte ranges written since, or None for the whole buffer). Starts
+        the watching. The version is read first: a write racing the sync is taken again
+        at the next one, never lost."""
+        self.watch()
+        version = self.version
+        return version, None if synced is None else self.changes_since(synced)
+
     def changes_since(self, version: int) -> list[tuple[int, int]] | None:
         """Byte ranges written after ``version`` (in order), or None when the log does
         not reach back that far (sync the whole buffer)."""

@@ -43,8 +43,7 @@ from ..numpy_backend import run_kernel as numpy_run_kernel
 from . import cublas, nvrtc
 from .codegen import GpuKernel, Unsupported, generate, kernel_args
 from .library import gemm_geometry, gemm_plan
-from .llm import PLANS, Operands
-from .llm import kernel as llm_kernel
+from .llm import PLANS, Launch, Operands, strided_copy
 
 __all__ = ["CudaBackend", "CudaDriver", "DevicePool", "available", "device_info"]
 
@@ -167,7 +166,7 @@ class CudaBackend(NumpyBackend):
         self.stats = {"cuda": 0, "numpy": 0, "uploads": 0, "downloads": 0, "cuda_library": 0,
                       "host_library": 0, "held": 0, "cublas": 0, "mirror_bytes": 0, "cuda_views": 0}
         # mirrored host buffers' device copies: pointer of the host buffer -> [Mirror,
-        # device pointer, size class, version synced]
+        # device pointer, size class, version synced (None: not yet)]
         self._mirrored: dict[int, list[Any]] = {}
         # the driver's GEMM (cuBLAS; the emulator's stand-in) where it has one
         has = getattr(self.driver, "has_gemm", None)
@@ -195,14 +194,10 @@ class CudaBackend(NumpyBackend):
         e = self._mirrored.get(m.ptr)
         if e is None or e[0] is not m:
             ptr, c = self.pool.alloc(max(1, m.nbytes))
-            e = self._mirrored[m.ptr] = [m, ptr, c, -1]
+            e = self._mirrored[m.ptr] = [m, ptr, c, None]
             weakref.finalize(base, self._drop_mirror, m)
-            m.watch()
-        version = m.version  # (before the changes: a write racing this sync is taken again)
-        changes = m.changes_since(e[3]) if e[3] >= 0 else None
-        if changes is None:
-            changes = [(0, m.nbytes)]
-        for o, n in changes:
+        version, changes = m.sync(e[3])
+        for o, n in changes if changes is not None else [(0, m.nbytes)]:
             if n:
                 self.driver.upload(e[1] + o, flat[o:o + n])
                 self.stats["mirror_bytes"] += n
@@ -434,7 +429,7 @@ class _DeviceRun:
             self.on_device(src)  # (a view of a KV cache: into its device copy)
         ptr = self.dev[src]
         on_dev = ptr is not None and replace(view, offset=0).is_contiguous()
-        if ptr is not None and not on_dev and self.device_copy(ptr, view, out):
+        if ptr is not None and not on_dev and self.device_copy(src, view, out):
             return  # (on the device even where the host has the value: an upload saved)
         self.host[out] = (strided(self.on_host(src), view)
                           if self.host[src] is not None or not on_dev else None)
@@ -442,58 +437,50 @@ class _DeviceRun:
                          if ptr is not None and on_dev else None)
 
     def device_copy(self, src: int, view: Any, out: int) -> bool:
-        """Materialize a strided ``view`` of the device buffer at ``src`` into ``out`` on
-        the device (``bz_strided_copy``), instead of crossing to the host and back."""
-        if len(view.shape) > 8:
-            return False
-        g = llm_kernel("bz_strided_copy", 21)
-        handle = self.b.load_library(g)
-        if handle is None:
-            return False
-        info = self.s.slots[out]
-        n = int(np.prod(view.shape)) if view.shape else 1
-        dst = self._alloc(out)
-        if n:
-            pad = 8 - len(view.shape)
-            args = np.array([0, len(view.shape), n, info.dtype.itemsize, view.offset,
-                             *view.shape, *[1] * pad, *view.strides, *[0] * pad], np.int64)
-            self.b.driver.launch(handle, max(1, min(-(-n // 256), self.b.sms * 32)), 256,
-                                 [src, dst], args)
-        self.host[out] = None
-        self.b.stats["cuda_views"] += 1
-        return True
+        """Materialize a strided ``view`` of the device value of slot ``src`` into ``out``
+        on the device (``bz_strided_copy``), instead of crossing to the host and back."""
+        la = strided_copy(view, self.s.slots[out].dtype.itemsize, src, self.b.sms)
+        return la is not None and self.launch([la], out, "cuda_views")
 
     def library_on_device(self, step: LibraryStep) -> bool:
         """A matmul the device GEMM takes (see :mod:`.library`), or an LLM op the device
         kernels of :mod:`.llm` take, run there."""
+        s = self.s
+        sid = s.storage.get(step.output)
+        if sid is not None and any(s.storage.get(i) == sid for i in step.inputs):
+            return False  # (an output planned over an operand's memory: the host's copy)
         if step.op == "matmul":
             return self.matmul_on_device(step)
         plan = PLANS.get(step.op)
         if plan is None:
             return False
-        s, b = self.s, self.b
         out = step.output
-        sid = s.storage.get(out)
-        if sid is not None and any(s.storage.get(i) == sid for i in step.inputs):
-            return False  # (an output planned over an operand's memory: the host's copy)
         ops = Operands(step.inputs, [s.slots[i].shape for i in step.inputs],
                        [s.slots[i].dtype for i in step.inputs], s.slots[out].shape,
-                       s.slots[out].dtype, b.sms, self.on_host)
+                       s.slots[out].dtype, self.b.sms, self.on_host)
         launches = plan(dict(step.attrs), ops)
-        if launches is None:
-            return False
+        return launches is not None and self.launch(launches, out)
+
+    def launch(self, launches: list[Launch], out: int, counter: str = "cuda_library") -> bool:
+        """Run library ``launches`` writing slot ``out`` (each launch's input pointers, then
+        the output's), counted once in ``stats[counter]``; False, launching nothing, when
+        a kernel does not load."""
+        b = self.b
         handles = [b.load_library(la.kernel) for la in launches]
         if any(h is None for h in handles):
             return False
-        dst = self.dev[out]
-        if dst is None:
-            dst = self._alloc(out)
+        dst = self.output_pointer(out)
         for la, h in zip(launches, handles):
-            ptrs = [self.on_device(i) for i in la.inputs] + [dst]
-            b.driver.launch(h, la.grid, la.block, ptrs, la.args)
+            b.driver.launch(h, la.grid, la.block, [self.on_device(i) for i in la.inputs] + [dst],
+                            la.args)
         self.wrote_on_device(out)
-        b.stats["cuda_library"] += 1
+        b.stats[counter] += 1
         return True
+
+    def output_pointer(self, slot: int) -> int:
+        """Where a step writes ``slot`` on the device (its planned memory)."""
+        ptr = self.dev[slot]
+        return ptr if ptr is not None else self._alloc(slot)
 
     def matmul_on_device(self, step: LibraryStep) -> bool:
         """Through the driver's GEMM (cuBLAS) where it has one, else the tiled kernel."""
@@ -502,35 +489,19 @@ class _DeviceRun:
         out = step.output
         dtypes = {s.slots[i].dtype for i in (x, y, out)}
         geo = gemm_geometry(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype)
-        sid = s.storage.get(out)
-        if geo is None or len(dtypes) != 1 or (
-                sid is not None and sid in (s.storage.get(x), s.storage.get(y))):
-            return False  # (an output planned over an operand's memory: the host's copy)
+        if geo is None or len(dtypes) != 1:
+            return False
         if b.has_gemm:
             ctype, batch, m, n, k, sa, sb = geo
-            ptrs = [self.on_device(x), self.on_device(y)]
-            dst = self.dev[out]
-            if dst is None:
-                dst = self._alloc(out)
-            b.driver.gemm(ctype == "double", m, n, k, ptrs[0], sa, ptrs[1], sb, dst, m * n,
-                          batch)
+            b.driver.gemm(ctype == "double", m, n, k, self.on_device(x), sa, self.on_device(y),
+                          sb, self.output_pointer(out), m * n, batch)
             self.wrote_on_device(out)
             b.stats["cublas"] += 1
             return True
         plan = gemm_plan(s.slots[x].shape, s.slots[y].shape, s.slots[out].dtype, b.sms)
-        if plan is None:
-            return False
+        assert plan is not None  # (gemm_geometry took it)
         g, args, grid = plan
-        handle = b.load_library(g)
-        if handle is None:
-            return False
-        ptrs = [self.on_device(x), self.on_device(y)]
-        dst = self.dev[out]
-        ptrs.append(dst if dst is not None else self._alloc(out))
-        b.driver.launch(handle, grid, 256, ptrs, args)
-        self.wrote_on_device(out)
-        b.stats["cuda_library"] += 1
-        return True
+        return self.launch([Launch(g, (x, y), grid, 256, args)], out)
 
     def library_on_host(self, step: LibraryStep) -> None:
         """Any other library op: numpy on host copies of its operands (a convolution, for

@@ -30,7 +30,7 @@ from ..gpusource import GpuKernel
 from ..kernel_sources import source as _kernel_source
 from .codegen import PRELUDE
 
-__all__ = ["PLANS", "Launch", "Operands", "kernel"]
+__all__ = ["PLANS", "Launch", "Operands", "kernel", "strided_copy"]
 
 SDPA_KEYS = 4096  # keys a query row may see (kernels/llm.cu: BZ_SDPA_KEYS)
 _F32 = np.dtype(np.float32)
@@ -58,7 +58,6 @@ class Launch:
     grid: int
     block: int
     args: np.ndarray
-    output_at: int = 0  # (unused by the kernels here: the output pointer comes last)
 
 
 @dataclass(frozen=True)
@@ -198,6 +197,18 @@ def _arange(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
                                                                      attrs["step"]))
     args = np.array([0, n, kind, start, step], np.int64)
     return [Launch(kernel("bz_arange", 5), (), _grid(n, 256, o.sms), 256, args)]
+
+
+def strided_copy(view: Any, item: int, src: int, sms: int) -> Launch | None:
+    """The launch materializing ``view`` (of slot ``src``, ``item``-byte elements) into a
+    row-major buffer (``bz_strided_copy``), or None past its 8 dims."""
+    if len(view.shape) > 8:
+        return None
+    n = _prod(view.shape)
+    pad = 8 - len(view.shape)
+    args = np.array([0, len(view.shape), n, item, view.offset, *view.shape, *[1] * pad,
+                     *view.strides, *[0] * pad], np.int64)
+    return Launch(kernel("bz_strided_copy", 21), (src,), _grid(n, 256, sms), 256, args)
 
 
 PLANS: dict[str, Callable[[dict[str, Any], Operands], list[Launch] | None]] = {

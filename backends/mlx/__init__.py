@@ -130,11 +130,9 @@ class MlxBackend(NumpyBackend):
         flat = base.reshape(-1)
         e = self._mirrored.get(m.ptr)
         if e is None or e[0] is not m:
-            e = self._mirrored[m.ptr] = [m, None, -1]
+            e = self._mirrored[m.ptr] = [m, None, None]
             weakref.finalize(base, self._mirrored.pop, m.ptr, None)
-            m.watch()
-        version = m.version  # (before the changes: a write racing this sync is taken again)
-        changes = m.changes_since(e[2]) if e[1] is not None else None
+        version, changes = m.sync(e[2])
         item = flat.itemsize
         if changes is None or any(o % item or n % item for o, n in changes):
             e[1] = to_mx(flat)
