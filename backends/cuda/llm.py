@@ -19,6 +19,7 @@ reads (the output's comes last), grid, block and int64 args.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,18 +80,11 @@ def _grid(work: int, per_block: int, sms: int) -> int:
     return max(1, min(-(-work // per_block), sms * 32))
 
 
-def _prod(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _qmm(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
     x, wq, s, b = o.dtypes
     if x != _F32 or o.out_dtype != _F32 or s != b or s not in (_F16, _F32):
         return None
-    m, (n, _), k = _prod(o.shapes[0][:-1]), o.shapes[1], o.shapes[0][-1]
+    m, (n, _), k = math.prod(o.shapes[0][:-1]), o.shapes[1], o.shapes[0][-1]
     if m * n == 0:
         return None
     g = kernel(f"bz_qmm{attrs['bits']}_{'h' if s == _F16 else 'f'}", 5)
@@ -101,9 +95,9 @@ def _qmm(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
 def _rope(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
     shape = o.shapes[0]
     if o.dtypes[0] != _F32 or o.out_dtype != _F32 or o.dtypes[1] not in _INT \
-            or not _prod(shape):
+            or not math.prod(shape):
         return None
-    r, (t, d) = _prod(shape[:-2]), shape[-2:]
+    r, (t, d) = math.prod(shape[:-2]), shape[-2:]
     per_row = len(o.shapes[1]) == 1
     rpo = r // shape[0] if per_row else r
     bits = [int(np.float64(v).view(np.int64)) for v in (attrs["base"], attrs["scale"])]
@@ -155,7 +149,7 @@ def _gather(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
     idx = np.asarray(o.host(o.slots[1]))
     if idx.size == 0 or idx.min() < -rows or idx.max() >= rows:
         return None  # (the reference raises its IndexError)
-    row = _prod(shape[1:]) * o.dtypes[0].itemsize
+    row = math.prod(shape[1:]) * o.dtypes[0].itemsize
     args = np.array([0, idx.size, row, rows], np.int64)
     g = kernel(f"bz_gather_rows_{_INT[o.dtypes[1]]}", 4)
     return [Launch(g, tuple(o.slots), _grid(idx.size * row, 256, o.sms), 256, args)]
@@ -166,12 +160,12 @@ def _concat(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
         return None
     axis = attrs["axis"] % len(o.out_shape)
     item = o.out_dtype.itemsize
-    outer = _prod(o.out_shape[:axis])
-    stride = _prod(o.out_shape[axis:]) * item
+    outer = math.prod(o.out_shape[:axis])
+    stride = math.prod(o.out_shape[axis:]) * item
     launches, at = [], 0
     g = kernel("bz_copy_slabs", 5)
     for slot, shape in zip(o.slots, o.shapes):
-        inner = _prod(shape[axis:]) * item
+        inner = math.prod(shape[axis:]) * item
         if inner and outer:
             args = np.array([0, outer, inner, stride, at], np.int64)
             launches.append(Launch(g, (slot,), _grid(outer * inner, 256, o.sms), 256, args))
@@ -204,7 +198,7 @@ def strided_copy(view: Any, item: int, src: int, sms: int) -> Launch | None:
     row-major buffer (``bz_strided_copy``), or None past its 8 dims."""
     if len(view.shape) > 8:
         return None
-    n = _prod(view.shape)
+    n = math.prod(view.shape)
     pad = 8 - len(view.shape)
     args = np.array([0, len(view.shape), n, item, view.offset, *view.shape, *[1] * pad,
                      *view.strides, *[0] * pad], np.int64)

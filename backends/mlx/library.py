@@ -23,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +63,7 @@ class Operands:
         return self.run.s.slots[self.slots[i]].shape
 
     def size(self, i: int) -> int:
-        n = 1
-        for d in self.shape(i):
-            n *= d
-        return n
+        return math.prod(self.shape(i))
 
     def fast(self, *idx: int) -> bool:
         """float32/float16/bfloat16 and non-empty (what MLX's fast kernels take)."""
