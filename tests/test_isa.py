@@ -76,7 +76,8 @@ def test_kernel_paths_of_a_narrower_level_match_their_bounds(level: str) -> None
                     "print(qmatmul.host_isa(), qmatmul._levels(4, 32, False, None))",
                     BRAZE_ISA=level)
     assert probe.returncode == 0, probe.stderr
-    want = "1 (1, 3)" if level == "avx2" else "0 (0, 0)"  # AVX2 + vpmaddubsw; no int8 path
+    # AVX2 + vpmaddubsw, no GEMM (so no AMX); scalar: no int8 path
+    want = "1 (1, 3, False)" if level == "avx2" else "0 (0, 0, False)"
     assert probe.stdout.strip() == want
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",

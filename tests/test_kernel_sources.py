@@ -46,9 +46,11 @@ SUFFIXES = {".h", ".cc", ".cu"}
 
 X86 = platform.machine() in ("x86_64", "AMD64", "i686")
 # -m flags of each ISA path the CPU kernels have (elsewhere: the compiler's default target)
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma",
+           "-mavx2", "-mf16c"]
 ISAS = {
-    "avx512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma",
-               "-mavx2", "-mf16c"],
+    "avx512": _AVX512,
+    "avx512-amx": [*_AVX512, "-mamx-tile", "-mamx-int8"],
     "avx2-vnni": ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"],
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "scalar": [],
@@ -78,7 +80,7 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
     for isa, flags in ISAS.items():
         for m in QMM:
             cases.append(("qmatmul.cc", isa, flags, {**m, **SYM}))
-        for h in ("qmatmul_common.h", "qmatmul_float.h", "qmatmul_int8.h"):
+        for h in ("qmatmul_common.h", "qmatmul_float.h", "qmatmul_int8.h", "qmatmul_amx.h"):
             cases.append((h, isa, flags, QMM[1]))
         cases.append(("matvec.cc", isa, flags, SYM))
         cases.append(("matvec.cc", isa, flags, {"BZ_ISA_MAX": 0, **SYM}))
@@ -210,7 +212,7 @@ def test_kernel_sources_inlines_includes_once_per_use_and_errors_on_missing() ->
     text = kernel_sources.source("braze.backends.cpu", "kernels/qmatmul.cc",
                                  {"BZ_BITS": 4, "BZ_GS": 32, "BZ_HALF": 0, **SYM})
     assert text.startswith("#define BZ_BITS 4\n#define BZ_GS 32\n")
-    # qmatmul_common.h is included 3 times; its guard keeps one definition (compiled above)
-    assert text.count("#define BZ_QMM_COMMON_H") == 3
+    # qmatmul_common.h is included 4 times; its guard keeps one definition (compiled above)
+    assert text.count("#define BZ_QMM_COMMON_H") == 4
     with pytest.raises(FileNotFoundError, match="missing from the installation"):
         kernel_sources.read("braze.backends.cpu", "kernels/no_such_file.h")

@@ -587,6 +587,35 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
 
 
 @needs_cpu
+@settings(max_examples=20, deadline=None)
+@given(tile_problems(ms=(16, 17, 32, 47, 64), ns=(1, 5, 16, 17, 45), k_max=1536))
+def test_amx_gemm_gives_the_vnni_bits(backend_name, p) -> None:
+    """Where the CPU and OS have AMX, the int8 GEMM's blocks of 16 rows of x run tdpbsud:
+    the result has the same bits as the AVX-512 VNNI path (AMX off), for the batch-invariant
+    GEMM on prepacked tiles (4 and 8 bits) and the int8 GEMM repacking per call (4 bits), on
+    1 and 2 threads."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, bits, gs = p
+    if not qmatmul.amx_available(bits, gs, s.dtype == np.float16):
+        pytest.skip("no AMX-INT8 on this CPU (or the OS refused the tile state)")
+    acts = ("invariant", "int8") if bits == 4 else ("invariant",)
+    for act in acts:
+        for threads in (1, 2):
+            got = {}
+            for amx in (True, False):
+                saved, qmatmul.AMX = qmatmul.AMX, amx
+                try:
+                    got[amx] = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits,
+                                                        act=act, num_threads=threads)
+                finally:
+                    qmatmul.AMX = saved
+            np.testing.assert_array_equal(got[True], got[False], err_msg=f"{act}, {threads}")
+
+
+@needs_cpu
 @settings(max_examples=25, deadline=None)
 @given(tile_problems(ms=(16, 17, 31, 33, 40), ns=(1, 5, 16, 17, 45),
                      k_max=1536))  # row blocks of 16 and tails

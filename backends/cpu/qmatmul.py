@@ -144,7 +144,7 @@ from . import default_num_threads
 from . import tactics as _tactics_mod
 from .library import KernelFamily, NativeOp
 
-__all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "host_isa", "int8_available",
+__all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "amx_available", "host_isa", "int8_available",
            "kernel_isa", "quantized_matmul", "reload_env", "source", "tactic_report"]
 
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512", 3: "neon"}
@@ -157,6 +157,9 @@ ACT_MODES = QUANT_ACT_MODES
 # weights' memory) at every M; BRAZE_QMM_PREPACK=0 (read at import): the matvec path up to
 # INT8_MAX_M rows and no copy
 PREPACK = os.environ.get("BRAZE_QMM_PREPACK", "1") != "0"
+# the int8 GEMM's blocks of 16 rows of x on Intel AMX where the CPU and OS have it (the same
+# bits as the AVX-512 VNNI path); BRAZE_QMM_AMX=0 (read at import, and by reload_env()): off
+AMX = os.environ.get("BRAZE_QMM_AMX", "1") != "0"
 DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float against 8-bit
 
 
@@ -198,13 +201,15 @@ _ENV_ACT = os.environ.get("BRAZE_QMM_ACT") or None  # read at import (an env loo
 
 
 def reload_env() -> None:
-    """Re-read ``BRAZE_QMM_ACT`` and ``BRAZE_QMM_ISA`` (read once, at import).
+    """Re-read ``BRAZE_QMM_ACT``, ``BRAZE_QMM_ISA`` and ``BRAZE_QMM_AMX`` (read once, at
+    import).
 
     >>> reload_env()
     """
-    global _ENV_ISA, _ENV_ACT
+    global _ENV_ISA, _ENV_ACT, AMX
     _ENV_ISA = _env_isa()
     _ENV_ACT = os.environ.get("BRAZE_QMM_ACT") or None
+    AMX = os.environ.get("BRAZE_QMM_AMX", "1") != "0"
 
 
 # Compile-time variants, the tactics' build axis (with the thread count, the runtime one):
@@ -314,18 +319,32 @@ def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_siz
                                            _float_tiles(vnni, int8, m)))
 
 
-def _levels(bits: int, group_size: int, half: bool, isa: int | None) -> tuple[int, int]:
+def _levels(bits: int, group_size: int, half: bool, isa: int | None
+            ) -> tuple[int, int, bool]:
+    """(ISA level, VNNI level, AMX usable by the GEMM) of a kernel (built on first use)."""
     key = (bits, group_size, half, isa)
     lv = _levels_cache.get(key)
     if lv is None:
         h = _handle(bits, group_size, half, isa)
-        box = np.zeros(2, np.int64)
+        box = np.zeros(3, np.int64)
         _core.launch(h, [box] * 6, np.array([1, -1, 0, 0, 0], np.int64))
-        lv = _levels_cache[key] = (int(box[0]), int(box[1]))
+        lv = _levels_cache[key] = (int(box[0]), int(box[1]), bool(box[2]))
     return lv
 
 
-_levels_cache: dict[tuple[int, int, bool, int | None], tuple[int, int]] = {}
+_levels_cache: dict[tuple[int, int, bool, int | None], tuple[int, int, bool]] = {}
+
+
+def amx_available(bits: int = 4, group_size: int = 32, half: bool = False,
+                  isa: int | None = None) -> bool:
+    """Whether that kernel's int8 GEMM runs blocks of 16 rows of x on Intel AMX: compiled for
+    a CPU with AMX-INT8 and the OS grants the tile state (``BRAZE_QMM_AMX=0`` keeps it off
+    all the same). The results are the same bits either way.
+
+    >>> amx_available(isa=1)  # the AVX2 build has no int8 GEMM
+    False
+    """
+    return _levels(bits, group_size, half, _isa_cap(isa))[2]
 
 
 def kernel_isa(bits: int = 4, group_size: int = 32, half: bool = False,
@@ -382,7 +401,7 @@ class _Weights:
         self.h = h
         self.vnni = vnni
         self.half = half
-        self.args: dict[tuple[int, int, str], tuple[int, np.ndarray, int]] = {}
+        self.args: dict[tuple[int, int, str, bool], tuple[int, np.ndarray, int]] = {}
         self.packed: np.ndarray | None = None  # the GEMM's repacked tiles ("invariant")
 
 
@@ -443,7 +462,7 @@ def _native(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarra
         half = scales.dtype == _F16
         e = _Weights((), _handle(bits, group_size, half, isa),
                      _levels(bits, group_size, half, isa)[1], half)
-    akey = (m, num_threads, act_mode(act))  # (BRAZE_QMM_ACT may change: reload_env)
+    akey = (m, num_threads, act_mode(act), AMX)  # (the env may change: reload_env)
     launch = e.args.get(akey)
     if launch is None:
         launch = _launch(e, m, n, k, bits, group_size, isa, num_threads, act,
@@ -536,8 +555,8 @@ def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
     packed = int((invariant and int8 and e.vnni == 2) or float_tiles)
 
     def args(t: _tactics_mod.Tactic) -> np.ndarray:
-        return np.array([t.params["threads"], m, n, k, 2 if invariant else int(int8), packed],
-                        np.int64)
+        return np.array([t.params["threads"], m, n, k, 2 if invariant else int(int8), packed,
+                         int(AMX)], np.int64)
 
     if operands is None:
         t = _tactics_mod.stored(key, tactics, default, problem)

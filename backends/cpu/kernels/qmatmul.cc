@@ -20,8 +20,11 @@
    args[5]: 1 when bufs[6] holds the weight's GEMM tiles repacked beforehand (M == -2 writes
    them): act 2 then reads them instead of repacking, and act 0 at BZ_TILE_M+ rows runs float x
    against them (bz_gemm_part_f32).
-   M == -1: write the compiled ISA level and VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512
-   VNNI) to ((int64_t*)bufs[0])[0] and [1]. M == -3: write the size in bytes of N x K
+   args[6]: 1 lets the int8 GEMM run its blocks of 16 rows of x on AMX where the CPU and the
+   OS allow it (the same bits: qmatmul_amx.h).
+   M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
+   and whether the GEMM can use AMX (compiled, and the OS granted the tile state) to
+   ((int64_t*)bufs[0])[0], [1] and [2]. M == -3: write the size in bytes of N x K
    repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
    wq, scales, biases (N rows of K) into bufs[6].
    M < BZ_TILE_M: fused (codes unpacked in registers against up to 4 rows of x);
@@ -33,6 +36,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     if (M == -1) {
         ((int64_t*)bufs[0])[0] = BZ_ISA;
         ((int64_t*)bufs[0])[1] = BZ_VNNI;
+#if BZ_VNNI && BZ_GEMM
+        ((int64_t*)bufs[0])[2] = BZ_AMX && bz_amx_ready();
+#else
+        ((int64_t*)bufs[0])[2] = 0;
+#endif
         return;
     }
     if (M == -3) {
@@ -74,6 +82,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         const QXB qx = {qt, dt, dt + M * G32, dt + 2 * M * G32, M};
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
         const uint32_t* packed = act == 2 && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
+        const bool amx = args[6] != 0 && M >= 16 && bz_amx_ready();
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -81,7 +90,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
                 bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
                              dt + 2 * M * G32 + m, M);
 #pragma omp barrier
-            bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed);
+            bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed, amx);
         }
         free(qt);
         free(dt);

@@ -779,14 +779,65 @@ static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
     for (; m0 + MB <= M; m0 += MB) block(m0, std::integral_constant<int, MB>{});
     if (M > m0) bz_dispatch<MB - 1>(M - m0, [&](auto r) { block(m0, r); });
 }
+#include "qmatmul_amx.h"
+#if BZ_AMX
+/* 16 rows of x (from m0) against one tile: bz_gemm_block<16> with the dot products on AMX
+   (qmatmul_amx.h) and the float epilogue per row of x bz_gemm_block's, operation for
+   operation: every output has the same bits whichever path computed it (batch invariance:
+   rows past the last full 16 run bz_gemm_block). codes: the tile's codes in tdpbsud's
+   layout, 512 bytes per block. */
+static BZ_INLINE void bz_amx_block(const GT& t, const uint8_t* codes, const QXB& qx, int64_t m0,
+                                   int64_t K, float* out, int64_t N, __mmask16 mask) {
+    const int64_t G32 = K / 32;
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    alignas(64) int32_t prod[4][256];
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < 2 && b < G32; ++b)
+        bz_amx_products(b, qx.q + (b * qx.M + m0) * 32, codes + b * 512);
+    for (int64_t blk = 0; blk < G32; ++blk) {
+        int32_t* p = prod[blk & 3];
+        bz_amx_store(blk, p);
+        if (blk + 2 < G32)
+            bz_amx_products(blk + 2, qx.q + ((blk + 2) * qx.M + m0) * 32, codes + (blk + 2) * 512);
+        const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
+        __m512 bv = _mm512_setzero_ps();
+        const bool gfirst = blk % BPG == 0;
+        if (gfirst) bv = bz_ld16(t.b + blk / BPG * BZ_GT);
+        const float* dxb = qx.dx + blk * qx.M + m0;
+        const float* ezb = qx.ez + blk * qx.M + m0;
+        const float* sxb = qx.sx + blk / BPG * qx.M + m0;
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; ++m) {
+            const __m512i ia = _mm512_load_si512((const void*)(p + m * 16));
+            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(dxb[m]),
+                                              _mm512_set1_ps(ezb[m]));
+            acc[m] = _mm512_fmadd_ps(tv, sv, acc[m]);
+            if (gfirst) acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
+}
+#endif
 /* Tiles [t0, t1) of BZ_GT weight rows against every row of x; packed: the weight's tiles
-   repacked beforehand (bz_gemm_prepack), else each tile is repacked here. */
+   repacked beforehand (bz_gemm_prepack), else each tile is repacked here. amx: blocks of 16
+   rows of x run their dot products on AMX (bz_amx_block: the same bits), the rest here. */
 static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QXB& qx,
                          int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out,
-                         const uint32_t* packed) {
+                         const uint32_t* packed, bool amx) {
     const int64_t rowbytes = K * BZ_BITS / 8, words = bz_tile_words(K);
     uint32_t* own =
         packed ? nullptr : (uint32_t*)aligned_alloc(64, (size_t)((words * 4 + 63) / 64 * 64));
+    const int64_t M16 = BZ_AMX && amx && t0 < t1 ? M / 16 * 16 : 0; /* rows AMX computes */
+#if BZ_AMX
+    uint8_t* codes = nullptr; /* a tile's codes unpacked as AMX reads them (4 bits) */
+    if (M16) {
+        bz_amx_config();
+        if (BZ_BITS == 4) codes = (uint8_t*)aligned_alloc(64, (size_t)(K / 32 * 512 + 64));
+    }
+#endif
     for (int64_t ti = t0; ti < t1; ++ti) {
         const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
         GT t;
@@ -805,11 +856,27 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
         }
         const __mmask16 mask = bz_mask16(nr);
         float* o = out + n0;
-        bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
-            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, o, N, mask);
+#if BZ_AMX
+        if (M16) {
+            const uint8_t* b = (const uint8_t*)t.w; /* 8 bits: the layout already */
+            if (BZ_BITS == 4) {
+                bz_amx_unpack4(t.w, K / 32, codes);
+                b = codes;
+            }
+            for (int64_t m0 = 0; m0 < M16; m0 += 16) bz_amx_block(t, b, qx, m0, K, o, N, mask);
+        }
+#endif
+        bz_row_blocks<BZ_GM>(M - M16, [&](int64_t m0, auto r) {
+            bz_gemm_block<decltype(r)::value>(t, qx, M16 + m0, K, o, N, mask);
         });
     }
     free(own);
+#if BZ_AMX
+    if (M16) {
+        free(codes);
+        _tile_release();
+    }
+#endif
 }
 /* Tiles [t0, t1) of the prepacked weight against every row of float x (bz_gemm_block_f32). */
 static void bz_gemm_part_f32(const uint32_t* packed, const float* x, int64_t M, int64_t N,
