@@ -1,8 +1,10 @@
 """Ablation: the autotuned tactic against the static heuristic, on every tuned op.
 
 Tuned ops: the 4-bit / 8-bit quantized matmul (tactics: 4 kernel variants -- prefetch
-distance, int8 weight rows per pass -- x 1 or all threads; ``backends/cpu/tactics.py``) at
-SmolLM2-135M's shapes, decode (M = 1) and pre-fill (M = 104); and the end-to-end LLM
+distance, int8 weight rows per pass -- x 1 or all threads x AMX or not where the CPU has
+it; ``backends/cpu/tactics.py``) at SmolLM2-135M's shapes, decode (M = 1), a 16-sequence
+serving step (M = 16, batch invariant as the server runs it: the int8 GEMM) and pre-fill
+(M = 104); and the end-to-end LLM
 (``benchmarks/llm.py``'s protocol) with ``BRAZE_AUTOTUNE=0`` (heuristic) against ``max``
 (every tactic, variants built) in separate processes. Per shape: the heuristic's time, the
 tuner's choice and its time (hot cache: the operands stay in L2/L3, as when the tuner
@@ -24,7 +26,6 @@ import time
 import numpy as np
 from _timing import isa, median_seconds  # benchmarks/ is the script's directory
 
-from braze import _core
 from braze.arrays.quantized import pack
 from braze.backends.cpu import default_num_threads, qmatmul, tactics
 
@@ -33,19 +34,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = [("qkv", 576, 960, 4), ("o", 576, 576, 4), ("gate_up", 576, 3072, 4),
           ("down", 1536, 576, 4), ("lm_head", 576, 49152, 8)]
 GS, HALF = 32, True
-
-
-def _run(e: qmatmul._Weights, bits: int, int8: bool, x: np.ndarray, wq: np.ndarray,
-         s: np.ndarray, b: np.ndarray, t: tactics.Tactic) -> None:
-    """One call of the kernel with tactic ``t`` (its variant's build, its thread count)."""
-    m, k = x.shape
-    n = wq.shape[0]
-    h = e.h if t.params["variant"] == qmatmul.VARIANTS[0] else \
-        qmatmul._handle(bits, GS, HALF, None, t.params["variant"])
-    out = np.empty((m, n), np.float32)
-    scratch = np.empty(max(m * k, 1), np.float32)
-    _core.launch(h, [x, wq, s, b, out, scratch],
-                 np.array([t.params["threads"], m, n, k, int(int8)], np.int64))
 
 
 def shapes_table(quick: bool) -> None:
@@ -66,23 +54,24 @@ def shapes_table(quick: bool) -> None:
         for v in qmatmul.VARIANTS:  # the variants' builds: once per machine, not per call
             qmatmul._handle(bits, GS, HALF, None, v)
         build_s += time.perf_counter() - t0
-        for m in (1, 104):
+        # decode, a 16-sequence serving step (batch invariant, as the server runs it), pre-fill
+        for m, act in ((1, None), (16, "invariant"), (104, None)):
             x = rng.standard_normal((m, k)).astype(np.float32)
-            e = qmatmul._Weights((), qmatmul._handle(bits, GS, HALF, None),
-                                 qmatmul._levels(bits, GS, HALF, None)[1], HALF)
-            int8 = qmatmul._int8(e.vnni, m, bits, None)
-            key = qmatmul._tactic_key(bits, GS, HALF, None, m, n, k, int8, threads)
+            key = qmatmul.problem_key(bits, GS, HALF, None, m, n, k, act, threads)
             tactics.TACTICS.forget(key)  # tune afresh here, timed
             t0 = time.perf_counter()
-            qmatmul.quantized_matmul(x, wq, s, b, group_size=GS, bits=bits, num_threads=threads)
+            qmatmul.quantized_matmul(x, wq, s, b, group_size=GS, bits=bits, num_threads=threads,
+                                     act=act)
             first = time.perf_counter() - t0
             rep = tactics.report(key) or {}
             reps = 5 if quick else 15
-            run = functools.partial(_run, e, bits, int8, x, wq, s, b)
-            ts = qmatmul._tactics(bits, GS, HALF, None, min(threads, n))
-            by = {t.name: t for t in ts}
+            e = qmatmul._prepared(wq, s, b, GS, bits, None)
+            assert e is not None
+            p = qmatmul._Problem(e, m, n, k, bits, GS, None, threads, act)
+            run = p.runner((x, wq, s, b))
+            by = {t.name: t for t in p.tactics}
             times = {t.name: median_seconds(functools.partial(run, t), reps, 2) * 1e6
-                     for t in ts if t.valid({"int8": int(int8)})}
+                     for t in p.tactics if t.valid(p.problem)}
             heur, chosen = rep.get("default", "?"), rep.get("chosen", "?")
             gain = times[heur] / times[chosen] if heur in times and chosen in times else 1.0
             gains.append(gain)

@@ -129,6 +129,7 @@ from __future__ import annotations
 import functools
 import os
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -255,23 +256,27 @@ def _handle(bits: int, group_size: int, half: bool, isa: int | None,
 @functools.lru_cache(maxsize=64)
 def _tactics(bits: int, group_size: int, half: bool, isa: int | None, num_threads: int
              ) -> tuple[_tactics_mod.Tactic, ...]:
-    """Every (variant, threads) tactic of one kernel; a variant other than the default
-    build is cheap only when its kernel is cached already (BRAZE_AUTOTUNE=max builds it)."""
+    """Every (variant, threads, AMX or not) tactic of one kernel; a variant other than the
+    default build is cheap only when its kernel is cached already (BRAZE_AUTOTUNE=max
+    builds it). AMX tactics exist where the kernel can use AMX, valid where the problem
+    runs the int8 GEMM on 16+ rows (``problem["amx"]``)."""
     out = []
+    amx_axis = (False, True) if _levels(bits, group_size, half, isa)[2] else (False,)
     for variant in VARIANTS:
         cheap = variant == VARIANTS[0] or _build.is_cached(
             *source(bits, group_size, half, isa, variant))
         for threads in sorted({1, num_threads}):
-            out.append(_tactics_mod.Tactic(
-                f"pf{variant[0]}-rb{variant[1]}-t{threads}",
-                {"variant": variant, "threads": threads}, cheap,
-                # rows per pass is an int8-path parameter: elsewhere it changes nothing
-                valid=functools.partial(_rows_per_pass_applies, variant[1])))
+            for amx in amx_axis:
+                out.append(_tactics_mod.Tactic(
+                    f"pf{variant[0]}-rb{variant[1]}-t{threads}" + ("-amx" if amx else ""),
+                    {"variant": variant, "threads": threads, "amx": amx}, cheap,
+                    valid=functools.partial(_tactic_applies, variant[1], amx)))
     return tuple(out)
 
 
-def _rows_per_pass_applies(rb: int, problem: Any) -> bool:
-    return rb == VARIANTS[0][1] or bool(problem["int8"])
+def _tactic_applies(rb: int, amx: bool, problem: Any) -> bool:
+    # rows per pass is an int8-path parameter: elsewhere it changes nothing
+    return (rb == VARIANTS[0][1] or bool(problem["int8"])) and (not amx or bool(problem["amx"]))
 
 
 def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
@@ -289,11 +294,12 @@ def _float_tiles(vnni: int, int8: bool, m: int) -> bool:
     return PREPACK and not int8 and vnni == 2 and m >= TILE_M
 
 
-def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int
+def _default_tactic(tactics: tuple[_tactics_mod.Tactic, ...], threads: int, amx: bool = False
                     ) -> _tactics_mod.Tactic:
-    """The heuristic's choice: the default build at the heuristic's thread count."""
-    return next(t for t in tactics
-                if t.params["variant"] == VARIANTS[0] and t.params["threads"] == threads)
+    """The heuristic's choice: the default build at the heuristic's thread count, on AMX
+    where the problem can run there."""
+    return next(t for t in tactics if t.params["variant"] == VARIANTS[0]
+                and t.params["threads"] == threads and t.params["amx"] == amx)
 
 
 def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_size: int,
@@ -311,12 +317,31 @@ def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_siz
     True
     """
     m = int(np.prod(x_shape[:-1])) if len(x_shape) > 1 else 1
-    num_threads = num_threads or default_num_threads()
-    vnni = _levels(bits, group_size, half, _ENV_ISA)[1]
+    return _tactics_mod.report(problem_key(bits, group_size, half, _ENV_ISA, m, n, k, act,
+                                           num_threads or default_num_threads()))
+
+
+def _paths(bits: int, group_size: int, half: bool, isa: int | None, m: int, act: str | None
+           ) -> tuple[bool, bool, bool, bool]:
+    """(int8, invariant, float_tiles, amx): which kernel paths an (M, K) x runs."""
+    _, vnni, amx_ok = _levels(bits, group_size, half, isa)
     int8 = _int8(vnni, m, bits, act)
-    return _tactics_mod.report(_tactic_key(bits, group_size, half, _ENV_ISA, m, n, k, int8,
-                                           num_threads, _invariant(vnni, int8, bits, act),
-                                           _float_tiles(vnni, int8, m)))
+    invariant = _invariant(vnni, int8, bits, act)
+    # the int8 GEMM on 16+ rows of x can run its dot products on AMX (BRAZE_QMM_AMX)
+    gemm = int8 and vnni == 2 and (invariant or (m > INT8_MAX_M and bits == 4))
+    return int8, invariant, _float_tiles(vnni, int8, m), AMX and gemm and m >= 16 and amx_ok
+
+
+def problem_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
+                k: int, act: str | None, num_threads: int) -> str:
+    """The tactic key of an (M, K) x against (N, K) weights: what tuning stores per problem.
+
+    >>> problem_key(4, 32, False, 0, 3, 64, 64, None, 2)
+    'quantized_matmul:b4:g32:f32:isa0:M4:N64:K64:float:T2'
+    """
+    int8, invariant, float_tiles, amx = _paths(bits, group_size, half, isa, m, act)
+    return _tactic_key(bits, group_size, half, isa, m, n, k, int8, num_threads, invariant,
+                       float_tiles) + (":amx" if amx else "")
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None
@@ -528,56 +553,72 @@ def _invariant(vnni: int, int8: bool, bits: int, act: str | None) -> bool:
     return act_mode(act) == "invariant" or (PREPACK and int8 and vnni == 2 and bits == 4)
 
 
+class _Problem:
+    """One (M, K) x against a weight's N rows: the paths it runs, its tactics (valid ones
+    per ``problem``), the heuristic's default, its tuning key, and per tactic the kernel
+    handle and arguments."""
+
+    def __init__(self, e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
+                 isa: int | None, num_threads: int, act: str | None) -> None:
+        self.e, self.m, self.n, self.k = e, m, n, k
+        self.bits, self.group_size, self.isa, self.num_threads = bits, group_size, isa, num_threads
+        int8, self.invariant, float_tiles, amx = _paths(bits, group_size, e.half, isa, m, act)
+        self.int8 = int8
+        # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
+        threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
+        self.scratch_len = m * k if bits == 4 and not int8 and not float_tiles else 0
+        self.tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
+        self.default = _default_tactic(self.tactics, threads, amx)
+        self.problem = {"m": m, "n": n, "k": k, "int8": int(int8), "amx": int(amx)}
+        self.key = problem_key(bits, group_size, e.half, isa, m, n, k, act, num_threads)
+        # "invariant" with the int8 GEMM (AVX-512 VNNI), or float_tiles: the weight's tiles
+        # repacked once
+        self.packed = int((self.invariant and int8 and e.vnni == 2) or float_tiles)
+
+    def handle(self, t: _tactics_mod.Tactic) -> int:
+        v = t.params["variant"]
+        return self.e.h if v == VARIANTS[0] else _handle(self.bits, self.group_size,
+                                                          self.e.half, self.isa, v)
+
+    def args(self, t: _tactics_mod.Tactic) -> np.ndarray:
+        return np.array([t.params["threads"], self.m, self.n, self.k,
+                         2 if self.invariant else int(self.int8), self.packed,
+                         int(t.params["amx"])], np.int64)
+
+    def runner(self, operands: tuple[np.ndarray, ...]
+               ) -> Callable[[_tactics_mod.Tactic], np.ndarray]:
+        """``run(t)``: the product of ``operands`` (x as (M, K) float32, wq, scales,
+        biases) with tactic ``t``."""
+        x2, wq, scales, biases = operands
+        bufs = [x2, wq, scales, biases, None, np.empty(max(self.scratch_len, 1), np.float32)]
+        if self.packed:
+            bufs.append(_packed_tiles(self.e, self.e.h, wq, scales, biases, self.n, self.k,
+                                      self.num_threads))
+
+        def run(t: _tactics_mod.Tactic) -> np.ndarray:
+            out = np.empty((self.m, self.n), np.float32)
+            bufs[4] = out
+            _core.launch(self.handle(t), bufs, self.args(t))
+            return out
+
+        return run
+
+
 def _launch(e: _Weights, m: int, n: int, k: int, bits: int, group_size: int,
             isa: int | None, num_threads: int, act: str | None,
             operands: tuple[np.ndarray, ...] | None) -> tuple[int, np.ndarray, int]:
     """(kernel handle, int64 args, float32 scratch length) for an (M, K) x against N packed
     rows: the tactic stored for the problem, or -- given the call's ``operands`` -- the one
     tuning finds now, else the heuristic's (scratch 0: a 1-element placeholder)."""
-    int8 = _int8(e.vnni, m, bits, act)
-    invariant = _invariant(e.vnni, int8, bits, act)
-    float_tiles = _float_tiles(e.vnni, int8, m)
-    # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
-    threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
-    scratch_len = m * k if bits == 4 and not int8 and not float_tiles else 0
-    tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
-    default = _default_tactic(tactics, threads)
-    problem = {"m": m, "n": n, "k": k, "int8": int(int8)}
-    key = _tactic_key(bits, group_size, e.half, isa, m, n, k, int8, num_threads, invariant,
-                      float_tiles)
-
-    def handle(t: _tactics_mod.Tactic) -> int:
-        v = t.params["variant"]
-        return e.h if v == VARIANTS[0] else _handle(bits, group_size, e.half, isa, v)
-
-    # "invariant" with the int8 GEMM (AVX-512 VNNI), or float_tiles: the weight's tiles
-    # repacked once
-    packed = int((invariant and int8 and e.vnni == 2) or float_tiles)
-
-    def args(t: _tactics_mod.Tactic) -> np.ndarray:
-        return np.array([t.params["threads"], m, n, k, 2 if invariant else int(int8), packed,
-                         int(AMX)], np.int64)
-
+    p = _Problem(e, m, n, k, bits, group_size, isa, num_threads, act)
     if operands is None:
-        t = _tactics_mod.stored(key, tactics, default, problem)
+        t = _tactics_mod.stored(p.key, p.tactics, p.default, p.problem)
     else:
-        x2, wq, scales, biases = operands
-        scratch = np.empty(max(scratch_len, 1), np.float32)
-        bufs = [x2, wq, scales, biases, None, scratch]
-        if packed:
-            bufs.append(_packed_tiles(e, e.h, wq, scales, biases, n, k, num_threads))
-
-        def run(t: _tactics_mod.Tactic) -> np.ndarray:
-            out = np.empty((m, n), np.float32)
-            bufs[4] = out
-            _core.launch(handle(t), bufs, args(t))
-            return out
-
-        t = _tactics_mod.select(key, tactics, default, problem, run)
+        t = _tactics_mod.select(p.key, p.tactics, p.default, p.problem, p.runner(operands))
     try:
-        return handle(t), args(t), scratch_len
+        return p.handle(t), p.args(t), p.scratch_len
     except _build.BuildError:  # a variant that no longer builds: the default's kernel
-        return e.h, args(default), scratch_len
+        return e.h, p.args(p.default), p.scratch_len
 
 
 def _check(x: np.ndarray, wq: np.ndarray, scales: np.ndarray, biases: np.ndarray,

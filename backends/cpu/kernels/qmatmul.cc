@@ -86,9 +86,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-            for (int64_t m = M * t / T; m < M * (t + 1) / T; ++m)
+            for (int64_t m = 0; m < M; ++m) /* each thread its weight groups of every row */
                 bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
-                             dt + 2 * M * G32 + m, M);
+                             dt + 2 * M * G32 + m, M, G * t / T, G * (t + 1) / T);
 #pragma omp barrier
             bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed, amx);
         }

@@ -289,16 +289,19 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
    padded to a multiple of 16), sx (sum of x over each weight group, zero padded). AVX2.
    blk > 0: the GEMM's layout (QXB) among blk rows: block g's 32 bytes (its 16 even
    elements, then the odd ones) at q + g * blk * 32, dx, ez at [g * blk], sx at [g * blk];
-   no padding. */
+   no padding; only weight groups [ga, gb) (threads split a block's rows by groups: split by
+   rows, they wrote the same cache lines of dx, ez and sx -- ~20 us a call lost to false
+   sharing at 16 rows). */
 static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
-                         float* sx, int64_t blk = 0) {
+                         float* sx, int64_t blk = 0, int64_t ga = 0, int64_t gb = -1) {
     const int64_t ss = blk ? blk : 1; /* stride of a row's per-block (per-group) values */
+    if (gb < 0) gb = K / BZ_GS;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i deint = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
                                            2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const int64_t G32 = K / 32, G = K / BZ_GS;
-    for (int64_t g = 0; g < G32; ++g) {
+    for (int64_t g = ga * (BZ_GS / 32); g < gb * (BZ_GS / 32); ++g) {
         const float* xg = x + g * 32;
         const __m256 v0 = _mm256_loadu_ps(xg), v1 = _mm256_loadu_ps(xg + 8),
                      v2 = _mm256_loadu_ps(xg + 16), v3 = _mm256_loadu_ps(xg + 24);
@@ -345,7 +348,7 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
         }
         dx[g * ss] = d;
     }
-    for (int64_t g = 0; g < G; ++g) {
+    for (int64_t g = ga; g < gb; ++g) {
         __m256 s = _mm256_setzero_ps();
         for (int j = 0; j < BZ_GS; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + g * BZ_GS + j));
         __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
