@@ -50,7 +50,7 @@ _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"
            "-mavx2", "-mf16c"]
 ISAS = {
     "avx512": _AVX512,
-    "avx512-amx": [*_AVX512, "-mamx-tile", "-mamx-int8"],
+    "avx512-amx": [*_AVX512, "-mamx-tile", "-mamx-int8", "-mamx-bf16"],
     "avx2-vnni": ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"],
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "scalar": [],

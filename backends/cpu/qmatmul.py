@@ -275,8 +275,11 @@ def _tactics(bits: int, group_size: int, half: bool, isa: int | None, num_thread
 
 
 def _tactic_applies(rb: int, amx: bool, problem: Any) -> bool:
-    # rows per pass is an int8-path parameter: elsewhere it changes nothing
-    return (rb == VARIANTS[0][1] or bool(problem["int8"])) and (not amx or bool(problem["amx"]))
+    # rows per pass is an int8-path parameter: elsewhere it changes nothing; AMX where the
+    # problem can run there, and for float x against the tiles only AMX then (the AVX-512
+    # float path sums in another order: other bits)
+    return (rb == VARIANTS[0][1] or bool(problem["int8"])) and (
+        bool(problem["amx"]) if amx else not (problem["amx"] and not problem["int8"]))
 
 
 def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
@@ -327,9 +330,11 @@ def _paths(bits: int, group_size: int, half: bool, isa: int | None, m: int, act:
     _, vnni, amx_ok = _levels(bits, group_size, half, isa)
     int8 = _int8(vnni, m, bits, act)
     invariant = _invariant(vnni, int8, bits, act)
-    # the int8 GEMM on 16+ rows of x can run its dot products on AMX (BRAZE_QMM_AMX)
+    # the int8 GEMM on 16+ rows of x, and float x against the tiles, can run their dot
+    # products on AMX (BRAZE_QMM_AMX)
     gemm = int8 and vnni == 2 and (invariant or (m > INT8_MAX_M and bits == 4))
-    return int8, invariant, _float_tiles(vnni, int8, m), AMX and gemm and m >= 16 and amx_ok
+    float_tiles = _float_tiles(vnni, int8, m)
+    return int8, invariant, float_tiles, AMX and (gemm or float_tiles) and m >= 16 and amx_ok
 
 
 def problem_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,

@@ -1,13 +1,19 @@
-// Intel AMX (Sapphire Rapids on) for the quantized matmul's int8 GEMM (qmatmul_int8.h,
-// bz_amx_block): one tdpbsud multiplies 16 rows of quantized x (int8, one block of 32 per
-// row) by the same block of 16 weight rows' codes (u8) into a 16 x 16 int32 tile -- the 128
-// vpdpbusd of bz_gemm_block's 16-row block. Here: the OS permission, the tile
-// configuration, the products of one block into one of 4 tiles, and the 4-bit codes
-// unpacked as tdpbsud reads them. BZ_AMX is 0 where the compiler targets no AMX-INT8.
+// Intel AMX (Sapphire Rapids on) for the quantized matmul's GEMMs (qmatmul_int8.h):
+// * int8 (bz_amx_block): one tdpbsud multiplies 16 rows of quantized x (int8, one block of
+//   32 per row) by the same block of 16 weight rows' codes (u8) into a 16 x 16 int32 tile --
+//   the 128 vpdpbusd of bz_gemm_block's 16-row block;
+// * exact float x (bz_gemm_part_bf16): x split exactly into three bfloat16 parts
+//   (x = hi + mid + lo: truncations, so no rounding), the codes (integers below 256: exact in
+//   bfloat16) converted per tile, three tdpbf16ps per block accumulate sum(code * x) in
+//   float32 -- no approximation of x or the weights, as the AVX-512 float path.
+// Here: the OS permission, the tile configurations, the products of one block, and the codes
+// unpacked as tdpbsud / tdpbf16ps read them. BZ_AMX is 0 where the compiler targets no
+// AMX-INT8 and AMX-BF16.
 #ifndef BZ_QMM_AMX_H
 #define BZ_QMM_AMX_H
 #include "qmatmul_common.h"
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AMX_BF16__) && \
+    defined(__AVX512BW__) && defined(__linux__)
 #define BZ_AMX 1
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -81,6 +87,119 @@ static BZ_INLINE void bz_amx_unpack4(const uint32_t* w, int64_t blocks, uint8_t*
             _mm512_store_si512((void*)(buf + blk * 512 + j * 64), _mm512_and_si512(v, f));
             _mm512_store_si512((void*)(buf + blk * 512 + (4 + j) * 64),
                                _mm512_and_si512(_mm512_srli_epi16(v, 4), f));
+        }
+    }
+}
+
+/* Palette 1 with every tile 16 rows of 64 bytes: tmm0/1 float32 products, tmm2-4 x's three
+   bfloat16 parts (16 rows x 32 elements), tmm5/6 the codes as bfloat16 pairs. */
+static BZ_INLINE void bz_amx_config_bf16() {
+    BzTileConfig c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = 16;
+    _tile_loadconfig(&c);
+}
+/* Rows [m0, m1) of x (M x K float32; rows at or past M are zeros) as three bfloat16 parts
+   hi, mid, lo with hi + mid + lo == x exactly (each the top 16 bits of what the previous
+   parts leave), block-major: part p, block b, row m at planes + ((p * G32 + b) * Mp + m) * 32;
+   sx[g * Mp + m]: the sum of row m over weight group g (float32, in element order). */
+static void bz_amx_split_x(const float* x, int64_t M, int64_t K, int64_t Mp, int64_t m0, int64_t m1,
+                           int64_t gs, uint16_t* planes, float* sx) {
+    const int64_t G32 = K / 32;
+    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (int64_t m = m0; m < m1; ++m) {
+        for (int64_t b = 0; b < G32; ++b) {
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m512 v =
+                    m < M ? _mm512_loadu_ps(x + m * K + b * 32 + 16 * h) : _mm512_setzero_ps();
+                const __m512 hi =
+                    _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), top));
+                const __m512 r1 = _mm512_sub_ps(v, hi);
+                const __m512 mid =
+                    _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r1), top));
+                const __m512 lo = _mm512_sub_ps(r1, mid);
+                const __m512 parts[3] = {hi, mid, lo};
+#pragma GCC unroll 3
+                for (int p = 0; p < 3; ++p)
+                    _mm256_storeu_si256((__m256i*)(planes + ((p * G32 + b) * Mp + m) * 32 + 16 * h),
+                                        _mm512_cvtepi32_epi16(
+                                            _mm512_srli_epi32(_mm512_castps_si512(parts[p]), 16)));
+            }
+        }
+        for (int64_t g = 0; g < K / gs; ++g) {
+            float t = 0.0f;
+            if (m < M)
+                for (int64_t k = 0; k < gs; ++k) t += x[m * K + g * gs + k];
+            sx[g * Mp + m] = t;
+        }
+    }
+}
+/* Block b's products into tmm(b % 2): C = sum over the three parts of x . codes. */
+static BZ_INLINE void bz_amx_products_bf16(int64_t b, const uint16_t* planes, int64_t G32,
+                                           int64_t Mp, int64_t m0, const uint16_t* codes) {
+    const int64_t part = G32 * Mp * 32; /* elements between parts */
+    const uint16_t* a = planes + (b * Mp + m0) * 32;
+#define BZ_AMX_BF(C, B)                   \
+    do {                                  \
+        _tile_loadd(B, codes, 64);        \
+        _tile_zero(C);                    \
+        _tile_loadd(2, a, 64);            \
+        _tile_loadd(3, a + part, 64);     \
+        _tile_loadd(4, a + 2 * part, 64); \
+        _tile_dpbf16ps(C, 2, B);          \
+        _tile_dpbf16ps(C, 3, B);          \
+        _tile_dpbf16ps(C, 4, B);          \
+    } while (0)
+    if (b & 1)
+        BZ_AMX_BF(1, 6);
+    else
+        BZ_AMX_BF(0, 5);
+#undef BZ_AMX_BF
+}
+static BZ_INLINE void bz_amx_store_bf16(int64_t b, float* p) {
+    if (b & 1)
+        _tile_stored(1, p, 64);
+    else
+        _tile_stored(0, p, 64);
+}
+/* One block of a tile's codes (dwords w[j * 16 + lane]: 4 bits, 4 dwords of 8 codes; 8 bits,
+   8 dwords of 4) as tdpbf16ps's operand: 16 rows of 64 bytes, row r holding elements 2r and
+   2r + 1 of the 16 weight rows as bfloat16 pairs. */
+static BZ_INLINE void bz_amx_codes_bf16(const uint32_t* w, int bits, uint16_t* out) {
+    const __m512i sel = _mm512_set1_epi32((int)0xFFFF0000u);
+    if (bits == 4) {
+        /* bfloat16 of 0..15 in 16-bit lanes 0..15 (and again 16..31) */
+        alignas(64) uint16_t tab[32];
+        for (int v = 0; v < 32; ++v) {
+            const float f = (float)(v & 15);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            tab[v] = (uint16_t)(u >> 16);
+        }
+        const __m512i table = _mm512_load_si512((const void*)tab),
+                      nib = _mm512_set1_epi32(0x000F000F);
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) {
+            const __m512i d = _mm512_loadu_si512((const void*)(w + (r / 4) * 16));
+            const __m512i t = _mm512_srli_epi32(d, 8 * (r % 4)); /* code 2r in bits 0-3 */
+            /* 16-bit lanes (low nibble, high nibble) of t's low byte */
+            const __m512i idx = _mm512_and_si512(
+                _mm512_ternarylogic_epi32(sel, _mm512_slli_epi32(t, 12), t, 0xCA), nib);
+            _mm512_store_si512((void*)(out + r * 32), _mm512_permutexvar_epi16(idx, table));
+        }
+    } else {
+        const __m512i byte = _mm512_set1_epi32(0xFF);
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) {
+            const __m512i d = _mm512_loadu_si512((const void*)(w + (r / 2) * 16));
+            const __m512i t = _mm512_srli_epi32(d, 16 * (r % 2));
+            const __m512i lo = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_and_si512(t, byte)));
+            const __m512i hi = _mm512_castps_si512(
+                _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(t, 8), byte)));
+            _mm512_store_si512((void*)(out + r * 32),
+                               _mm512_ternarylogic_epi32(sel, hi, _mm512_srli_epi32(lo, 16), 0xCA));
         }
     }
 }

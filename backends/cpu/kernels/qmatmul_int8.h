@@ -896,6 +896,61 @@ static void bz_gemm_part_f32(const uint32_t* packed, const float* x, int64_t M, 
         });
     }
 }
+#if BZ_AMX
+/* Tiles [t0, t1) of the prepacked weight against x split into bfloat16 parts (bz_amx_split_x:
+   Mp rows, a multiple of 16, zeros past M) on AMX: per tile, each block's codes converted once
+   (bz_amx_codes_bf16), then per 16 rows of x and block three tdpbf16ps give sum(code * x) in
+   float32 and the epilogue acc = fma(that, s, acc) (+ b * sum(x over the group) at a group's
+   first block). Every row of x is computed alike whatever the others (padded rows are zeros),
+   on 1 or 2 threads. */
+static void bz_gemm_part_bf16(const uint32_t* packed, const uint16_t* planes, const float* sxp,
+                              int64_t M, int64_t Mp, int64_t N, int64_t K, int64_t t0, int64_t t1,
+                              float* out) {
+    if (t0 >= t1) return;
+    const int64_t G32 = K / 32, words = bz_tile_words(K);
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    uint16_t* codes = (uint16_t*)aligned_alloc(64, (size_t)(G32 * 1024 + 64));
+    alignas(64) float prod[2][256];
+    bz_amx_config_bf16();
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
+        const GT t = bz_tile_at((uint32_t*)packed + ti * words, K);
+        if (ti + 1 < t1) bz_prefetch_l2(packed + (ti + 1) * words, words * 4);
+        for (int64_t b = 0; b < G32; ++b)
+            bz_amx_codes_bf16(t.w + b * BZ_GDW * BZ_GT, BZ_BITS, codes + b * 512);
+        const __mmask16 mask = bz_mask16(nr);
+        for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
+            __m512 acc[16];
+#pragma GCC unroll 16
+            for (int m = 0; m < 16; ++m) acc[m] = _mm512_setzero_ps();
+            bz_amx_products_bf16(0, planes, G32, Mp, m0, codes);
+            for (int64_t blk = 0; blk < G32; ++blk) {
+                float* p = prod[blk & 1];
+                bz_amx_store_bf16(blk, p);
+                if (blk + 1 < G32)
+                    bz_amx_products_bf16(blk + 1, planes, G32, Mp, m0, codes + (blk + 1) * 512);
+                const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
+                const bool gfirst = blk % BPG == 0;
+#pragma GCC unroll 16
+                for (int m = 0; m < 16; ++m)
+                    acc[m] = _mm512_fmadd_ps(_mm512_load_ps(p + m * 16), sv, acc[m]);
+                if (gfirst) {
+                    const __m512 bv = bz_ld16(t.b + blk / BPG * BZ_GT);
+                    const float* sxb = sxp + blk / BPG * Mp + m0;
+#pragma GCC unroll 16
+                    for (int m = 0; m < 16; ++m)
+                        acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
+                }
+            }
+            const int64_t rows = M - m0 < 16 ? M - m0 : 16;
+            for (int m = 0; m < rows; ++m)
+                _mm512_mask_storeu_ps(out + (m0 + m) * N + n0, mask, acc[m]);
+        }
+    }
+    _tile_release();
+    free(codes);
+}
+#endif
 #define BZ_GEMM 1
 #else
 #define BZ_GEMM 0
