@@ -94,6 +94,18 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
   horizontal sums, 16 outputs per instruction), and every row of the result is computed
   the same way whatever M (batch invariant). ``BRAZE_QMM_PREPACK=0`` turns it off for
   "auto"/"int8" (no second copy of the codes in memory).
+* **Intel AMX** (``kernels/qmatmul_amx.h``; compiled where the compiler targets AMX-INT8
+  and AMX-BF16, used once Linux grants the tile state; ``BRAZE_QMM_AMX=0``, read at import
+  and by ``reload_env()``, keeps it off; a tactic, timed against the AVX-512 path): the int8
+  GEMM's blocks of 16 rows of x run one ``tdpbsud`` per block of 32 and 16 weight rows (the
+  128 ``vpdpbusd`` of the AVX-512 block) with the same float epilogue, operation for
+  operation -- the same bits, so rows past the last full 16 run the AVX-512 path and
+  batch invariance holds; float x against the prepacked tiles runs ``tdpbf16ps`` on x split
+  exactly into three bfloat16 parts (hi + mid + lo == x: truncations) against the codes as
+  bfloat16 (integers below 256: exact), summing each block's 32 products in float32 before
+  ``acc = fma(sum, s, acc)`` -- no approximation, ~4x smaller errors than the AVX-512 float
+  path's; every row of x alike (the last block's missing rows are zeros). Figures: the
+  README (``benchmarks/autotune.py``).
 * **Which activations** (``BRAZE_QMM_ACT`` = ``auto`` | ``int8`` | ``float``, read at
   import, again by ``reload_env()``; ``act=`` overrides): the default ``auto`` runs int8
   against 4-bit weights up to ``INT8_MAX_M`` rows and the exact path against 8-bit ones
