@@ -76,6 +76,10 @@ std::vector<std::string> cpu_features() {
     BRAZE_FEATURE("avx512fp16")
     BRAZE_FEATURE("avx512vnni")
     BRAZE_FEATURE("avxvnni")
+#if !defined(__clang__) && __GNUC__ >= 12  // (older compilers do not know these names)
+    BRAZE_FEATURE("amx-int8")
+    BRAZE_FEATURE("amx-bf16")
+#endif
 #undef BRAZE_FEATURE
 #elif defined(__aarch64__)
     out.emplace_back("neon");

@@ -210,6 +210,8 @@ def describe() -> str:
             "AVX2" if "avx2" in feats else "SSE2"
         dots = [] if level == "avx2" else [n for f, n in (("avx512vnni", "AVX512-VNNI"),
                                                           ("avxvnni", "AVX-VNNI")) if f in feats]
+        if level != "avx2" and {"amx-int8", "amx-bf16"} <= feats:  # (the quantized matmul's)
+            dots.append("AMX")
         extra = f" + {', '.join(dots)}" if dots else ""
         return f"x86-64 {wide}{extra}" + ("" if level == "native" else f" (BRAZE_ISA={level})")
     if _machine() == "aarch64":
