@@ -100,15 +100,15 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
 #if BZ_AMX
         if (args[6] != 0 && bz_amx_ready()) { /* on AMX: x split into bfloat16 parts */
-            const int64_t Mp = (M + 15) / 16 * 16, MB = Mp / 16;
+            const int64_t Mp = (M + 7) / 8 * 8, MB = (Mp + 15) / 16; /* blocks of 16, 8 */
             uint16_t* planes = (uint16_t*)aligned_alloc(64, (size_t)(3 * Mp * K * 2 + 64));
             float* sxp = (float*)aligned_alloc(64, sizeof(float) * (size_t)((K / BZ_GS) * Mp + 16));
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
             {
                 const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
                 /* rows split in blocks of 16: a thread's sums fill whole cache lines */
-                bz_amx_split_x(x, M, K, Mp, MB * t / T * 16, MB * (t + 1) / T * 16, BZ_GS, planes,
-                               sxp);
+                const int64_t r1 = MB * (t + 1) / T * 16;
+                bz_amx_split_x(x, M, K, Mp, MB * t / T * 16, r1 < Mp ? r1 : Mp, BZ_GS, planes, sxp);
 #pragma omp barrier
                 bz_gemm_part_bf16((const uint32_t*)bufs[6], planes, sxp, M, Mp, N, K, NT * t / T,
                                   NT * (t + 1) / T, out);

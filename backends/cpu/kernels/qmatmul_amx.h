@@ -91,13 +91,15 @@ static BZ_INLINE void bz_amx_unpack4(const uint32_t* w, int64_t blocks, uint8_t*
     }
 }
 
-/* Palette 1 with every tile 16 rows of 64 bytes: tmm0/1 float32 products, tmm2-4 x's three
-   bfloat16 parts (16 rows x 32 elements), tmm5/6 the codes as bfloat16 pairs. */
+/* Palette 1 for the float path: tmm0 float32 products of 16 rows of x, tmm1 of 8 rows;
+   tmm2-4 x's three bfloat16 parts (16 rows x 32 elements), tmm6 one part of 8 rows (the
+   three loaded in turn); tmm5 the codes as bfloat16 pairs (16 rows of 64 bytes). */
 static BZ_INLINE void bz_amx_config_bf16() {
     BzTileConfig c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = 16;
+    c.rows[1] = c.rows[6] = 8;
     _tile_loadconfig(&c);
 }
 /* Rows [m0, m1) of x (M x K float32; rows at or past M are zeros) as three bfloat16 parts
@@ -136,33 +138,33 @@ static void bz_amx_split_x(const float* x, int64_t M, int64_t K, int64_t Mp, int
         }
     }
 }
-/* Block b's products into tmm(b % 2): C = sum over the three parts of x . codes. */
-static BZ_INLINE void bz_amx_products_bf16(int64_t b, const uint16_t* planes, int64_t G32,
-                                           int64_t Mp, int64_t m0, const uint16_t* codes) {
+/* One block's products for R (16 or 8) rows of x from m0, stored to p (R rows of 16 floats):
+   the sum over x's three parts of part . codes, in float32. */
+template <int R>
+static BZ_INLINE void bz_amx_block_bf16(const uint16_t* planes, int64_t G32, int64_t Mp, int64_t b,
+                                        int64_t m0, const uint16_t* codes, float* p) {
     const int64_t part = G32 * Mp * 32; /* elements between parts */
     const uint16_t* a = planes + (b * Mp + m0) * 32;
-#define BZ_AMX_BF(C, B)                   \
-    do {                                  \
-        _tile_loadd(B, codes, 64);        \
-        _tile_zero(C);                    \
-        _tile_loadd(2, a, 64);            \
-        _tile_loadd(3, a + part, 64);     \
-        _tile_loadd(4, a + 2 * part, 64); \
-        _tile_dpbf16ps(C, 2, B);          \
-        _tile_dpbf16ps(C, 3, B);          \
-        _tile_dpbf16ps(C, 4, B);          \
-    } while (0)
-    if (b & 1)
-        BZ_AMX_BF(1, 6);
-    else
-        BZ_AMX_BF(0, 5);
-#undef BZ_AMX_BF
-}
-static BZ_INLINE void bz_amx_store_bf16(int64_t b, float* p) {
-    if (b & 1)
-        _tile_stored(1, p, 64);
-    else
+    _tile_loadd(5, codes, 64);
+    if (R == 16) {
+        _tile_zero(0);
+        _tile_loadd(2, a, 64);
+        _tile_loadd(3, a + part, 64);
+        _tile_loadd(4, a + 2 * part, 64);
+        _tile_dpbf16ps(0, 2, 5);
+        _tile_dpbf16ps(0, 3, 5);
+        _tile_dpbf16ps(0, 4, 5);
         _tile_stored(0, p, 64);
+    } else {
+        _tile_zero(1);
+        _tile_loadd(6, a, 64);
+        _tile_dpbf16ps(1, 6, 5);
+        _tile_loadd(6, a + part, 64);
+        _tile_dpbf16ps(1, 6, 5);
+        _tile_loadd(6, a + 2 * part, 64);
+        _tile_dpbf16ps(1, 6, 5);
+        _tile_stored(1, p, 64);
+    }
 }
 /* One block of a tile's codes (dwords w[j * 16 + lane]: 4 bits, 4 dwords of 8 codes; 8 bits,
    8 dwords of 4) as tdpbf16ps's operand: 16 rows of 64 bytes, row r holding elements 2r and

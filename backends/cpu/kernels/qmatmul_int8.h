@@ -897,20 +897,47 @@ static void bz_gemm_part_f32(const uint32_t* packed, const float* x, int64_t M, 
     }
 }
 #if BZ_AMX
+/* R (16 or 8) rows of x from m0 against one prepacked tile on AMX: per block, the products
+   (bz_amx_block_bf16) and acc = fma(products, s, acc) (+ b * sum(x over the group) at a
+   group's first block). */
+template <int R>
+static BZ_INLINE void bz_bf16_rows(const GT& t, const uint16_t* codes, const uint16_t* planes,
+                                   const float* sxp, int64_t M, int64_t Mp, int64_t m0, int64_t K,
+                                   float* out, int64_t N, __mmask16 mask) {
+    const int64_t G32 = K / 32;
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    alignas(64) float prod[256];
+    __m512 acc[R];
+#pragma GCC unroll 16
+    for (int m = 0; m < R; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t blk = 0; blk < G32; ++blk) {
+        bz_amx_block_bf16<R>(planes, G32, Mp, blk, m0, codes + blk * 512, prod);
+        const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
+#pragma GCC unroll 16
+        for (int m = 0; m < R; ++m)
+            acc[m] = _mm512_fmadd_ps(_mm512_load_ps(prod + m * 16), sv, acc[m]);
+        if (blk % BPG == 0) {
+            const __m512 bv = bz_ld16(t.b + blk / BPG * BZ_GT);
+            const float* sxb = sxp + blk / BPG * Mp + m0;
+#pragma GCC unroll 16
+            for (int m = 0; m < R; ++m)
+                acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
+        }
+    }
+    const int64_t rows = M - m0 < R ? M - m0 : R;
+    for (int m = 0; m < rows; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
+}
 /* Tiles [t0, t1) of the prepacked weight against x split into bfloat16 parts (bz_amx_split_x:
-   Mp rows, a multiple of 16, zeros past M) on AMX: per tile, each block's codes converted once
-   (bz_amx_codes_bf16), then per 16 rows of x and block three tdpbf16ps give sum(code * x) in
-   float32 and the epilogue acc = fma(that, s, acc) (+ b * sum(x over the group) at a group's
-   first block). Every row of x is computed alike whatever the others (padded rows are zeros),
-   on 1 or 2 threads. */
+   Mp rows, a multiple of 8, zeros past M) on AMX: per tile, each block's codes converted once
+   (bz_amx_codes_bf16), then blocks of 16 rows of x and a last one of 8 (bz_bf16_rows). A
+   row's products do not depend on the tile's other rows: every row of x is computed alike
+   whatever M (padded rows are zeros), on 1 or 2 threads. */
 static void bz_gemm_part_bf16(const uint32_t* packed, const uint16_t* planes, const float* sxp,
                               int64_t M, int64_t Mp, int64_t N, int64_t K, int64_t t0, int64_t t1,
                               float* out) {
     if (t0 >= t1) return;
     const int64_t G32 = K / 32, words = bz_tile_words(K);
-    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
     uint16_t* codes = (uint16_t*)aligned_alloc(64, (size_t)(G32 * 1024 + 64));
-    alignas(64) float prod[2][256];
     bz_amx_config_bf16();
     for (int64_t ti = t0; ti < t1; ++ti) {
         const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
@@ -919,33 +946,10 @@ static void bz_gemm_part_bf16(const uint32_t* packed, const uint16_t* planes, co
         for (int64_t b = 0; b < G32; ++b)
             bz_amx_codes_bf16(t.w + b * BZ_GDW * BZ_GT, BZ_BITS, codes + b * 512);
         const __mmask16 mask = bz_mask16(nr);
-        for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
-            __m512 acc[16];
-#pragma GCC unroll 16
-            for (int m = 0; m < 16; ++m) acc[m] = _mm512_setzero_ps();
-            bz_amx_products_bf16(0, planes, G32, Mp, m0, codes);
-            for (int64_t blk = 0; blk < G32; ++blk) {
-                float* p = prod[blk & 1];
-                bz_amx_store_bf16(blk, p);
-                if (blk + 1 < G32)
-                    bz_amx_products_bf16(blk + 1, planes, G32, Mp, m0, codes + (blk + 1) * 512);
-                const __m512 sv = bz_ld16(t.s + blk * BZ_GT);
-                const bool gfirst = blk % BPG == 0;
-#pragma GCC unroll 16
-                for (int m = 0; m < 16; ++m)
-                    acc[m] = _mm512_fmadd_ps(_mm512_load_ps(p + m * 16), sv, acc[m]);
-                if (gfirst) {
-                    const __m512 bv = bz_ld16(t.b + blk / BPG * BZ_GT);
-                    const float* sxb = sxp + blk / BPG * Mp + m0;
-#pragma GCC unroll 16
-                    for (int m = 0; m < 16; ++m)
-                        acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
-                }
-            }
-            const int64_t rows = M - m0 < 16 ? M - m0 : 16;
-            for (int m = 0; m < rows; ++m)
-                _mm512_mask_storeu_ps(out + (m0 + m) * N + n0, mask, acc[m]);
-        }
+        int64_t m0 = 0;
+        for (; m0 + 16 <= Mp; m0 += 16)
+            bz_bf16_rows<16>(t, codes, planes, sxp, M, Mp, m0, K, out + n0, N, mask);
+        if (m0 < Mp) bz_bf16_rows<8>(t, codes, planes, sxp, M, Mp, m0, K, out + n0, N, mask);
     }
     _tile_release();
     free(codes);
