@@ -152,8 +152,8 @@ def test_every_quantized_matmul_tactic_gives_the_defaults_bits(bits_gs, m, n, km
             for threads in (1, 2):
                 out = np.zeros((m, n), np.float32)
                 scratch = np.zeros(max(m * k, 1), np.float32)
-                _core.launch(h, [x, wq, s, b, out, scratch],
-                             np.array([threads, m, n, k, int8], np.int64))
+                _core.launch(h, [x, wq, s, b, out, scratch],  # (no prepacked tiles, no AMX)
+                             np.array([threads, m, n, k, int8, 0, 0], np.int64))
                 outs[(variant, threads)] = out
         ref = outs[(qmatmul.VARIANTS[0], 1)]
         for key, out in outs.items():

@@ -20,8 +20,9 @@
    args[5]: 1 when bufs[6] holds the weight's GEMM tiles repacked beforehand (M == -2 writes
    them): act 2 then reads them instead of repacking, and act 0 at BZ_TILE_M+ rows runs float x
    against them (bz_gemm_part_f32).
-   args[6]: 1 lets the int8 GEMM run its blocks of 16 rows of x on AMX where the CPU and the
-   OS allow it (the same bits: qmatmul_amx.h).
+   args[6]: 1 lets the GEMMs use AMX where the CPU and the OS allow it (qmatmul_amx.h): the
+   int8 GEMM's blocks of 16 rows of x (the same bits), and float x against the prepacked
+   tiles (bz_gemm_part_bf16 instead of bz_gemm_part_f32: other bits, a smaller error).
    M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
    and whether the GEMM can use AMX (compiled, and the OS granted the tile state) to
    ((int64_t*)bufs[0])[0], [1] and [2]. M == -3: write the size in bytes of N x K
