@@ -157,8 +157,9 @@ from . import default_num_threads
 from . import tactics as _tactics_mod
 from .library import KernelFamily, NativeOp
 
-__all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "amx_available", "host_isa", "int8_available",
-           "kernel_isa", "quantized_matmul", "reload_env", "source", "tactic_report"]
+__all__ = ["QuantizedMatmul", "VARIANTS", "act_mode", "amx_available", "host_isa",
+           "int8_available", "kernel_isa", "problem_key", "quantized_matmul", "reload_env",
+           "source", "tactic_report"]
 
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512", 3: "neon"}
 PARALLEL_WEIGHTS = 1 << 17  # N*K*max(1, M/4) below this runs on one thread
@@ -170,8 +171,9 @@ ACT_MODES = QUANT_ACT_MODES
 # weights' memory) at every M; BRAZE_QMM_PREPACK=0 (read at import): the matvec path up to
 # INT8_MAX_M rows and no copy
 PREPACK = os.environ.get("BRAZE_QMM_PREPACK", "1") != "0"
-# the int8 GEMM's blocks of 16 rows of x on Intel AMX where the CPU and OS have it (the same
-# bits as the AVX-512 VNNI path); BRAZE_QMM_AMX=0 (read at import, and by reload_env()): off
+# the GEMMs on Intel AMX where the CPU and OS have it (the int8 GEMM's 16-row blocks: the
+# same bits as the AVX-512 VNNI path; float x against the tiles: bfloat16 parts, other bits);
+# BRAZE_QMM_AMX=0 (read at import, and by reload_env()): off
 AMX = os.environ.get("BRAZE_QMM_AMX", "1") != "0"
 DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float against 8-bit
 
@@ -271,7 +273,7 @@ def _tactics(bits: int, group_size: int, half: bool, isa: int | None, num_thread
     """Every (variant, threads, AMX or not) tactic of one kernel; a variant other than the
     default build is cheap only when its kernel is cached already (BRAZE_AUTOTUNE=max
     builds it). AMX tactics exist where the kernel can use AMX, valid where the problem
-    runs the int8 GEMM on 16+ rows (``problem["amx"]``)."""
+    runs a GEMM on 16+ rows (``problem["amx"]``)."""
     out = []
     amx_axis = (False, True) if _levels(bits, group_size, half, isa)[2] else (False,)
     for variant in VARIANTS:
@@ -379,9 +381,10 @@ _levels_cache: dict[tuple[int, int, bool, int | None], tuple[int, int, bool]] = 
 
 def amx_available(bits: int = 4, group_size: int = 32, half: bool = False,
                   isa: int | None = None) -> bool:
-    """Whether that kernel's int8 GEMM runs blocks of 16 rows of x on Intel AMX: compiled for
-    a CPU with AMX-INT8 and the OS grants the tile state (``BRAZE_QMM_AMX=0`` keeps it off
-    all the same). The results are the same bits either way.
+    """Whether that kernel's GEMMs can run on Intel AMX: compiled for a CPU with AMX-INT8 and
+    AMX-BF16, and the OS grants the tile state (``BRAZE_QMM_AMX=0`` keeps it off all the
+    same). The int8 GEMM gives the same bits either way; exact float x against the tiles
+    (16+ rows) other bits, within the same bound.
 
     >>> amx_available(isa=1)  # the AVX2 build has no int8 GEMM
     False
