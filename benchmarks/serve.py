@@ -112,7 +112,7 @@ async def one_request(base: str, model: str, prompt: str, max_tokens: int
 
     HTTP/1.1 through h11 on asyncio streams, every stream of a level on one thread: the
     load generator shares the server's 2 cores, and a thread per stream parsing with httpx
-    took ~13 % of them at 16 streams (real clients run elsewhere); this costs ~1 %."""
+    took ~13 % of them at 16 streams (real clients run elsewhere); this takes ~2 %."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "temperature": 0, "stream": True,
