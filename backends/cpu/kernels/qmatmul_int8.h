@@ -646,6 +646,16 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
         },
         [&](int64_t i, __m512i v) { bz_st16(t.b + i * BZ_GT, v); });
 }
+/* One (row of x, block) of the int8 GEMM into acc, 16 weight rows at once: t = idot * dx + ez,
+   acc += t * s, + b * sum(x over the group) at a group's first block. Shared by the AVX-512
+   block and the AMX one: the same operations, so the same bits whichever computed idot. */
+static BZ_INLINE __m512 bz_i8_epilogue(__m512i idot, float dx, float ez, __m512 sv, bool gfirst,
+                                       __m512 bv, float sx, __m512 acc) {
+    const __m512 tv =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), _mm512_set1_ps(dx), _mm512_set1_ps(ez));
+    acc = _mm512_fmadd_ps(tv, sv, acc);
+    return gfirst ? _mm512_fmadd_ps(bv, _mm512_set1_ps(sx), acc) : acc;
+}
 template <int MB>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
                                     int64_t N, __mmask16 mask) {
@@ -704,10 +714,7 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
                 ia = _mm512_add_epi32(_mm512_add_epi32(ic[0], ic[1]),
                                       _mm512_add_epi32(ic[2], ic[3]));
             }
-            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(dxb[m]),
-                                              _mm512_set1_ps(ezb[m]));
-            acc[m] = _mm512_fmadd_ps(tv, sv, acc[m]);
-            if (gfirst) acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
+            acc[m] = bz_i8_epilogue(ia, dxb[m], ezb[m], sv, gfirst, bv, sxb[m], acc[m]);
         }
     }
 #pragma GCC unroll 8
@@ -785,10 +792,9 @@ static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
 #include "qmatmul_amx.h"
 #if BZ_AMX
 /* 16 rows of x (from m0) against one tile: bz_gemm_block<16> with the dot products on AMX
-   (qmatmul_amx.h) and the float epilogue per row of x bz_gemm_block's, operation for
-   operation: every output has the same bits whichever path computed it (batch invariance:
-   rows past the last full 16 run bz_gemm_block). codes: the tile's codes in tdpbsud's
-   layout, 512 bytes per block. */
+   (qmatmul_amx.h) and its epilogue (bz_i8_epilogue): every output has the same bits whichever path
+   computed it (batch invariance: rows past the last full 16 run bz_gemm_block). codes: the tile's
+   codes in tdpbsud's layout, 512 bytes per block. */
 static BZ_INLINE void bz_amx_block(const GT& t, const uint8_t* codes, const QXB& qx, int64_t m0,
                                    int64_t K, float* out, int64_t N, __mmask16 mask) {
     const int64_t G32 = K / 32;
@@ -814,10 +820,7 @@ static BZ_INLINE void bz_amx_block(const GT& t, const uint8_t* codes, const QXB&
 #pragma GCC unroll 16
         for (int m = 0; m < 16; ++m) {
             const __m512i ia = _mm512_load_si512((const void*)(p + m * 16));
-            const __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(dxb[m]),
-                                              _mm512_set1_ps(ezb[m]));
-            acc[m] = _mm512_fmadd_ps(tv, sv, acc[m]);
-            if (gfirst) acc[m] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sxb[m]), acc[m]);
+            acc[m] = bz_i8_epilogue(ia, dxb[m], ezb[m], sv, gfirst, bv, sxb[m], acc[m]);
         }
     }
 #pragma GCC unroll 16
