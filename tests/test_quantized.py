@@ -587,6 +587,24 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
 
 
 @needs_cpu
+def test_kernel_queries_reject_bad_parameters(backend_name) -> None:
+    """amx_available / int8_available / kernel_isa / problem_key name the call and the
+    parameter instead of failing a build or answering for a kernel that cannot exist."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    for call in (lambda: qmatmul.amx_available(bits=3), lambda: qmatmul.kernel_isa(bits=5),
+                 lambda: qmatmul.int8_available(group_size=48)):
+        with pytest.raises(ValueError, match=r"qmatmul\.\w+: bits must be one of .* got bits="):
+            call()
+    with pytest.raises(ValueError, match=r"qmatmul\.problem_key: .*group_size=16"):
+        qmatmul.problem_key(4, 16, False, None, 1, 16, 64, None, 2)
+    with pytest.raises(ValueError, match="isa must be"):
+        qmatmul.amx_available(isa=7)
+
+
+@needs_cpu
 @settings(max_examples=20, deadline=None)
 @given(tile_problems(ms=(16, 17, 32, 47, 64), ns=(1, 5, 16, 17, 45), k_max=1536))
 def test_amx_gemm_gives_the_vnni_bits(backend_name, p) -> None:

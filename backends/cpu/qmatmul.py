@@ -148,7 +148,15 @@ import numpy as np
 
 from ... import _core
 from ...graph import dtypes as dt
-from ...graph.ops import QUANT_ACT_MODES, QUANTIZED_MATMUL, qmm_ref, quant_check, reference_eval
+from ...graph.ops import (
+    QUANT_ACT_MODES,
+    QUANT_BITS,
+    QUANT_GROUPS,
+    QUANTIZED_MATMUL,
+    qmm_ref,
+    quant_check,
+    reference_eval,
+)
 from ...graph.view import View
 from ..kernel_sources import source as _kernel_source
 from ..replay import NativeLibraryCall
@@ -351,6 +359,16 @@ def _paths(bits: int, group_size: int, half: bool, isa: int | None, m: int, act:
     return int8, invariant, float_tiles, AMX and (gemm or float_tiles) and m >= 16 and amx_ok
 
 
+def _kernel_params(fn: str, bits: int, group_size: int, half: bool
+                   ) -> tuple[int, int, bool]:
+    """(bits, group_size, half) checked for a public query about a kernel (a kernel of other
+    parameters would not build, or answer for nothing that runs)."""
+    if bits not in QUANT_BITS or group_size not in QUANT_GROUPS:
+        raise ValueError(f"qmatmul.{fn}: bits must be one of {QUANT_BITS} and group_size one "
+                         f"of {QUANT_GROUPS}, got bits={bits!r}, group_size={group_size!r}")
+    return bits, group_size, bool(half)
+
+
 def problem_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
                 k: int, act: str | None, num_threads: int) -> str:
     """The tactic key of an (M, K) x against (N, K) weights: what tuning stores per problem.
@@ -358,6 +376,7 @@ def problem_key(bits: int, group_size: int, half: bool, isa: int | None, m: int,
     >>> problem_key(4, 32, False, 0, 3, 64, 64, None, 2)
     'quantized_matmul:b4:g32:f32:isa0:M4:N64:K64:float:T2'
     """
+    _kernel_params("problem_key", bits, group_size, half)
     int8, invariant, float_tiles, amx = _paths(bits, group_size, half, isa, m, act)
     return _tactic_key(bits, group_size, half, isa, m, n, k, int8, num_threads, invariant,
                        float_tiles) + (":amx" if amx else "")
@@ -389,7 +408,7 @@ def amx_available(bits: int = 4, group_size: int = 32, half: bool = False,
     >>> amx_available(isa=1)  # the AVX2 build has no int8 GEMM
     False
     """
-    return _levels(bits, group_size, half, _isa_cap(isa))[2]
+    return _levels(*_kernel_params("amx_available", bits, group_size, half), _isa_cap(isa))[2]
 
 
 def kernel_isa(bits: int = 4, group_size: int = 32, half: bool = False,
@@ -399,7 +418,7 @@ def kernel_isa(bits: int = 4, group_size: int = 32, half: bool = False,
     >>> kernel_isa() == host_isa()
     True
     """
-    return _levels(bits, group_size, half, _isa_cap(isa))[0]
+    return _levels(*_kernel_params("kernel_isa", bits, group_size, half), _isa_cap(isa))[0]
 
 
 def int8_available(bits: int = 4, group_size: int = 32, half: bool = False,
@@ -410,7 +429,7 @@ def int8_available(bits: int = 4, group_size: int = 32, half: bool = False,
     >>> int8_available(isa=0)
     False
     """
-    return _levels(bits, group_size, half, _isa_cap(isa))[1] > 0
+    return _levels(*_kernel_params("int8_available", bits, group_size, half), _isa_cap(isa))[1] > 0
 
 
 def act_mode(act: str | None = None) -> str:
