@@ -17,7 +17,8 @@ graph building, no optimization.
   when every op's shape rule can be re-run on them; ops whose attributes hold sizes
   (reshape, broadcast_to, slicing, concat, arange, random, ``var`` with a correction)
   make it retrace instead.
-* After ``RETRACE_WARNING`` traces of one function, a warning suggests why.
+* After ``RETRACE_WARNING`` traces of one function (``retrace_warning=``: another count,
+  or None for a function that buckets its shapes on purpose), a warning suggests why.
 * ``opt_level=`` and ``disable_passes=`` choose the optimization passes of this
   function (see :mod:`braze.graph.passes`): the level replaces ``BRAZE_OPT_LEVEL``,
   the names are disabled on top of ``BRAZE_DISABLE_PASSES``; unknown names raise
@@ -133,8 +134,14 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable[..., Any], shapeless: bool = False,
                  opt_level: int | None = None, disable_passes: Any = None,
-                 inputs: Any = None, outputs: Any = None) -> None:
+                 inputs: Any = None, outputs: Any = None,
+                 retrace_warning: int | None = RETRACE_WARNING) -> None:
+        if retrace_warning is not None and (not isinstance(retrace_warning, int)
+                                            or retrace_warning < 1):
+            raise ValueError(f"bz.compile: retrace_warning must be a positive int or None, "
+                             f"got {retrace_warning!r}")
         self.fn = fn
+        self.retrace_warning = retrace_warning
         self.shapeless = shapeless
         # implicit state (MLX's inputs=/outputs=): objects whose arrays the function reads
         # (bound at every call) and leaves new values in (written back after every call)
@@ -255,7 +262,8 @@ class CompiledFunction:
     def _trace(self, leaves: list[Any], struct: Any, captured: list[Any],
                state_struct: Any = None) -> _Entry:
         self.trace_count += 1
-        if self.trace_count > RETRACE_WARNING and not self._warned:
+        if self.retrace_warning is not None and self.trace_count > self.retrace_warning \
+                and not self._warned:
             self._warned = True
             warnings.warn(f"bz.compile: {getattr(self.fn, '__name__', 'function')} has been "
                           f"traced {self.trace_count} times: each new shape, dtype or static "
@@ -402,7 +410,8 @@ def _np_leaf(data: Any) -> Node:
 
 def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  # noqa: A001
             opt_level: int | None = None, disable_passes: Any = None,
-            inputs: Any = None, outputs: Any = None) -> Any:
+            inputs: Any = None, outputs: Any = None,
+            retrace_warning: int | None = RETRACE_WARNING) -> Any:
     """Decorator: trace ``fn`` once per signature and replay the optimized schedule.
 
     ``opt_level`` (0 none, 1 basic, 2 extended, 3 layout) and ``disable_passes`` (pass
@@ -411,6 +420,8 @@ def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  #
     of arrays -- whose arrays ``fn`` reads, and leaves new arrays in, without taking
     them as arguments: read at every call, written back after it (a training step
     that updates a model and its optimizer replays as one schedule).
+    ``retrace_warning``: traces after which a warning says the function keeps retracing
+    (None: never; for a function called with bucketed shapes on purpose).
 
     >>> import braze as bz
     >>> double = bz.compile(lambda x: x * 2)
@@ -426,9 +437,10 @@ def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  #
             make_config(opt_level, disable_passes)  # not at decoration (CompiledFunction's)
         return lambda f: CompiledFunction(f, shapeless=shapeless, opt_level=opt_level,
                                           disable_passes=disable_passes, inputs=inputs,
-                                          outputs=outputs)
+                                          outputs=outputs, retrace_warning=retrace_warning)
     return CompiledFunction(fn, shapeless=shapeless, opt_level=opt_level,
-                            disable_passes=disable_passes, inputs=inputs, outputs=outputs)
+                            disable_passes=disable_passes, inputs=inputs, outputs=outputs,
+                            retrace_warning=retrace_warning)
 
 
 # ---------------------------------------------------------------- implicit state

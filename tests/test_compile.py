@@ -98,14 +98,19 @@ def test_nested_outputs_and_static_values() -> None:
     assert out["pair"][1][0].tolist() == [2.0, 2.0] and out["name"] == "ok"
 
 
-def test_retracing_warns_after_the_limit(monkeypatch) -> None:
-    monkeypatch.setattr(compile_module, "RETRACE_WARNING", 3)
-    f = bz.compile(lambda x: x + 1)
+def test_retracing_warns_after_the_limit() -> None:
+    assert bz.compile(lambda x: x).retrace_warning == compile_module.RETRACE_WARNING
+    f = bz.compile(lambda x: x + 1, retrace_warning=3)
+    quiet = bz.compile(lambda x: x + 1, retrace_warning=None)  # bucketed shapes on purpose
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 6):
             f(bz.ones(n))
+            quiet(bz.ones(n))
+    assert sum("traced 4 times" in str(w.message) for w in caught) == 1
     assert sum("traced" in str(w.message) for w in caught) == 1
+    with pytest.raises(ValueError, match="retrace_warning must be a positive int or None"):
+        bz.compile(lambda x: x, retrace_warning=0)
 
 
 def test_shapeless_reuses_one_trace_across_shapes() -> None:

@@ -445,6 +445,36 @@ def test_batched_step_logits_equal_alone(model_tok) -> None:
         model.decode_batch([1, 2], [0, 0], cache)
 
 
+def test_batched_prefill_equals_alone_and_the_single_sequence_path(model_tok) -> None:
+    """prefill_batch: each prompt's logits and cached keys/values are the same bits
+    alone and pre-filled with prompts of other lengths (bucket 4, one padding row), and
+    within float32 rounding of the single-sequence pre-fill (``model(ids, cache)``)."""
+    model, tok = model_tok
+    prompts = [tok.encode(llama.chat_prompt(q)).ids for q in QUESTIONS[:3]]
+    prompts[1] = prompts[1][:5]  # lengths differ: padded to 8 tokens, others to 16
+    cache = model.make_slot_cache(4, 128)
+    cache.slot(3).offset = 7  # slots start at their own offsets
+    together = model.prefill_batch(prompts, [2, 0, 3], cache)
+    keys, values = cache.keys.copy(), cache.values.copy()
+    for j, s in enumerate([2, 0, 3]):
+        cache.keys[:] = cache.values[:] = 0
+        cache.slot(s).offset = 7 if s == 3 else 0
+        np.testing.assert_array_equal(model.prefill_batch([prompts[j]], [s], cache)[0],
+                                      together[j])
+        np.testing.assert_array_equal(cache.keys[s], keys[s])
+        np.testing.assert_array_equal(cache.values[s], values[s])
+        assert cache.slot(s).offset == (7 if s == 3 else 0) + len(prompts[j])
+    single = np.asarray(model([prompts[0]], model.make_cache(128), last_only=True))[0, -1]
+    np.testing.assert_allclose(together[0], single, rtol=0, atol=2e-3 * np.abs(single).max())
+    assert int(np.argmax(together[0])) == int(np.argmax(single))
+    with pytest.raises(ValueError, match="distinct slot"):
+        model.prefill_batch([[1], [2]], [0, 0], cache)
+    with pytest.raises(ValueError, match="at least one token"):
+        model.prefill_batch([[]], [0], cache)
+    with pytest.raises(ValueError, match="does not fit"):
+        model.prefill_batch([[1] * 200], [0], cache)
+
+
 def test_bad_engine_and_batch_arguments_are_refused_at_the_call(model_tok) -> None:
     model, tok = model_tok
     with pytest.raises(ValueError, match="at least one slot"):

@@ -1,8 +1,10 @@
 """Continuous batching for the LLM example: many sequences decoded together.
 
 An :class:`Engine` owns the model, the tokenizer and a :class:`llama.SlotCache` and runs
-one thread. Requests join the running batch between decode steps (each is pre-filled
-alone into a free cache slot, its first token sampled from the pre-fill) and leave it
+one thread. Requests join the running batch between decode steps (the requests admitted
+at a step boundary are pre-filled together into free cache slots by one
+:meth:`llama.Llama.prefill_batch`, up to ``PREFILL_ROWS`` padded rows a call; each one's
+first token is sampled from its pre-fill) and leave it
 when they finish or are cancelled; every decode step is one compiled
 :meth:`llama.Llama.decode_batch` over all running sequences at their own positions (the
 4-bit matvecs become small GEMMs over the batch). The step is batch invariant: a
@@ -54,6 +56,10 @@ import llama
 import numpy as np
 
 log = logging.getLogger("braze.serve")
+
+
+# padded prompt rows pre-filled in one call at most (more admitted requests: more calls)
+PREFILL_ROWS = 512
 
 
 class QueueFull(RuntimeError):
@@ -224,8 +230,8 @@ class Engine:
                 while self._waiting and self._free:
                     admit.append((self._waiting.popleft(), self._free.pop()))
             t0 = time.perf_counter()
-            for req, slot in admit:
-                self._admit(req, slot)
+            if admit:
+                self._admit(admit)
             t1 = time.perf_counter()
             self._drop_cancelled()
             if self._running:
@@ -248,31 +254,57 @@ class Engine:
             log.info("request %d cancelled after %d tokens", seq.req.id, len(seq.ids))
             self._release(seq)
 
-    def _admit(self, req: Request, slot: int) -> None:
-        """Pre-fill ``req`` into ``slot`` (after the shared prefix's rows when its prompt
-        starts with them) and handle its first token."""
-        if req.cancelled.is_set():
-            with self._cv:
-                self._free.append(slot)
-            return
-        seq = _Sequence(req, slot)
-        cache = self.cache.slot(slot)
-        cache.offset = 0
-        ids, p = req.prompt_ids, len(self.prefix_ids)
-        try:
-            rest = ids
+    def _admit(self, admit: list[tuple[Request, int]]) -> None:
+        """Pre-fill the admitted requests into their slots (after the shared prefix's
+        rows when a prompt starts with them), together in calls of up to
+        ``PREFILL_ROWS`` padded rows, and handle each one's first token."""
+        todo: list[tuple[_Sequence, list[int]]] = []
+        p = len(self.prefix_ids)
+        for req, slot in admit:
+            if req.cancelled.is_set():
+                with self._cv:
+                    self._free.append(slot)
+                continue
+            self.cache.slot(slot).offset = 0
+            ids = req.prompt_ids
             if p and len(ids) > p and ids[:p] == self.prefix_ids:
                 self.cache.copy_prefix(self._prefix_slot, slot, p)
-                rest = ids[p:]
-            logits = np.asarray(self.model([rest], cache, last_only=True))[0, -1]
-        except Exception as e:  # this request only
-            log.exception("pre-fill of request %d failed", req.id)
+                ids = ids[p:]
+            todo.append((_Sequence(req, slot), ids))
+        group: list[tuple[_Sequence, list[int]]] = []
+        for item in sorted(todo, key=lambda it: len(it[1])):  # (similar lengths together)
+            longest = max(len(item[1]), *(len(ids) for _, ids in group)) if group else 0
+            padded = llama.prefill_bucket(longest)
+            if group and llama.batch_bucket(len(group) + 1) * padded > PREFILL_ROWS:
+                self._prefill(group)
+                group = []
+            group.append(item)
+        if group:
+            self._prefill(group)
+
+    def _prefill(self, group: list[tuple[_Sequence, list[int]]]) -> None:
+        """One batched pre-fill (each request alone if it fails: only a failing one
+        ends with an error)."""
+        try:
+            logits = self.model.prefill_batch([ids for _, ids in group],
+                                              [seq.slot for seq, _ in group], self.cache)
+            rows = list(zip((seq for seq, _ in group), logits))
+        except Exception as e:
+            if len(group) > 1:  # (nothing was written: the cache is written last)
+                log.exception("a batched pre-fill of %d requests failed; each alone",
+                              len(group))
+                for item in group:
+                    self._prefill([item])
+                return
+            seq = group[0][0]
+            log.exception("pre-fill of request %d failed", seq.req.id)
             with self._cv:
-                self._free.append(slot)
-            req.emit(Event("error", message=f"pre-fill failed: {e}"))
+                self._free.append(seq.slot)
+            seq.req.emit(Event("error", message=f"pre-fill failed: {e}"))
             return
-        self._running.append(seq)
-        self._accept(seq, logits)
+        for seq, row in rows:
+            self._running.append(seq)
+            self._accept(seq, row)
 
     def _step(self) -> None:
         """One decode step for every running sequence (each alone if the batch fails)."""

