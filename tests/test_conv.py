@@ -374,6 +374,69 @@ def test_cpu_conv_tactics_match_the_reference(backend_name, shape, kw):
     np.testing.assert_array_equal(one, got)
 
 
+@st.composite
+def implicit_gemm_cases(draw):
+    """One-group convolutions the implicit GEMM runs (1-d or 2-d; 16+ channels unless 1x1)."""
+    n = draw(st.integers(1, 2))
+    k = [draw(st.integers(1, 3)) for _ in range(n)]
+    cin = draw(st.integers(1, 40)) if math.prod(k) == 1 else draw(st.integers(16, 40))
+    cout = draw(st.integers(1, 40))
+    stride = [draw(st.integers(1, 2)) for _ in range(n)]
+    pad = [draw(st.integers(0, 1)) for _ in range(n)]
+    sizes = [draw(st.integers(max(1, k[i] - 2 * pad[i]), 14)) for i in range(n)]
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), *sizes, cin)).astype(np.float32)
+    w = rng.standard_normal((cout, *k, cin)).astype(np.float32)
+    return x, w, stride, pad
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=implicit_gemm_cases(), epilogue=st.booleans())
+def test_cpu_conv_packed_rows_give_the_in_place_bits(backend_name, case, epilogue):
+    """The implicit GEMM over x's rows packed first (conv.ALIAS_BYTES: forced on every
+    call here) gives the bits of the GEMM reading x in place."""
+    if backend_name != "cpu":
+        return
+    from braze.backends.cpu import conv as cpu_conv
+    from braze.graph.ops import conv_attrs
+
+    x, w, stride, pad = case
+    n = x.ndim - 2
+    attrs = conv_attrs(n, stride=stride, padding=(tuple(pad), tuple(pad)),
+                       kernel_dilation=[1] * n, input_dilation=[1] * n, groups=1, flip=False)
+    extra = []
+    if epilogue:  # bias, residual and ReLU in the store
+        attrs = {**attrs, "bias": True, "residual": True, "act": "clip", "clip": (0.0, math.inf)}
+        shape = CONV.infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]
+        extra = [np.ones(w.shape[0], np.float32), np.full(shape, -0.5, np.float32)]
+    impl = bz.backends.get("cpu").library["conv"]
+    saved = cpu_conv.ALIAS_BYTES
+    try:
+        cpu_conv.ALIAS_BYTES = 1 << 62  # never
+        in_place = impl(attrs, np.dtype(np.float32), x, w, *extra)
+        cpu_conv.ALIAS_BYTES = 4  # always (every C_in * 4 bytes is a multiple)
+        packed = impl(attrs, np.dtype(np.float32), x, w, *extra)
+    finally:
+        cpu_conv.ALIAS_BYTES = saved
+    np.testing.assert_array_equal(packed, in_place)
+
+
+@pytest.mark.parametrize("shape,w,kw", [
+    ((1, 6, 7, 1024), (40, 1, 1, 1024), {}),  # rows 4 KiB apart
+    ((2, 9, 9, 512), (24, 3, 3, 512), dict(stride=2, padding=1)),  # 2 x 2 KiB apart
+])
+def test_cpu_conv_with_rows_4k_apart_matches_the_reference(backend_name, shape, w, kw):
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ww = rng.standard_normal(w).astype(np.float32) / 16
+    got = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(ww), **kw))
+    with bz.backend("numpy"):
+        want = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(ww), **kw))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 _TIER_PROBE = """
 import hashlib, numpy as np, braze as bz
 rng = np.random.default_rng(0)

@@ -8,6 +8,11 @@ One kernel file (``kernels/conv.cc``), three tactics chosen by shape:
   through per-tap row pointers (channels-last: one tap is C_in/groups contiguous floats;
   a padded tap reads a zero row) against the weight packed in panels of output channels;
   K walked in chunks whose panel slice stays in L1; groups as separate panels.
+* **packed rows** (one group, the tile's rows a multiple of ``ALIAS_BYTES`` apart in x:
+  C_in = 1024 at stride 1, 512 at stride 2): the 12 rows a tile broadcasts from would
+  share one set of the 8-way L1 cache (4 KiB aliasing; a 1 x 1 convolution of 1024
+  channels ran at ~2/3 of its 1000-channel neighbour's speed), so each block of rows is
+  first copied as (taps * C_in, rows) -- once per call, read by every panel.
 * **im2col first** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
   channels would make each tap 3 floats): the taps' rows gathered once, then the
   implicit GEMM as a 1x1 convolution over them.
@@ -43,6 +48,9 @@ __all__ = ["Conv", "pack_panels", "source"]
 
 PARALLEL_FLOPS = 1 << 18  # less work than this runs on one thread
 SMALL_CHANNELS = 16  # fewer input channels: im2col first (the implicit GEMM's taps too short)
+# the implicit GEMM packs x's rows first where the rows its register tile reads side by side
+# lie a multiple of this apart (C_in = 1024 at stride 1, 512 at 2): all in one L1 set
+ALIAS_BYTES = 4096
 _F32 = np.dtype(np.float32)
 
 source, _KERNELS = file_kernel(__package__, "kernels/conv.cc", "bz_conv_f32")
@@ -116,12 +124,15 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     bits = np.array(clip, np.float64).view(np.int64)
     st = x_strides if x_strides is not None else View.contiguous(x_shape).strides
     st5 = [st[0], *pad3(st[1:-1], 0), st[-1]]
+    pack = mode == 2 and groups == 1 and (attrs["stride"][-1] * cin * 4) % ALIAS_BYTES == 0
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
-                     bool(attrs.get("residual")), *offsets, 1, *st5], np.int64)
+                     bool(attrs.get("residual")), *offsets, 1, *st5, pack], np.int64)
     width = taps * cin if mode == 5 else cin // groups
     x_size = math.prod(x_shape)  # (mode 5 with strided channels: x made channels-last)
-    scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4,
-               max(rows * taps * cin + x_size, 1) * 4 if mode == 5 else 4)
+    kr = _tile()[0]
+    third = max(rows * taps * cin + x_size, 1) * 4 if mode == 5 else \
+        -(-rows // kr) * kr * taps * cin * 4 if pack else 4
+    scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4, third)
     return mode, args, scratch
 
 

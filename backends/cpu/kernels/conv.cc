@@ -240,10 +240,11 @@ inline void tap_offsets(const Geometry& g, int64_t r, int64_t* offs) {
 // Epilogue (struct Epilogue above): act 0 none, 1 ReLU, 2 clip to [lo, hi], after bias +
 // residual.
 
-// One tile over the flattened k = t * cg + c in [k0, k1): ``first`` starts from zero, else
-// from the partial sums the previous chunk stored in out (float32 in memory is the register
-// value: the same bits as one chain); ``last`` applies the epilogue, else stores the sums.
-template <int R>
+// One tile over the flattened k = t * cg + c in [k0, k1) (row r's element c of tap t at
+// ptrs[t * kRows + r][c * S]: S = 1 reading x in place, kRows from packed rows): ``first`` starts
+// from zero, else from the partial sums the previous chunk stored in out (float32 in memory is the
+// register value: the same bits as one chain); ``last`` applies the epilogue, else stores the sums.
+template <int R, int S>
 void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* panel, int64_t nv,
           float* out, const float* res, int64_t ldo, const float* bias, const Epilogue& ep,
           bool first, bool last) {
@@ -279,7 +280,7 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
             const WX::F b1 = WX::load(all, bp + WX::L);
 #pragma GCC unroll 12
             for (int r = 0; r < R; ++r) {
-                const WX::F a = WX::set1(p[r][c]);
+                const WX::F a = WX::set1(p[r][c * S]);
                 acc[r][0] = WX::fma(a, b0, acc[r][0]);
                 acc[r][1] = WX::fma(a, b1, acc[r][1]);
             }
@@ -359,7 +360,7 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
 // weight): panel p = group * nb + block holds (t * cg + c, j) at (t * cg + c) * kCols + j,
 // zeros past the group's og channels.
 void implicit_gemm(const Geometry& g, const float* x, const float* panels, float* out,
-                   int64_t groups, const Epilogue& ep, int64_t* offs, float* zeros,
+                   int64_t groups, const Epilogue& ep, int64_t* offs, float* zeros, float* xpack,
                    int64_t threads) {
     const int64_t taps = g.k[0] * g.k[1] * g.k[2];
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
@@ -367,18 +368,32 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
     const int64_t og = ep.cout / groups, nb = (og + kCols - 1) / kCols;
     const int64_t nrb = (rows + kRows - 1) / kRows;
     const int64_t panel = taps * cg * kCols;
+    const int64_t K = taps * cg;
     for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) tap_offsets(g, r, offs + r * taps);
+        if (xpack) {  // (one group) each block of kRows rows as (K, kRows): see conv_x_packed
+#pragma omp for schedule(static)
+            for (int64_t rb = 0; rb < nrb; ++rb) {
+                float* dst = xpack + rb * kRows * K;
+                for (int64_t t = 0; t < taps; ++t)
+                    for (int64_t r = 0; r < kRows; ++r) {
+                        const int64_t row = rb * kRows + r;
+                        const int64_t o = row < rows ? offs[row * taps + t] : -1;
+                        const float* src = o < 0 ? zeros : x + o * cin;
+                        float* d = dst + t * cg * kRows + r;
+                        for (int64_t c = 0; c < cg; ++c) d[c * kRows] = src[c];
+                    }
+            }
+        }
         const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
         // this thread's items (row blocks fastest, then panels): per run of items on one
         // panel, the K range in chunks whose slice of the panel stays in L1 across the run
         const int64_t total = groups * nb * nrb;
         const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
         const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
-        const int64_t K = taps * cg;
         const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
         for (int64_t run = i0; run < i1;) {
             const int64_t pb = run / nrb, run_end = (pb + 1) * nrb < i1 ? (pb + 1) * nrb : i1;
@@ -393,6 +408,10 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
                     const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
                     for (int64_t t = t0; t < t1; ++t)
                         for (int64_t r = 0; r < kRows; ++r) {
+                            if (xpack) {
+                                ptrs[t * kRows + r] = xpack + (rb * K + t * cg) * kRows + r;
+                                continue;
+                            }
                             const int64_t o = r < R ? offs[(r0 + r) * taps + t] : -1;
                             ptrs[t * kRows + r] = o < 0 ? zeros : x + o * cin + gi * cg;
                         }
@@ -400,8 +419,12 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
                     const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
                     bz_dispatch<kRows>(R, [&](auto rc) {
                         constexpr int RC = decltype(rc)::value;
-                        tile<RC>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.cout, bias,
-                                 ep, k0 == 0, k1 == K);
+                        if (xpack)
+                            tile<RC, kRows>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res,
+                                            ep.cout, bias, ep, k0 == 0, k1 == K);
+                        else
+                            tile<RC, 1>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.cout,
+                                        bias, ep, k0 == 0, k1 == K);
                     });
                 }
             }
@@ -418,7 +441,9 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
 // groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias,
 // has residual, element offsets of x, bias and residual in their buffers, whether the packed
 // weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
-// strides (batch, d0, d1, d2, channel: mode 5 reads any; the others need x contiguous).
+// strides (batch, d0, d1, d2, channel: mode 5 reads any; the others need x contiguous), whether
+// mode 2 packs x's rows first (one group; the im2col scratch then holds them: rows rounded up to
+// the tile's, times taps * C_in floats).
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out), then scratch: tap offsets (rows * taps int64), a zero row (C_in/groups + 16
 // floats), im2col rows (mode 5: rows * taps * C_in floats, then room for x channels-last
@@ -495,9 +520,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             flat.k[i] = flat.stride[i] = flat.dil[i] = 1;
             flat.lo[i] = 0;
         }
-        implicit_gemm(flat, cols, packed, out, 1, ep, offs, zeros, threads);
+        implicit_gemm(flat, cols, packed, out, 1, ep, offs, zeros, nullptr, threads);
     } else {
-        implicit_gemm(g, x, packed, out, groups, ep, offs, zeros, threads);
+        implicit_gemm(g, x, packed, out, groups, ep, offs, zeros, a[38] ? cols : nullptr, threads);
     }
     std::free(own);
 }
