@@ -559,8 +559,9 @@ def tile_problems(draw, ms, ns=(1, 5, 16, 17, 45, 301), k_max=768):  # type: ign
 def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None:
     """act="invariant" (batched decoding): every row of the result is bit-identical to
     that row computed alone, on every ISA level the host runs (the prepacked int8 GEMM on
-    AVX-512 VNNI, the int8 matvec on AVX2, the float path with fixed accumulators on
-    scalar), on 1 and 2 threads; within the int8 bound where int8 runs, else the float one."""
+    AVX-512 VNNI and on AVX2 -- there the same bits as AVX-512's --, the float path with
+    fixed accumulators on scalar), on 1 and 2 threads; within the int8 bound where int8
+    runs, else the float one."""
     if backend_name != "cpu":
         pytest.skip("runs once, with the cpu backend's module pass")
     from braze.backends.cpu import qmatmul
@@ -568,12 +569,14 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
     x, wq, s, b, bits, gs = p
     w64, _ = terms64(wq, s, b, bits, gs)
     want = x.astype(np.float64) @ w64.T
+    by_isa: dict[int, np.ndarray] = {}
     for isa in sorted({0, *(i for i in (1, 2) if qmatmul.kernel_isa(isa=i) == i)}):
         def run(rows: np.ndarray, threads: int = 2, isa: int = isa) -> np.ndarray:
             return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, isa=isa,
                                             act="invariant", num_threads=threads)
 
         y = run(x)
+        by_isa[isa] = y
         alone = np.concatenate([run(x[i:i + 1]) for i in range(len(x))])
         np.testing.assert_array_equal(y, alone, err_msg=f"isa {isa}")
         np.testing.assert_array_equal(run(x[1:], 1), y[1:], err_msg=f"isa {isa}")
@@ -584,6 +587,11 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
             assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > {bound[worst]}"
         else:
             check_qmm(y, x, wq, s, b, bits, gs)
+    half = s.dtype == np.float16
+    if len(by_isa) == 3 and [qmatmul._levels(bits, gs, half, i)[1] for i in (1, 2)] == [3, 2]:
+        # the AVX2 GEMM (vpmaddubsw) and the AVX-512 VNNI one: the same integers, the same
+        # float epilogue -- the same bits
+        np.testing.assert_array_equal(by_isa[1], by_isa[2])
 
 
 @needs_cpu

@@ -97,6 +97,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         free(dt);
         return;
     }
+#if BZ_VNNI == 2
     if (act == 0 && args[5] == 1 && M >= BZ_TILE_M) { /* float x against the prepacked tiles */
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
 #if BZ_AMX
@@ -127,6 +128,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         }
         return;
     }
+#endif
 #endif
     if (act >= 1) {
         const int64_t Kp = (K + 63) / 64 * 64, Gp = bz_pad16(K / 32);

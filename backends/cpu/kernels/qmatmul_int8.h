@@ -519,6 +519,48 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
     free(bb);
 }
 
+#if BZ_VNNI == 2 || BZ_VNNI == 3
+/* ------------------------------------------------ int8 GEMM: what every ISA's shares */
+/* x quantized for the GEMM, block-major: the M rows' 32 bytes of block blk at q + (blk * M +
+   m) * 32, their dx and ez at [blk * M + m], sx at [g * M + m] -- a row block's data of one
+   block is contiguous (one base pointer and immediate offsets: with rows M * K bytes
+   apart, each row's pointers took a register and were reloaded from the stack) */
+struct QXB {
+    const int8_t* q;
+    const float* dx;
+    const float* ez;
+    const float* sx;
+    int64_t M;
+};
+#define BZ_GT 16       /* weight rows per tile (lanes) */
+#define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
+struct GT { /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] (scales and
+              biases in the weight's own type: float16 ones stay 16-bit, a sixth less to read) */
+    uint32_t* w;
+    stype* s;
+    stype* b;
+};
+/* 32-bit words of one repacked tile (codes, block scales, group biases). */
+static BZ_INLINE int64_t bz_tile_words(int64_t K) {
+    return K / 32 * BZ_GDW * BZ_GT + (K / 32 + K / BZ_GS) * BZ_GT * (int64_t)sizeof(stype) / 4;
+}
+static BZ_INLINE GT bz_tile_at(uint32_t* base, int64_t K) {
+    GT t;
+    t.w = base;
+    t.s = (stype*)(base + K / 32 * BZ_GDW * BZ_GT);
+    t.b = t.s + K / 32 * BZ_GT;
+    return t;
+}
+/* block(m0, r) over M rows of x: blocks of MB rows, then the last 1..MB-1 (r: the block's
+   rows as a compile-time constant, r.value) */
+template <int MB, class F>
+static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
+    int64_t m0 = 0;
+    for (; m0 + MB <= M; m0 += MB) block(m0, std::integral_constant<int, MB>{});
+    if (M > m0) bz_dispatch<MB - 1>(M - m0, [&](auto r) { block(m0, r); });
+}
+#endif
+
 #if BZ_VNNI == 2
 /* ------------------------------------------------ int8 GEMM (4 and 8 bits, AVX-512 VNNI)
    The output's 16 lanes are 16 weight rows (a tile): the tile's codes are repacked per
@@ -531,27 +573,8 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
    at each group's first block): every output is one chain over the blocks, whatever
    the tile, the row block, the thread or the number of rows M -- so act == 2 (batch
    invariant) runs this path at every M. */
-/* x quantized for the GEMM, block-major: the M rows' 32 bytes of block blk at q + (blk * M +
-   m) * 32, their dx and ez at [blk * M + m], sx at [g * M + m] -- a row block's data of one
-   block is contiguous (one base pointer and immediate offsets: with rows M * K bytes
-   apart, each row's pointers took a register and were reloaded from the stack) */
-struct QXB {
-    const int8_t* q;
-    const float* dx;
-    const float* ez;
-    const float* sx;
-    int64_t M;
-};
-#define BZ_GT 16 /* weight rows per tile (lanes) */
-#define BZ_GM 16 /* rows of x per register block (8 before the block-major x: 16 was slower) */
-#define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
-struct GT { /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] (scales and
-              biases in the weight's own type: float16 ones stay 16-bit, a sixth less to read) */
-    uint32_t* w;
-    stype* s;
-    stype* b;
-};
 /* 16 scales or biases (one per lane) as float32 */
+#define BZ_GM 16 /* rows of x per register block (8 before the block-major x: 16 was slower) */
 static BZ_INLINE __m512 bz_ld16(const stype* p) {
 #if BZ_HALF
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
@@ -760,35 +783,6 @@ static BZ_INLINE void bz_gemm_block_f32(const GT& t, const float* x, int64_t m0,
 #pragma GCC unroll 16
     for (int m = 0; m < MB; ++m) _mm512_mask_storeu_ps(out + (m0 + m) * N, mask, acc[m]);
 }
-/* 32-bit words of one repacked tile (codes, block scales, group biases). */
-static BZ_INLINE int64_t bz_tile_words(int64_t K) {
-    return K / 32 * BZ_GDW * BZ_GT + (K / 32 + K / BZ_GS) * BZ_GT * (int64_t)sizeof(stype) / 4;
-}
-static BZ_INLINE GT bz_tile_at(uint32_t* base, int64_t K) {
-    GT t;
-    t.w = base;
-    t.s = (stype*)(base + K / 32 * BZ_GDW * BZ_GT);
-    t.b = t.s + K / 32 * BZ_GT;
-    return t;
-}
-/* Tiles [t0, t1) of the weight repacked into dst (tile ti at ti * bz_tile_words(K)): done
-   once per weight, so the GEMM at few rows (decode) reads the tiles as they are. */
-static void bz_gemm_prepack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t N,
-                            int64_t K, int64_t t0, int64_t t1, uint32_t* dst) {
-    for (int64_t ti = t0; ti < t1; ++ti) {
-        GT t = bz_tile_at(dst + ti * bz_tile_words(K), K);
-        const int64_t n0 = ti * BZ_GT;
-        bz_gemm_pack(wq, sc, bi, n0, N - n0 < BZ_GT ? N - n0 : BZ_GT, K, t);
-    }
-}
-/* block(m0, r) over M rows of x: blocks of MB rows, then the last 1..MB-1 (r: the block's
-   rows as a compile-time constant, r.value) */
-template <int MB, class F>
-static BZ_INLINE void bz_row_blocks(int64_t M, F&& block) {
-    int64_t m0 = 0;
-    for (; m0 + MB <= M; m0 += MB) block(m0, std::integral_constant<int, MB>{});
-    if (M > m0) bz_dispatch<MB - 1>(M - m0, [&](auto r) { block(m0, r); });
-}
 #include "qmatmul_amx.h"
 #if BZ_AMX
 /* 16 rows of x (from m0) against one tile: bz_gemm_block<16> with the dot products on AMX
@@ -958,6 +952,132 @@ static void bz_gemm_part_bf16(const uint32_t* packed, const uint16_t* planes, co
     free(codes);
 }
 #endif
+#elif BZ_VNNI == 3
+/* ------------------------------------------------ int8 GEMM (4 bits, AVX2 without VNNI)
+   The AVX-512 GEMM's tiles and arithmetic on 8-lane vectors: per tile, two halves of 8
+   weight rows; per block and x row, 8 vpmaddubsw (a nibble code <= 15 times |q| <= 127,
+   two per int16 lane: <= 3,810) summed in int16 (8 of them <= 30,480: no overflow), one
+   vpmaddwd against ones to int32 -- the exact integer dot product vpdpbusd gives -- then the
+   same epilogue (bz_i8_epilogue's operations): the same bits as the AVX-512 VNNI path, one
+   chain per output over the blocks whatever M (batch invariant). */
+#define BZ_GM 4 /* rows of x per register block (the codes of a half tile take 8 of 16) */
+/* (no AMX in an AVX2 build: bz_amx_ready() is false) */
+#include "qmatmul_amx.h"
+static BZ_INLINE __m256 bz_ld8(const stype* p) {
+#if BZ_HALF
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+#else
+    return _mm256_loadu_ps(p);
+#endif
+}
+/* The weight's rows [n0, n0 + nr) as one tile (rows past nr: zero codes and scales). */
+static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
+                         int64_t nr, int64_t K, GT& t) {
+    const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
+    for (int64_t r = 0; r < BZ_GT; ++r) {
+        const uint8_t* row = wq + (n0 + r) * rowbytes;
+        for (int64_t i = 0; i < G32 * BZ_GDW; ++i) {
+            uint32_t v = 0;
+            if (r < nr) std::memcpy(&v, row + i * 4, 4);
+            t.w[i * BZ_GT + r] = v;
+        }
+        for (int64_t blk = 0; blk < G32; ++blk)
+            t.s[blk * BZ_GT + r] = r < nr ? sc[(n0 + r) * G + blk * 32 / BZ_GS] : stype(0);
+        for (int64_t g = 0; g < G; ++g)
+            t.b[g * BZ_GT + r] = r < nr ? bi[(n0 + r) * G + g] : stype(0);
+    }
+}
+template <int MB>
+static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
+                                    int64_t N, int64_t nr) {
+    const int64_t G32 = K / 32;
+    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
+    const __m256i f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    for (int h = 0; h < 2 && h * 8 < nr; ++h) {
+        __m256 acc[MB];
+#pragma GCC unroll 4
+        for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
+        for (int64_t blk = 0; blk < G32; ++blk) {
+            __m256i w[8]; /* the low nibbles of 4 dwords per row (even elements), then high */
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const __m256i v =
+                    _mm256_loadu_si256((const __m256i*)(t.w + (blk * BZ_GDW + j) * BZ_GT + h * 8));
+                w[j] = _mm256_and_si256(v, f);
+                w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+            }
+            const __m256 sv = bz_ld8(t.s + blk * BZ_GT + h * 8);
+            const bool gfirst = blk % BPG == 0;
+            const __m256 bv =
+                gfirst ? bz_ld8(t.b + blk / BPG * BZ_GT + h * 8) : _mm256_setzero_ps();
+            const int8_t* qb = qx.q + (blk * qx.M + m0) * 32;
+            const float* dxb = qx.dx + blk * qx.M + m0;
+            const float* ezb = qx.ez + blk * qx.M + m0;
+            const float* sxb = qx.sx + blk / BPG * qx.M + m0;
+#pragma GCC unroll 4
+            for (int m = 0; m < MB; ++m) {
+                const int32_t* qm = (const int32_t*)(qb + m * 32);
+                __m256i s16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(qm[0]));
+#pragma GCC unroll 7
+                for (int j = 1; j < 8; ++j) /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
+                    s16 =
+                        _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(qm[j])));
+                const __m256i ia = _mm256_madd_epi16(s16, ones);
+                const __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_set1_ps(dxb[m]),
+                                                  _mm256_set1_ps(ezb[m]));
+                acc[m] = _mm256_fmadd_ps(tv, sv, acc[m]);
+                if (gfirst) acc[m] = _mm256_fmadd_ps(bv, _mm256_set1_ps(sxb[m]), acc[m]);
+            }
+        }
+        const int64_t n = nr - h * 8 < 8 ? nr - h * 8 : 8;
+#pragma GCC unroll 4
+        for (int m = 0; m < MB; ++m) {
+            float* o = out + (m0 + m) * N + h * 8;
+            if (n == 8) {
+                _mm256_storeu_ps(o, acc[m]);
+            } else {
+                alignas(32) float buf[8];
+                _mm256_store_ps(buf, acc[m]);
+                for (int64_t i = 0; i < n; ++i) o[i] = buf[i];
+            }
+        }
+    }
+}
+/* Tiles [t0, t1) of the weight (prepacked, or repacked here one by one) against every row. */
+static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QXB& qx,
+                         int64_t M, int64_t N, int64_t K, int64_t t0, int64_t t1, float* out,
+                         const uint32_t* packed, bool) {
+    const int64_t words = bz_tile_words(K);
+    uint32_t* own =
+        packed ? nullptr : (uint32_t*)aligned_alloc(64, (size_t)((words * 4 + 63) / 64 * 64));
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
+        GT t;
+        if (packed) {
+            t = bz_tile_at((uint32_t*)packed + ti * words, K);
+            if (ti + 2 < t1) bz_prefetch_l2(packed + (ti + 2) * words, words * 4);
+        } else {
+            t = bz_tile_at(own, K);
+            bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
+        }
+        bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
+            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr);
+        });
+    }
+    free(own);
+}
+#endif
+#if BZ_VNNI == 2 || BZ_VNNI == 3
+/* Tiles [t0, t1) of the weight repacked into dst (tile ti at ti * bz_tile_words(K)): done
+   once per weight, so the GEMM at few rows (decode) reads the tiles as they are. */
+static void bz_gemm_prepack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t N,
+                            int64_t K, int64_t t0, int64_t t1, uint32_t* dst) {
+    for (int64_t ti = t0; ti < t1; ++ti) {
+        GT t = bz_tile_at(dst + ti * bz_tile_words(K), K);
+        const int64_t n0 = ti * BZ_GT;
+        bz_gemm_pack(wq, sc, bi, n0, N - n0 < BZ_GT ? N - n0 : BZ_GT, K, t);
+    }
+}
 #define BZ_GEMM 1
 #else
 #define BZ_GEMM 0
