@@ -532,6 +532,18 @@ struct QXB {
     const float* sx;
     int64_t M;
 };
+/* Rows m0.. of block blk of a QXB: their 32 bytes each, dx, ez, and sx of the block's group. */
+struct QXRows {
+    const int8_t* q;
+    const float* dx;
+    const float* ez;
+    const float* sx;
+};
+static BZ_INLINE QXRows bz_qx_rows(const QXB& qx, int64_t blk, int64_t m0) {
+    const int64_t g = blk / (BZ_GS / 32);
+    return {qx.q + (blk * qx.M + m0) * 32, qx.dx + blk * qx.M + m0, qx.ez + blk * qx.M + m0,
+            qx.sx + g * qx.M + m0};
+}
 #define BZ_GT 16       /* weight rows per tile (lanes) */
 #define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
 struct GT { /* one repacked tile: w[blk][j][lane] dwords, s[blk][lane], b[g][lane] (scales and
@@ -704,10 +716,9 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
         __m512 bv = _mm512_setzero_ps();
         const bool gfirst = blk % BPG == 0;
         if (gfirst) bv = bz_ld16(t.b + blk / BPG * BZ_GT);
-        const int8_t* qb = qx.q + (blk * qx.M + m0) * 32;
-        const float* dxb = qx.dx + blk * qx.M + m0;
-        const float* ezb = qx.ez + blk * qx.M + m0;
-        const float* sxb = qx.sx + blk / BPG * qx.M + m0;
+        const QXRows xr = bz_qx_rows(qx, blk, m0);
+        const int8_t* qb = xr.q;
+        const float *dxb = xr.dx, *ezb = xr.ez, *sxb = xr.sx;
 #pragma GCC unroll 8
         for (int m = 0; m < MB; ++m) {
             const int32_t* qm = (const int32_t*)(qb + m * 32);
@@ -808,9 +819,8 @@ static BZ_INLINE void bz_amx_block(const GT& t, const uint8_t* codes, const QXB&
         __m512 bv = _mm512_setzero_ps();
         const bool gfirst = blk % BPG == 0;
         if (gfirst) bv = bz_ld16(t.b + blk / BPG * BZ_GT);
-        const float* dxb = qx.dx + blk * qx.M + m0;
-        const float* ezb = qx.ez + blk * qx.M + m0;
-        const float* sxb = qx.sx + blk / BPG * qx.M + m0;
+        const QXRows xr = bz_qx_rows(qx, blk, m0);
+        const float *dxb = xr.dx, *ezb = xr.ez, *sxb = xr.sx;
 #pragma GCC unroll 16
         for (int m = 0; m < 16; ++m) {
             const __m512i ia = _mm512_load_si512((const void*)(p + m * 16));
@@ -1010,10 +1020,9 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
             const bool gfirst = blk % BPG == 0;
             const __m256 bv =
                 gfirst ? bz_ld8(t.b + blk / BPG * BZ_GT + h * 8) : _mm256_setzero_ps();
-            const int8_t* qb = qx.q + (blk * qx.M + m0) * 32;
-            const float* dxb = qx.dx + blk * qx.M + m0;
-            const float* ezb = qx.ez + blk * qx.M + m0;
-            const float* sxb = qx.sx + blk / BPG * qx.M + m0;
+            const QXRows xr = bz_qx_rows(qx, blk, m0);
+            const int8_t* qb = xr.q;
+            const float *dxb = xr.dx, *ezb = xr.ez, *sxb = xr.sx;
 #pragma GCC unroll 4
             for (int m = 0; m < MB; ++m) {
                 const int32_t* qm = (const int32_t*)(qb + m * 32);
