@@ -381,8 +381,9 @@ class Llama(nn.Module):
         repeats up to 16 (R = max(B, 16)). Quantized matmuls run the exact float path
         (``act="float"``), which over whole blocks of 16 rows of x computes every row
         alike whatever the others, so a prompt's logits are the same bits alone or
-        pre-filled with others. (The batch-invariant int8 logits are not used for the first token: at
-        SmolLM2's first answer token their error flips "Paris" to "L'Étoile".)"""
+        pre-filled with others. (The batch-invariant int8 logits are not used for the
+        first token: at SmolLM2's first answer token their error flips "Paris" to
+        "L'Étoile".)"""
         with self._acts("float"):
             x, k, v = self._batched(ids, positions, slots, keys, values)
             b, t, d = x.shape
