@@ -272,9 +272,9 @@ class Engine:
                 ids = ids[p:]
             todo.append((_Sequence(req, slot), ids))
         group: list[tuple[_Sequence, list[int]]] = []
-        for item in sorted(todo, key=lambda it: len(it[1])):  # (similar lengths together)
-            longest = max(len(item[1]), *(len(ids) for _, ids in group)) if group else 0
-            padded = llama.prefill_bucket(longest)
+        # shortest first: similar lengths together, and each new item is its group's longest
+        for item in sorted(todo, key=lambda it: len(it[1])):
+            padded = llama.prefill_bucket(len(item[1]))
             if group and llama.batch_bucket(len(group) + 1) * padded > PREFILL_ROWS:
                 self._prefill(group)
                 group = []

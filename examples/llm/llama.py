@@ -456,8 +456,7 @@ class Llama(nn.Module):
         if any(p + t > cache.max_size for p, t in zip(pos, lens)):
             raise ValueError(f"prefill_batch: a prompt does not fit its slot "
                              f"({cache.max_size} positions)")
-        b = batch_bucket(n)
-        t = max(prefill_bucket(max(lens)), -(-PREFILL_MIN_ROWS // b))
+        b, t = batch_bucket(n), prefill_bucket(max(lens))
         if b * t % PREFILL_MIN_ROWS:  # (one prompt: whole blocks of 16 rows, see above)
             t = -(-t // PREFILL_MIN_ROWS) * PREFILL_MIN_ROWS
         ids = np.zeros((b, t), np.int32)
