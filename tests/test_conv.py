@@ -421,6 +421,52 @@ def test_cpu_conv_packed_rows_give_the_in_place_bits(backend_name, case, epilogu
     np.testing.assert_array_equal(packed, in_place)
 
 
+@st.composite
+def banded_cases(draw):
+    """Convolutions of every implicit-GEMM tactic: in place, rows gathered (few channels) or
+    packed (rows 4 KiB apart: 1024 channels), with enough rows for several bands."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    kind = draw(st.sampled_from(["in_place", "few_channels", "packed"]))
+    cin = {"in_place": 16, "few_channels": 3, "packed": 1024}[kind]
+    k = 1 if kind == "packed" else draw(st.integers(1, 3))
+    size = draw(st.integers(k, 12))
+    x = rng.standard_normal((draw(st.integers(1, 3)), size, size + 1, cin)).astype(np.float32)
+    w = rng.standard_normal((draw(st.integers(1, 40)), k, k, cin)).astype(np.float32)
+    return x, w, draw(st.integers(1, 2)), draw(st.integers(0, k // 2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=banded_cases(), threads=st.sampled_from([1, 2, 3]))
+def test_cpu_conv_bands_of_rows_give_the_bits_of_one_band(backend_name, case, threads):
+    """The implicit GEMM's work in bands of rows (conv.BAND_BYTES: one block of rows per band
+    here, then one band for all) gives the same bits at any thread count: each output sums
+    its taps and channels in one order whatever the band or thread."""
+    if backend_name != "cpu":
+        return
+    from braze.backends.cpu import conv as cpu_conv
+    from braze.graph.ops import conv_attrs
+
+    x, w, stride, pad = case
+    attrs = conv_attrs(2, stride=[stride] * 2, padding=((pad, pad), (pad, pad)),
+                       kernel_dilation=[1, 1], input_dilation=[1, 1], groups=1, flip=False)
+    impl = bz.backends.get("cpu").library["conv"]
+    saved, saved_threads = cpu_conv.BAND_BYTES, impl._num_threads
+    try:
+        cpu_conv.BAND_BYTES = 1  # a band per block of rows
+        impl._num_threads = lambda: threads
+        banded = impl(attrs, np.dtype(np.float32), x, w)
+        cpu_conv.BAND_BYTES = 1 << 62  # one band
+        impl._num_threads = lambda: 1
+        whole = impl(attrs, np.dtype(np.float32), x, w)
+    finally:
+        cpu_conv.BAND_BYTES, impl._num_threads = saved, saved_threads
+    np.testing.assert_array_equal(banded, whole)
+    with bz.backend("numpy"):
+        want = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(w), stride=stride,
+                                    padding=pad))
+    np.testing.assert_allclose(banded, want, rtol=1e-4, atol=1e-4 * math.sqrt(w[0].size))
+
+
 @pytest.mark.parametrize("shape,w,kw", [
     ((1, 6, 7, 1024), (40, 1, 1, 1024), {}),  # rows 4 KiB apart
     ((2, 9, 9, 512), (24, 3, 3, 512), dict(stride=2, padding=1)),  # 2 x 2 KiB apart

@@ -1,7 +1,7 @@
 """Native float32 convolution for the ``cpu`` backend (the ``conv`` and ``conv_fused``
 library ops), eager and as replay-program steps.
 
-One kernel file (``kernels/conv.cc``), three tactics chosen by shape:
+One kernel file (``kernels/conv.cc``), tactics chosen by shape:
 
 * **implicit GEMM** (the default): output rows (positions) x output channels, a register
   tile of 12 x 32 (AVX-512; 6 x 16 AVX2, 8 x 8 NEON) fed by broadcasts of x read in place
@@ -12,11 +12,17 @@ One kernel file (``kernels/conv.cc``), three tactics chosen by shape:
   C_in = 1024 at stride 1, 512 at stride 2): the 12 rows a tile broadcasts from would
   share one set of the 8-way L1 cache (4 KiB aliasing; a 1 x 1 convolution of 1024
   channels ran at ~2/3 of its 1000-channel neighbour's speed), so each block of rows is
-  first copied as (taps * C_in, rows) -- once per call, read by every panel.
-* **im2col first** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
-  channels would make each tap 3 floats): the taps' rows gathered once, then the
-  implicit GEMM as a 1x1 convolution over them.
+  first copied as (taps * C_in, rows), the tile broadcasting from one contiguous block.
+* **gathered rows** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
+  channels would make each tap 3 floats): each row's taps gathered into one row of
+  taps * C_in floats (an NCHW image made channels-last first), then the implicit GEMM as
+  a 1x1 convolution over them.
 * **depthwise** (groups == C_in == C_out): a direct kernel vectorized across channels.
+
+The GEMM works in **bands of rows** (about ``BAND_BYTES`` of x's taps each, as many per
+thread): every output channel of a band before the next, so the band's rows of x stay in
+L2 instead of being read from memory once per panel of output channels; packed and
+gathered rows are made per band in per-thread scratch (no whole im2col matrix in memory).
 
 ``conv_fused`` adds its epilogue (bias, residual, ReLU / clip) before the one store.
 Every tactic sums each output over its taps and channels in one fixed order: the same
@@ -51,6 +57,9 @@ SMALL_CHANNELS = 16  # fewer input channels: im2col first (the implicit GEMM's t
 # the implicit GEMM packs x's rows first where the rows its register tile reads side by side
 # lie a multiple of this apart (C_in = 1024 at stride 1, 512 at 2): all in one L1 set
 ALIAS_BYTES = 4096
+# the implicit GEMM computes bands of rows whose slice of x (taps * C_in floats per row) is
+# about this size, every output channel of a band before the next (the band stays in L2)
+BAND_BYTES = 256 << 10
 _F32 = np.dtype(np.float32)
 
 source, _KERNELS = file_kernel(__package__, "kernels/conv.cc", "bz_conv_f32")
@@ -125,14 +134,18 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     st = x_strides if x_strides is not None else View.contiguous(x_shape).strides
     st5 = [st[0], *pad3(st[1:-1], 0), st[-1]]
     pack = mode == 2 and groups == 1 and (attrs["stride"][-1] * cin * 4) % ALIAS_BYTES == 0
-    args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
-                     bool(attrs.get("residual")), *offsets, 1, *st5, pack], np.int64)
-    width = taps * cin if mode == 5 else cin // groups
-    x_size = math.prod(x_shape)  # (mode 5 with strided channels: x made channels-last)
     kr = _tile()[0]
-    third = max(rows * taps * cin + x_size, 1) * 4 if mode == 5 else \
-        -(-rows // kr) * kr * taps * cin * 4 if pack else 4
-    scratch = (max(rows * (1 if mode == 5 else taps), 1) * 8, (width + 16) * 4, third)
+    k = taps * (cin // groups)
+    nrb = -(-rows // kr)  # blocks of rows: in bands of about BAND_BYTES, as many per thread
+    bands = -(-nrb // max(1, BAND_BYTES // (kr * k * 4)))
+    bands = min(nrb, bands if bands == 1 else -(-bands // nt) * nt)
+    band = -(-nrb // max(bands, 1))  # (the largest band's blocks: the scratch per thread)
+    args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
+                     bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands], np.int64)
+    # gathered rows per thread; mode 5 also x channels-last after them (NCHW images)
+    gathered = nt * band * kr * k * 4 + (math.prod(x_shape) * 4 if mode == 5 else 0) \
+        if mode == 5 or pack else 4
+    scratch = (nt * band * kr * taps * 8, (cin // groups + 16) * 4, gathered)
     return mode, args, scratch
 
 

@@ -2,10 +2,7 @@
 // describes and builds them), float32, channels-last x (N, D1, D2, D3, C) (fewer spatial
 // dims padded with size-1 dims in front). Parameter: BZ_SYMBOL (the entry point's name).
 //
-// im2col (mode 5's first step): rows (N*O1*O2*O3, K1*K2*K3*cg) for the channel slice [c0, c0 + cg):
-// per output position and kernel tap, cg contiguous floats of x (channels-last: one copy per tap)
-// or zeros where the tap falls in the padding. The native GEMM then multiplies the rows by the
-// weight (C_out, K*cg) as stored. Mode 2, implicit GEMM (no im2col copy): a register tile of R
+// Mode 2, implicit GEMM (no im2col matrix): a register tile of R
 // output positions x 2 SIMD vectors of output channels (gemm_tile.h's WX: R = 12 x 32 on AVX-512, 6
 // x 16 on AVX2, 8 x 8 on NEON), per tap and input channel one broadcast of x (read in place through
 // R row pointers, a zero row for a padded tap) against the weight packed in panels of 2 * L output
@@ -88,52 +85,6 @@ inline RowPos row_pos(const Geometry& g, int64_t r) {
     q.o0 = r % g.out[0];
     q.b = r / g.out[0];
     return q;
-}
-
-// x read through element strides st (batch, d0, d1, d2, channel): a channels-first input
-// (an NCHW model's image, seen as NHWC) is gathered here without a transposed copy first.
-void im2col(const Geometry& g, const float* x, const int64_t* st, float* cols, int64_t c0,
-            int64_t cg, int64_t threads) {
-    const int64_t taps = g.k[0] * g.k[1] * g.k[2];
-    const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
-    const int64_t row_len = taps * cg;
-    // all channels, contiguous, adjacent positions adjacent, no dilation along the last dim:
-    // a row's k2 taps are k2 * cg consecutive floats of x
-    const bool run = c0 == 0 && cg == g.c && st[4] == 1 && st[3] == g.c && g.dil[2] == 1;
-#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const RowPos q = row_pos(g, r);
-        const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
-        float* dst = cols + r * row_len;
-        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
-            const int64_t i0 = o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
-            for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
-                const int64_t i1 = o1 * g.stride[1] + k1 * g.dil[1] - g.lo[1];
-                const int64_t s2 = o2 * g.stride[2] - g.lo[2];
-                if (run && i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && s2 >= 0 &&
-                    s2 + g.k[2] <= g.in[2]) {  // the k2 taps: one contiguous run of x
-                    const float* src = x + b * st[0] + i0 * st[1] + i1 * st[2] + s2 * st[3];
-                    for (int64_t j = 0; j < g.k[2] * cg; ++j) dst[j] = src[j];
-                    dst += g.k[2] * cg;
-                    continue;
-                }
-                for (int64_t k2 = 0; k2 < g.k[2]; ++k2, dst += cg) {
-                    const int64_t i2 = o2 * g.stride[2] + k2 * g.dil[2] - g.lo[2];
-                    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 ||
-                        i2 >= g.in[2]) {
-                        for (int64_t c = 0; c < cg; ++c) dst[c] = 0.0f;
-                        continue;
-                    }
-                    const float* src =
-                        x + b * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3] + c0 * st[4];
-                    if (st[4] != 1 || cg < 16)  // strided, or an image's few channels
-                        for (int64_t c = 0; c < cg; ++c) dst[c] = src[c * st[4]];
-                    else
-                        std::memcpy(dst, src, (size_t)cg * sizeof(float));
-                }
-            }
-        }
-    }
 }
 
 // (the epilogue, declared here for depthwise; the implicit GEMM's tile applies its own)
@@ -221,20 +172,50 @@ constexpr int kRows = 4;
 constexpr int kCols = 2 * WX::L;
 constexpr int64_t kChunk = 24 * 1024 / (kCols * 4);  // k per chunk: a 24 KiB slice of a panel
 
-// The input position output row r reads for each tap (taps in order), or -1 (padding):
-// the row's coordinates once, then one addition per tap and dim.
-inline void tap_offsets(const Geometry& g, int64_t r, int64_t* offs) {
+// The element of x (element strides st: batch, d0, d1, d2, channel) where output row r's taps
+// start, taps in order, or -1 (padding): the row's coordinates once, then one addition per tap
+// and dim.
+inline void tap_offsets(const Geometry& g, const int64_t* st, int64_t r, int64_t* offs) {
     const RowPos q = row_pos(g, r);
-    const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
-    const int64_t s0 = o0 * g.stride[0] - g.lo[0], s1 = o1 * g.stride[1] - g.lo[1];
-    const int64_t s2 = o2 * g.stride[2] - g.lo[2];
+    const int64_t s0 = q.o0 * g.stride[0] - g.lo[0], s1 = q.o1 * g.stride[1] - g.lo[1];
+    const int64_t s2 = q.o2 * g.stride[2] - g.lo[2];
     for (int64_t k0 = 0, i0 = s0; k0 < g.k[0]; ++k0, i0 += g.dil[0])
         for (int64_t k1 = 0, i1 = s1; k1 < g.k[1]; ++k1, i1 += g.dil[1])
             for (int64_t k2 = 0, i2 = s2; k2 < g.k[2]; ++k2, i2 += g.dil[2]) {
                 const bool in =
                     i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
-                *offs++ = in ? ((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2 : -1;
+                *offs++ = in ? q.b * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3] : -1;
             }
+}
+
+// Row r of the im2col matrix (taps * C floats, taps in order) from channels-last x (contiguous
+// channels, position stride st[3]): the k2 taps of a kernel row that fall inside x are one
+// contiguous run of k2 * C floats (no dilation along the last dim); padded taps are zeros.
+inline void im2col_row(const Geometry& g, const float* x, const int64_t* st, int64_t r,
+                       float* dst) {
+    const RowPos q = row_pos(g, r);
+    const int64_t c = g.c, s2 = q.o2 * g.stride[2] - g.lo[2];
+    const bool runs = g.dil[2] == 1 && st[3] == c && s2 >= 0 && s2 + g.k[2] <= g.in[2];
+    for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+        const int64_t i0 = q.o0 * g.stride[0] + k0 * g.dil[0] - g.lo[0];
+        for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+            const int64_t i1 = q.o1 * g.stride[1] + k1 * g.dil[1] - g.lo[1];
+            const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
+            const float* base = x + q.b * st[0] + i0 * st[1] + i1 * st[2];
+            if (inside && runs) {
+                std::memcpy(dst, base + s2 * st[3], (size_t)(g.k[2] * c) * sizeof(float));
+                dst += g.k[2] * c;
+                continue;
+            }
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2, dst += c) {
+                const int64_t i2 = s2 + k2 * g.dil[2];
+                if (!inside || i2 < 0 || i2 >= g.in[2])
+                    for (int64_t j = 0; j < c; ++j) dst[j] = 0.0f;
+                else
+                    for (int64_t j = 0; j < c; ++j) dst[j] = base[i2 * st[3] + j];
+            }
+        }
+    }
 }
 
 // Epilogue (struct Epilogue above): act 0 none, 1 ReLU, 2 clip to [lo, hi], after bias +
@@ -359,68 +340,104 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
 // group into panels of kCols output channels (backends/cpu/conv.py packs them once per
 // weight): panel p = group * nb + block holds (t * cg + c, j) at (t * cg + c) * kCols + j,
 // zeros past the group's og channels.
-void implicit_gemm(const Geometry& g, const float* x, const float* panels, float* out,
-                   int64_t groups, const Epilogue& ep, int64_t* offs, float* zeros, float* xpack,
-                   int64_t threads) {
+//
+// Work order: ``nbands`` bands of row blocks (kRows output rows each; sizes differing by at most
+// one block), and per band every panel (items (band, panel), band-major, split evenly between the
+// threads): a band's rows of x stay
+// in L2 while all the output channels are computed from them (x is read from memory once, not
+// once per panel), and per (band, panel) the K range in chunks whose slice of the panel stays in
+// L1 across the band's row blocks. Each thread computes its band's tap offsets once into its
+// own scratch (band * kRows * taps); with ``pack`` (one group) it also gathers the band's rows,
+// each block of kRows rows as (K, kRows) in its own scratch (band * kRows * K floats): x read
+// through any element strides (an NCHW image's channels, few input channels whose taps are too
+// short to read in place, or rows a multiple of 4 KiB apart), the tile then broadcasting from
+// one contiguous block. Without it x is read in place (channels contiguous) through per-tap row
+// pointers. Both sum each output's k = t * cg + c in order: the same bits.
+void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const float* panels,
+                   float* out, int64_t groups, const Epilogue& ep, int64_t* offs_all, float* zeros,
+                   float* pack_all, bool rowwise, int64_t nbands, int64_t threads) {
     const int64_t taps = g.k[0] * g.k[1] * g.k[2];
     const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
-    const int64_t cin = g.c, cg = cin / groups;
+    const int64_t cg = g.c / groups;
     const int64_t og = ep.cout / groups, nb = (og + kCols - 1) / kCols;
     const int64_t nrb = (rows + kRows - 1) / kRows;
     const int64_t panel = taps * cg * kCols;
     const int64_t K = taps * cg;
+    if (nbands > nrb) nbands = nrb;
+    const int64_t band = (nrb + nbands - 1) / nbands, per_band = groups * nb;  // (at most)
+    const int64_t total = nbands * per_band;
+    const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
     for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; ++r) tap_offsets(g, r, offs + r * taps);
-        if (xpack) {  // (one group) each block of kRows rows as (K, kRows): see conv_x_packed
-#pragma omp for schedule(static)
-            for (int64_t rb = 0; rb < nrb; ++rb) {
-                float* dst = xpack + rb * kRows * K;
-                for (int64_t t = 0; t < taps; ++t)
-                    for (int64_t r = 0; r < kRows; ++r) {
-                        const int64_t row = rb * kRows + r;
-                        const int64_t o = row < rows ? offs[row * taps + t] : -1;
-                        const float* src = o < 0 ? zeros : x + o * cin;
-                        float* d = dst + t * cg * kRows + r;
-                        for (int64_t c = 0; c < cg; ++c) d[c * kRows] = src[c];
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        int64_t* offs = offs_all + tid * band * kRows * taps;
+        float* pack = pack_all ? pack_all + tid * band * kRows * K : nullptr;
+        const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
+        const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
+        int64_t cur = -1;
+        for (int64_t item = i0; item < i1; ++item) {
+            const int64_t bi = item / per_band, pb = item % per_band;
+            const int64_t rb0 = bi * nrb / nbands, rb1 = (bi + 1) * nrb / nbands;
+            if (bi != cur && rowwise) {  // this thread's first item of the band: its rows
+                cur = bi;
+                const int64_t r1 = rb1 * kRows < rows ? rb1 * kRows : rows;
+                for (int64_t r = rb0 * kRows; r < r1; ++r)
+                    im2col_row(g, x, st, r, pack + (r - rb0 * kRows) * K);
+            } else if (bi != cur) {  // its offsets (and gathered rows)
+                cur = bi;
+                for (int64_t r = rb0 * kRows; r < rb1 * kRows; ++r) {
+                    int64_t* o = offs + (r - rb0 * kRows) * taps;
+                    if (r < rows)
+                        tap_offsets(g, st, r, o);
+                    else
+                        for (int64_t t = 0; t < taps; ++t) o[t] = -1;
+                }
+                if (pack)  // per block, tap and row: cg floats to (c, row) of the (K, kRows) block
+                    for (int64_t i = 0; i < rb1 - rb0; ++i) {
+                        const int64_t* ob = offs + i * kRows * taps;
+                        float* d = pack + i * kRows * K;
+                        const int64_t s4 = st[4];
+                        for (int64_t t = 0; t < taps; ++t, d += cg * kRows)
+                            for (int64_t r = 0; r < kRows; ++r) {
+                                const int64_t v = ob[r * taps + t];
+                                if (v < 0) {
+                                    for (int64_t c = 0; c < cg; ++c) d[c * kRows + r] = 0.0f;
+                                    continue;
+                                }
+                                const float* src = x + v;
+                                for (int64_t c = 0; c < cg; ++c) d[c * kRows + r] = src[c * s4];
+                            }
                     }
             }
-        }
-        const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
-        // this thread's items (row blocks fastest, then panels): per run of items on one
-        // panel, the K range in chunks whose slice of the panel stays in L1 across the run
-        const int64_t total = groups * nb * nrb;
-        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
-        const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
-        const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
-        for (int64_t run = i0; run < i1;) {
-            const int64_t pb = run / nrb, run_end = (pb + 1) * nrb < i1 ? (pb + 1) * nrb : i1;
             const int64_t gi = pb / nb, j0 = (pb % nb) * kCols;
             const int64_t col = gi * og + j0, nv = og - j0 < kCols ? og - j0 : kCols;
             const float* bias = ep.bias ? ep.bias + col : nullptr;
             for (int64_t k0 = 0; k0 < K; k0 += kc) {
                 const int64_t k1 = k0 + kc < K ? k0 + kc : K;
                 const int64_t t0 = k0 / cg, t1 = (k1 - 1) / cg + 1;
-                for (int64_t item = run; item < run_end; ++item) {
-                    const int64_t rb = item % nrb;
+                for (int64_t rb = rb0; rb < rb1; ++rb) {
                     const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
-                    for (int64_t t = t0; t < t1; ++t)
-                        for (int64_t r = 0; r < kRows; ++r) {
-                            if (xpack) {
-                                ptrs[t * kRows + r] = xpack + (rb * K + t * cg) * kRows + r;
-                                continue;
-                            }
-                            const int64_t o = r < R ? offs[(r0 + r) * taps + t] : -1;
-                            ptrs[t * kRows + r] = o < 0 ? zeros : x + o * cin + gi * cg;
-                        }
                     float* o = out + r0 * ep.cout + col;
                     const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
+                    if (pack) {  // one block of K: a single run of k (the same order)
+                        for (int64_t r = 0; r < kRows; ++r)
+                            ptrs[r] = pack + (rb - rb0) * kRows * K + r * (rowwise ? K : 1);
+                    } else {
+                        const int64_t* ob = offs + (rb - rb0) * kRows * taps;
+                        for (int64_t t = t0; t < t1; ++t)
+                            for (int64_t r = 0; r < kRows; ++r) {
+                                const int64_t v = r < R ? ob[r * taps + t] : -1;
+                                ptrs[t * kRows + r] = v < 0 ? zeros : x + v + gi * cg;
+                            }
+                    }
                     bz_dispatch<kRows>(R, [&](auto rc) {
                         constexpr int RC = decltype(rc)::value;
-                        if (xpack)
-                            tile<RC, kRows>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res,
+                        if (rowwise)
+                            tile<RC, 1>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res, ep.cout,
+                                        bias, ep, k0 == 0, k1 == K);
+                        else if (pack)
+                            tile<RC, kRows>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res,
                                             ep.cout, bias, ep, k0 == 0, k1 == K);
                         else
                             tile<RC, 1>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.cout,
@@ -428,7 +445,6 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
                     });
                 }
             }
-            run = run_end;
         }
         std::free(ptrs);
     }
@@ -436,19 +452,19 @@ void implicit_gemm(const Geometry& g, const float* x, const float* panels, float
 
 }  // namespace
 
-// Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 im2col then the implicit GEMM
-// over its rows, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3], pad_lo[3],
-// groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits), has bias,
-// has residual, element offsets of x, bias and residual in their buffers, whether the packed
-// weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
-// strides (batch, d0, d1, d2, channel: mode 5 reads any; the others need x contiguous), whether
-// mode 2 packs x's rows first (one group; the im2col scratch then holds them: rows rounded up to
-// the tile's, times taps * C_in floats).
+// Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 the implicit GEMM over gathered
+// rows: few input channels, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3],
+// pad_lo[3], groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits),
+// has bias, has residual, element offsets of x, bias and residual in their buffers, whether the
+// packed weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
+// strides (batch, d0, d1, d2, channel: gathered rows read any; in place needs x contiguous),
+// whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm).
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
-// (rows, C_out), then scratch: tap offsets (rows * taps int64), a zero row (C_in/groups + 16
-// floats), im2col rows (mode 5: rows * taps * C_in floats, then room for x channels-last
-// when its channels are strided), then the packed weight (implicit
-// GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets (rows, output channels).
+// (rows, C_out), then scratch (band: the largest band's row blocks): tap offsets (threads * band *
+// kRows * taps int64), a zero row
+// (C_in/groups + 16 floats), gathered rows (threads * band * kRows * taps * C_in floats), then
+// the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets
+// (rows, output channels).
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
     if (mode == 3) {  // the implicit GEMM's tile: rows, output channels per panel
@@ -488,41 +504,31 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         pack_panels<kCols>(w, groups, og, kk, own, threads);
         packed = own;
     }
-    if (mode == 5) {  // few channels: the taps' short rows gathered once, then a 1x1 GEMM
-        const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2], kk = taps * g.c;
-        const int64_t* st = a + 33;
-        int64_t cl[5];
-        if (st[4] != 1) {  // channels strided (an NCHW image): made channels-last first,
-            // after the rows in the same scratch, so that the gather copies runs of floats
-            float* xc = cols + rows * kk;
-            const int64_t sp = g.in[0] * g.in[1] * g.in[2];
+    const int64_t* st = a + 33;
+    int64_t cl[5];
+    if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made channels-last
+        // first (after the gathered rows in the same scratch), so that rows copy runs of floats
+        const int64_t sp = g.in[0] * g.in[1] * g.in[2];
+        const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
+        const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
+        const int64_t band = (nrb + nbands - 1) / nbands;
+        float* xc = cols + threads * band * kRows * taps * g.c;
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-            for (int64_t p = 0; p < g.n * sp; ++p) {
-                const int64_t bb = p / sp, i = p % sp, i2 = i % g.in[2],
-                              i1 = (i / g.in[2]) % g.in[1], i0 = i / (g.in[2] * g.in[1]);
-                const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3];
-                for (int64_t c = 0; c < g.c; ++c) xc[p * g.c + c] = src[c * st[4]];
-            }
-            cl[4] = 1;
-            cl[3] = g.c;
-            cl[2] = g.c * g.in[2];
-            cl[1] = cl[2] * g.in[1];
-            cl[0] = cl[1] * g.in[0];
-            x = xc;
-            st = cl;
+        for (int64_t p = 0; p < g.n * sp; ++p) {
+            const int64_t bb = p / sp, i = p % sp, i2 = i % g.in[2], i1 = (i / g.in[2]) % g.in[1],
+                          i0 = i / (g.in[2] * g.in[1]);
+            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3];
+            for (int64_t c = 0; c < g.c; ++c) xc[p * g.c + c] = src[c * st[4]];
         }
-        im2col(g, x, st, cols, 0, g.c, threads);
-        Geometry flat = g;
-        flat.n = 1;
-        flat.c = kk;
-        for (int i = 0; i < 3; ++i) {
-            flat.in[i] = flat.out[i] = i == 1 ? rows : 1;
-            flat.k[i] = flat.stride[i] = flat.dil[i] = 1;
-            flat.lo[i] = 0;
-        }
-        implicit_gemm(flat, cols, packed, out, 1, ep, offs, zeros, nullptr, threads);
-    } else {
-        implicit_gemm(g, x, packed, out, groups, ep, offs, zeros, a[38] ? cols : nullptr, threads);
+        cl[4] = 1;
+        cl[3] = g.c;
+        cl[2] = g.c * g.in[2];
+        cl[1] = cl[2] * g.in[1];
+        cl[0] = cl[1] * g.in[0];
+        x = xc;
+        st = cl;
     }
+    implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros,
+                  mode == 5 || a[38] ? cols : nullptr, mode == 5, a[39] > 0 ? a[39] : 1, threads);
     std::free(own);
 }
