@@ -342,17 +342,17 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
 // zeros past the group's og channels.
 //
 // Work order: ``nbands`` bands of row blocks (kRows output rows each; sizes differing by at most
-// one block), and per band every panel (items (band, panel), band-major, split evenly between the
-// threads): a band's rows of x stay
-// in L2 while all the output channels are computed from them (x is read from memory once, not
-// once per panel), and per (band, panel) the K range in chunks whose slice of the panel stays in
-// L1 across the band's row blocks. Each thread computes its band's tap offsets once into its
-// own scratch (band * kRows * taps); with ``pack`` (one group) it also gathers the band's rows,
-// each block of kRows rows as (K, kRows) in its own scratch (band * kRows * K floats): x read
-// through any element strides (an NCHW image's channels, few input channels whose taps are too
-// short to read in place, or rows a multiple of 4 KiB apart), the tile then broadcasting from
-// one contiguous block. Without it x is read in place (channels contiguous) through per-tap row
-// pointers. Both sum each output's k = t * cg + c in order: the same bits.
+// one block), and per band every panel (items (band, panel), band-major, split evenly between
+// the threads): a band's rows of x stay in L2 while all the output channels are computed from
+// them (x is read from memory once, not once per panel), and per (band, panel) the K range in
+// chunks whose slice of the panel stays in L1 across the band's row blocks. Each thread makes
+// what its band needs once, in its own scratch: the tap offsets (band * kRows * taps), and with
+// ``pack`` (one group) the band's rows (band * kRows * K floats): ``rowwise`` (few input
+// channels) each row's taps as one row of K floats (im2col_row), else each block of kRows rows
+// as (K, kRows) read through any element strides (rows a multiple of 4 KiB apart), the tile
+// then broadcasting from one contiguous block. Without ``pack`` x is read in place (channels
+// contiguous) through per-tap row pointers. All sum each output's k = t * cg + c in order: the
+// same bits.
 void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const float* panels,
                    float* out, int64_t groups, const Epilogue& ep, int64_t* offs_all, float* zeros,
                    float* pack_all, bool rowwise, int64_t nbands, int64_t threads) {
