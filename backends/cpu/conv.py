@@ -53,7 +53,7 @@ from .library import NativeOp, file_kernel
 __all__ = ["Conv", "pack_panels", "source"]
 
 PARALLEL_FLOPS = 1 << 18  # less work than this runs on one thread
-SMALL_CHANNELS = 16  # fewer input channels: im2col first (the implicit GEMM's taps too short)
+SMALL_CHANNELS = 16  # fewer input channels: rows gathered first (taps too short to read)
 # the implicit GEMM packs x's rows first where the rows its register tile reads side by side
 # lie a multiple of this apart (C_in = 1024 at stride 1, 512 at 2): all in one L1 set
 ALIAS_BYTES = 4096
@@ -145,7 +145,9 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     # gathered rows per thread; mode 5 also x channels-last after them (NCHW images)
     gathered = nt * band * kr * k * 4 + (math.prod(x_shape) * 4 if mode == 5 else 0) \
         if mode == 5 or pack else 4
-    scratch = (nt * band * kr * taps * 8, (cin // groups + 16) * 4, gathered)
+    # tap offsets per thread (mode 5's gathered rows need none)
+    offsets_bytes = 8 if mode == 5 else nt * band * kr * taps * 8
+    scratch = (offsets_bytes, (cin // groups + 16) * 4, gathered)
     return mode, args, scratch
 
 

@@ -461,10 +461,10 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
 // whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm).
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out), then scratch (band: the largest band's row blocks): tap offsets (threads * band *
-// kRows * taps int64), a zero row
-// (C_in/groups + 16 floats), gathered rows (threads * band * kRows * taps * C_in floats), then
-// the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets
-// (rows, output channels).
+// kRows * taps int64; unused by mode 5), a zero row (C_in/groups + 16 floats), gathered rows
+// (threads * band * kRows * taps * C_in floats; mode 5: then x channels-last when its channels
+// are strided), then the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)).
+// Query: buffer 0 gets (rows, output channels).
 extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
     const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
     if (mode == 3) {  // the implicit GEMM's tile: rows, output channels per panel
