@@ -86,6 +86,16 @@ inline RowPos row_pos(const Geometry& g, int64_t r) {
     q.b = r / g.out[0];
     return q;
 }
+// The next row's position (no divisions: a gather walks rows in order).
+inline void next_row(const Geometry& g, RowPos& q) {
+    if (++q.o2 < g.out[2]) return;
+    q.o2 = 0;
+    if (++q.o1 < g.out[1]) return;
+    q.o1 = 0;
+    if (++q.o0 < g.out[0]) return;
+    q.o0 = 0;
+    ++q.b;
+}
 
 // (the epilogue, declared here for depthwise; the implicit GEMM's tile applies its own)
 struct Epilogue {
@@ -175,8 +185,7 @@ constexpr int64_t kChunk = 24 * 1024 / (kCols * 4);  // k per chunk: a 24 KiB sl
 // The element of x (element strides st: batch, d0, d1, d2, channel) where output row r's taps
 // start, taps in order, or -1 (padding): the row's coordinates once, then one addition per tap
 // and dim.
-inline void tap_offsets(const Geometry& g, const int64_t* st, int64_t r, int64_t* offs) {
-    const RowPos q = row_pos(g, r);
+inline void tap_offsets(const Geometry& g, const int64_t* st, const RowPos& q, int64_t* offs) {
     const int64_t s0 = q.o0 * g.stride[0] - g.lo[0], s1 = q.o1 * g.stride[1] - g.lo[1];
     const int64_t s2 = q.o2 * g.stride[2] - g.lo[2];
     for (int64_t k0 = 0, i0 = s0; k0 < g.k[0]; ++k0, i0 += g.dil[0])
@@ -191,9 +200,8 @@ inline void tap_offsets(const Geometry& g, const int64_t* st, int64_t r, int64_t
 // Row r of the im2col matrix (taps * C floats, taps in order) from channels-last x (contiguous
 // channels, position stride st[3]): the k2 taps of a kernel row that fall inside x are one
 // contiguous run of k2 * C floats (no dilation along the last dim); padded taps are zeros.
-inline void im2col_row(const Geometry& g, const float* x, const int64_t* st, int64_t r,
+inline void im2col_row(const Geometry& g, const float* x, const int64_t* st, const RowPos& q,
                        float* dst) {
-    const RowPos q = row_pos(g, r);
     const int64_t c = g.c, s2 = q.o2 * g.stride[2] - g.lo[2];
     const bool runs = g.dil[2] == 1 && st[3] == c && s2 >= 0 && s2 + g.k[2] <= g.in[2];
     for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
@@ -203,7 +211,8 @@ inline void im2col_row(const Geometry& g, const float* x, const int64_t* st, int
             const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
             const float* base = x + q.b * st[0] + i0 * st[1] + i1 * st[2];
             if (inside && runs) {
-                std::memcpy(dst, base + s2 * st[3], (size_t)(g.k[2] * c) * sizeof(float));
+                const float* src = base + s2 * st[3];  // (a loop: a call of memcpy costs more
+                for (int64_t j = 0, n = g.k[2] * c; j < n; ++j) dst[j] = src[j];  // than 9 floats)
                 dst += g.k[2] * c;
                 continue;
             }
@@ -382,14 +391,16 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
             if (bi != cur && rowwise) {  // this thread's first item of the band: its rows
                 cur = bi;
                 const int64_t r1 = rb1 * kRows < rows ? rb1 * kRows : rows;
-                for (int64_t r = rb0 * kRows; r < r1; ++r)
-                    im2col_row(g, x, st, r, pack + (r - rb0 * kRows) * K);
+                RowPos q = row_pos(g, rb0 * kRows);
+                for (int64_t r = rb0 * kRows; r < r1; ++r, next_row(g, q))
+                    im2col_row(g, x, st, q, pack + (r - rb0 * kRows) * K);
             } else if (bi != cur) {  // its offsets (and gathered rows)
                 cur = bi;
-                for (int64_t r = rb0 * kRows; r < rb1 * kRows; ++r) {
+                RowPos q = row_pos(g, rb0 * kRows);
+                for (int64_t r = rb0 * kRows; r < rb1 * kRows; ++r, next_row(g, q)) {
                     int64_t* o = offs + (r - rb0 * kRows) * taps;
                     if (r < rows)
-                        tap_offsets(g, st, r, o);
+                        tap_offsets(g, st, q, o);
                     else
                         for (int64_t t = 0; t < taps; ++t) o[t] = -1;
                 }
@@ -513,12 +524,16 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
         const int64_t band = (nrb + nbands - 1) / nbands;
         float* xc = cols + threads * band * kRows * taps * g.c;
+        const int64_t lines = g.n * g.in[0] * g.in[1];  // (b, i0, i1): no divisions per pixel
 #pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-        for (int64_t p = 0; p < g.n * sp; ++p) {
-            const int64_t bb = p / sp, i = p % sp, i2 = i % g.in[2], i1 = (i / g.in[2]) % g.in[1],
-                          i0 = i / (g.in[2] * g.in[1]);
-            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2] + i2 * st[3];
-            for (int64_t c = 0; c < g.c; ++c) xc[p * g.c + c] = src[c * st[4]];
+        for (int64_t l = 0; l < lines; ++l) {
+            const int64_t bb = l / (g.in[0] * g.in[1]), i0 = l / g.in[1] % g.in[0],
+                          i1 = l % g.in[1];
+            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
+            float* dst = xc + l * g.in[2] * g.c;
+            for (int64_t c = 0; c < g.c; ++c)
+                for (int64_t i2 = 0; i2 < g.in[2]; ++i2)
+                    dst[i2 * g.c + c] = src[c * st[4] + i2 * st[3]];
         }
         cl[4] = 1;
         cl[3] = g.c;
