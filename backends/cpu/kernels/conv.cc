@@ -519,7 +519,6 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     int64_t cl[5];
     if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made channels-last
         // first (after the gathered rows in the same scratch), so that rows copy runs of floats
-        const int64_t sp = g.in[0] * g.in[1] * g.in[2];
         const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
         const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
         const int64_t band = (nrb + nbands - 1) / nbands;
