@@ -28,6 +28,7 @@ cse: nothing to merge
 layout: no rewrites
 small_reductions: no rewrites
 conv_epilogue: no epilogues fused
+conv_concat: no concatenations of convolutions
 dce: 1 node removed
 fuse: 2 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 16 bytes

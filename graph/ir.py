@@ -59,6 +59,29 @@ class Graph:
     def key(self) -> tuple[Any, ...]:
         return (tuple(n.signature() for n in self.nodes), tuple(self.outputs))
 
+    def live(self) -> list[bool]:
+        """Per node: do the outputs depend on it? (Passes leave replaced nodes behind.)"""
+        live = [False] * len(self.nodes)
+        stack = list(self.outputs)
+        while stack:
+            i = stack.pop()
+            if not live[i]:
+                live[i] = True
+                stack.extend(self.nodes[i].inputs)
+        return live
+
+    def live_uses(self) -> list[int]:
+        """Per node: its uses by live nodes, plus one per place among the outputs."""
+        live = self.live()
+        uses = [0] * len(self.nodes)
+        for i, n in enumerate(self.nodes):
+            if live[i]:
+                for j in n.inputs:
+                    uses[j] += 1
+        for j in self.outputs:
+            uses[j] += 1
+        return uses
+
     def consumers(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in self.nodes]
         for i, n in enumerate(self.nodes):

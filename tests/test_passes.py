@@ -76,7 +76,7 @@ def x32():
 def test_the_registry_holds_the_basic_passes_in_pipeline_order() -> None:
     assert [(p.name, p.level) for p in PASSES.values()] == [
         ("constant_folding", 1), ("identities", 1), ("cse", 1), ("layout", 3),
-        ("small_reductions", 2), ("conv_epilogue", 2), ("dce", 1)]
+        ("small_reductions", 2), ("conv_epilogue", 2), ("conv_concat", 2), ("dce", 1)]
     assert MAX_LEVEL == 3
     assert PassConfig().names() == tuple(PASSES)
     assert make_config(opt_level=0).names() == ()
@@ -88,7 +88,7 @@ def test_the_registry_holds_the_basic_passes_in_pipeline_order() -> None:
 def test_unknown_pass_names_and_levels_are_refused_naming_the_passes() -> None:
     with pytest.raises(ValueError, match="unknown pass 'csee'; passes: constant_folding, "
                                          "identities, cse, layout, small_reductions, "
-                                         "conv_epilogue, dce"):
+                                         "conv_epilogue, conv_concat, dce"):
         make_config(disable_passes=["csee"])
     with pytest.raises(ValueError, match="unknown pass"):
         bz.compile(lambda x: x, disable_passes=("nope",))
@@ -218,6 +218,7 @@ def test_explain_lists_the_passes_and_what_they_changed(x32) -> None:
         ("layout", "no rewrites"),
         ("small_reductions", "no rewrites"),
         ("conv_epilogue", "no epilogues fused"),
+        ("conv_concat", "no concatenations of convolutions"),
         ("dce", "4 nodes removed"),
         ("fuse", "3 ops -> 1 kernel"),
         ("plan_memory", "1 buffer in 1 storage, peak 512 bytes"),

@@ -133,9 +133,10 @@ class CpuBackend(NumpyBackend):
         from .bincount import Bincount
 
         self.library["bincount"] = Bincount(self)
-        from .conv import Conv  # im2col + the native GEMM, 1x1 as a GEMM, depthwise
+        from .conv import Conv, ConvConcat  # implicit GEMM, gathered rows, depthwise
 
         self.library["conv"] = self.library["conv_fused"] = Conv(self)
+        self.library["conv_concat"] = ConvConcat(self)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)
@@ -144,7 +145,7 @@ class CpuBackend(NumpyBackend):
         self.native_library: dict[str, Any] = {
             op: self.library[op].native_call
             for op in ("quantized_matmul", "scaled_dot_product_attention", "rope", "conv",
-                       "conv_fused")}
+                       "conv_fused", "conv_concat")}
         self.native_library["matmul"] = lambda attrs, ins, out: _matvec.native_call(
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call

@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from ...graph.ops import OPS, dilate_and_pad, reference_eval
+from ...graph.ops import OPS, concat_branches, dilate_and_pad, reference_eval
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
 from .library import NativeOp, file_kernel
 
-__all__ = ["Conv", "pack_panels", "source"]
+__all__ = ["Conv", "ConvConcat", "pack_panels", "source"]
 
 PARALLEL_FLOPS = 1 << 18  # less work than this runs on one thread
 SMALL_CHANNELS = 16  # fewer input channels: rows gathered first (taps too short to read)
@@ -61,16 +61,26 @@ ALIAS_BYTES = 4096
 # about this size, every output channel of a band before the next (the band stays in L2)
 BAND_BYTES = 256 << 10
 _F32 = np.dtype(np.float32)
+_CONV_ARGS = 42  # one convolution's args (kernels/conv.cc: kConvArgs)
 
 source, _KERNELS = file_kernel(__package__, "kernels/conv.cc", "bz_conv_f32")
 
 
 @functools.cache
+def _query() -> tuple[int, int, int, int]:
+    """(rows, output channels) of the implicit GEMM's register tile on this host, then the
+    number of args of one convolution and of one branch of a ``conv_concat`` call."""
+    out = np.zeros(4, np.int64)
+    _core.launch(_KERNELS.handle(), [out], np.array([1, 3] + [1] * 31, np.int64))
+    if (out[2], out[3]) != (_CONV_ARGS, _CONV_ARGS + 2):
+        raise _build.BuildError(f"conv kernel: {out[2]} args per convolution, {_CONV_ARGS} "
+                                "expected (a stale build)")
+    return int(out[0]), int(out[1]), int(out[2]), int(out[3])
+
+
 def _tile() -> tuple[int, int]:
     """(rows, output channels) of the implicit GEMM's register tile on this host."""
-    out = np.zeros(2, np.int64)
-    _core.launch(_KERNELS.handle(), [out], np.array([1, 3] + [1] * 31, np.int64))
-    return int(out[0]), int(out[1])
+    return _query()[:2]
 
 
 def pack_panels(w: np.ndarray, groups: int, cols: int) -> np.ndarray:
@@ -103,10 +113,11 @@ def _prepacked(mode: int, groups: int, w: np.ndarray,
 
 def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int, ...],
             out_shape: tuple[int, ...], threads: int, offsets: tuple[int, int, int] = (0, 0, 0),
-            x_strides: tuple[int, ...] | None = None
+            x_strides: tuple[int, ...] | None = None, out_slice: tuple[int, int] = (0, 0)
             ) -> tuple[int, np.ndarray, tuple[int, int, int]]:
     """(mode, args, scratch byte sizes) of one call (see ``kernels/conv.cc``); x's element
-    strides default to contiguous."""
+    strides default to contiguous; ``out_slice``: (row stride, first channel) of the wider
+    output the call writes channels of ((0, 0): out is its own)."""
     n = len(x_shape) - 2
     cin, cout, groups = x_shape[-1], w_shape[0], attrs["groups"]
     taps = math.prod(w_shape[1:-1])
@@ -141,7 +152,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     bands = min(nrb, bands if bands == 1 else -(-bands // nt) * nt)
     band = -(-nrb // max(bands, 1))  # (the largest band's blocks: the scratch per thread)
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
-                     bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands], np.int64)
+                     bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands, *out_slice],
+                    np.int64)
     # gathered rows per thread; mode 5 also x channels-last after them (NCHW images)
     gathered = nt * band * kr * k * 4 + (math.prod(x_shape) * 4 if mode == 5 else 0) \
         if mode == 5 or pack else 4
@@ -246,3 +258,95 @@ class Conv(NativeOp):
 
 def _derived(mode: int, groups: int, shape: tuple[int, ...], w: np.ndarray) -> np.ndarray:
     return _prepacked(mode, groups, w, shape)
+
+
+class ConvConcat(NativeOp):
+    """The ``cpu`` backend's ``library["conv_concat"]``: each branch's convolution writes
+    its channels of the one result (the kernel's mode 6: one program step, no
+    concatenation copy); eagerly, the branches by :class:`Conv`, then concatenated.
+
+    >>> x = np.ones((1, 4, 4, 2), np.float32)
+    >>> a = dict(stride=(1, 1), padding=((0, 0), (0, 0)), kernel_dilation=(1, 1),
+    ...          input_dilation=(1, 1), groups=1, flip=False, bias=False, residual=False,
+    ...          act="none", clip=(0.0, 0.0))
+    >>> br = (2, tuple(sorted(a.items())))
+    >>> ConvConcat()({"branches": (br, br)}, np.dtype(np.float32), x, np.ones((3, 1, 1, 2),
+    ...     np.float32), x, np.ones((1, 1, 1, 2), np.float32)).shape
+    (1, 4, 4, 4)
+    """
+
+    op = "conv_concat"
+
+    def __init__(self, backend: Any = None) -> None:
+        super().__init__(backend)
+        self._conv = Conv(backend)
+
+    def __call__(self, attrs: dict[str, Any], out_dtype: np.dtype,
+                 *xs: np.ndarray) -> np.ndarray:
+        outs, i = [], 0
+        for n, a in concat_branches(attrs):
+            outs.append(self._conv(a, out_dtype, *xs[i:i + n]))
+            i += n
+        return np.concatenate(outs, axis=-1)
+
+    def native_call(self, attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                    out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+        """Every branch as :meth:`Conv.native_call` takes it, into its channel slice of the
+        result; None otherwise (the step runs eagerly)."""
+        if out[1] != _F32:
+            return None
+        try:
+            h = _KERNELS.handle()
+            _query()
+        except _build.BuildError:
+            return None
+        total = out[0][-1]
+        head: list[int] = []
+        blocks: list[np.ndarray] = []
+        scratch = [1, 1, 1]
+        weights: list[tuple[int, tuple[int, ...], int]] = []  # (mode, w's shape, groups)
+        packed_at, i, channel = 0, 0, 0
+        for n, a in concat_branches(attrs):
+            ins = inputs[i:i + n]
+            shape = (*out[0][:-1], ins[1][0].shape[0])
+            call = self._conv.native_call(a, ins, (shape, _F32))
+            if call is None:
+                return None
+            (xv, _), (wv, _) = ins[:2]
+            mode, args, sizes = _launch(
+                a, xv.shape, wv.shape, shape, self._num_threads(), tuple(call.args[29:32]),
+                None if xv.is_contiguous() else xv.strides, (total, channel))
+            scratch = [max(u, v) for u, v in zip(scratch, sizes)]
+            blocks.append(np.concatenate([args, [i, packed_at]]).astype(np.int64))
+            weights.append((mode, wv.shape, a["groups"]))
+            packed_at += _packed_floats(mode, wv.shape, a["groups"])
+            channel += shape[-1]
+            i += n
+        threads = max(int(b[0]) for b in blocks)
+        head = [threads, 6, len(blocks), len(inputs), 1]
+        w_positions = tuple(int(b[_CONV_ARGS]) + 1 for b in blocks)
+        return NativeLibraryCall(h, np.concatenate([np.array(head, np.int64), *blocks]),
+                                 tuple(scratch), derived=(
+            functools.partial(_derived_all, tuple(weights)), w_positions, 4))
+
+
+def _packed_floats(mode: int, shape: tuple[int, ...], groups: int) -> int:
+    """Floats of one packed weight (``_prepacked``), rounded up to 64 bytes."""
+    if mode == 1:
+        n = math.prod(shape)
+    else:
+        cols = _tile()[1]
+        og = shape[0] // groups
+        n = groups * -(-og // cols) * cols * (math.prod(shape) // max(shape[0], 1))
+    return -(-n // 16) * 16
+
+
+def _derived_all(weights: tuple[tuple[int, tuple[int, ...], int], ...],
+                 *ws: np.ndarray) -> np.ndarray:
+    """Every branch's packed weight in one buffer, each at a 64-byte multiple."""
+    parts = []
+    for (mode, shape, groups), w in zip(weights, ws):
+        p = _prepacked(mode, groups, w, shape).reshape(-1)
+        pad = _packed_floats(mode, shape, groups) - p.size
+        parts.append(np.concatenate([p, np.zeros(pad, _F32)]) if pad else p)
+    return np.ascontiguousarray(np.concatenate(parts), _F32)

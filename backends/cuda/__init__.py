@@ -292,7 +292,7 @@ class CudaBackend(NumpyBackend):
 
 
 # library ops a model's hot path runs that have no device kernel yet: one warning each
-_HOST_WARNED_OPS = frozenset({"conv", "conv_fused"})
+_HOST_WARNED_OPS = frozenset({"conv", "conv_fused", "conv_concat"})
 _HOST_WARNED: set[str] = set()
 
 

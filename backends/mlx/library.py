@@ -187,6 +187,21 @@ def _conv(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
     return _out(y, out_dtype)
 
 
+def _conv_concat(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands
+                 ) -> mx.array | None:
+    """Each branch as ``_conv``, concatenated along the channels."""
+    from ...graph.ops import concat_branches
+
+    ys, i = [], 0
+    for n, a in concat_branches(attrs):
+        y = _conv(a, out_dtype, Operands(ops.run, ops.slots[i:i + n]))
+        if y is None:
+            return None
+        ys.append(y)
+        i += n
+    return mx.concatenate(ys, axis=-1)
+
+
 def _concat(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
     if out_dtype not in MX_DTYPES or any(ops.dtype(i) != out_dtype for i in range(len(ops))):
         return None
@@ -310,6 +325,7 @@ def _linalg(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.arra
 MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
     "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
     "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
+    "conv_concat": _conv_concat,
     "concat": _concat, "gather": _gather, "cumulative_sum": _scan("sum"),
     "cumulative_prod": _scan("prod"), "sort": _sort, "argsort": _argsort,
     "fft.fftn": _fft("fftn"), "fft.ifftn": _fft("ifftn"), "fft.rfftn": _fft("rfftn"),

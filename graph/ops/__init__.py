@@ -43,7 +43,16 @@ from . import (
     reductions,
     views,
 )
-from .conv import CONV, CONV_FUSED, conv_attrs, conv_out_size, conv_ref, dilate_and_pad
+from .conv import (
+    CONV,
+    CONV_CONCAT,
+    CONV_FUSED,
+    concat_branches,
+    conv_attrs,
+    conv_out_size,
+    conv_ref,
+    dilate_and_pad,
+)
 from .elementwise import BITCAST, CAST, WHERE
 from .leaves import CONSTANT, PARAMETER, VALUE
 from .library import GATHER, MATMUL, SCATTER, argsort_ref, index_key, index_shape
@@ -75,7 +84,8 @@ from .shapes import Shape, broadcast_shapes, matmul_shape, reduced_shape
 from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
-    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_FUSED", "conv",
+    "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_CONCAT", "CONV_FUSED",
+    "concat_branches", "conv",
     "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL",
     "OPS",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",

@@ -31,7 +31,8 @@ from .. import dtypes as dt
 from .record import OpDef, declare
 from .shapes import Shape
 
-__all__ = ["CONV", "CONV_FUSED", "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad"]
+__all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "concat_branches", "conv_attrs", "conv_out_size",
+           "conv_ref", "dilate_and_pad"]
 
 
 def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
@@ -260,4 +261,46 @@ CONV_FUSED = declare(OpDef(
     doc="conv with its epilogue, made by the conv_epilogue pass (never recorded by users): "
         "+ bias (C_out,), + residual (the result's shape), then clip to attrs['clip'] "
         "(ReLU: (0, inf)) when attrs['act'] == 'clip'.",
+))
+
+
+# ---------------------------------------------------------------- several, concatenated
+def concat_branches(attrs: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """A ``conv_concat``'s branches: (number of inputs, its ``conv_fused`` attributes) each.
+
+    >>> concat_branches({"branches": ((2, (("groups", 1),)),)})
+    [(2, {'groups': 1})]
+    """
+    return [(n, dict(items)) for n, items in attrs["branches"]]
+
+
+def _concat_ref(*xs, branches):
+    outs, i = [], 0
+    for n, a in concat_branches({"branches": branches}):
+        outs.append(_fused_ref(*xs[i:i + n], **a))
+        i += n
+    return np.concatenate(outs, axis=-1)
+
+
+def _concat_infer(shapes, dtypes, attrs):
+    outs, i = [], 0
+    for n, a in concat_branches(attrs):
+        outs.append(_fused_infer(shapes[i:i + n], dtypes[i:i + n], a))
+        i += n
+    if i != len(shapes) or not outs:
+        raise ValueError(f"conv_concat: {len(shapes)} inputs for branches taking {i}")
+    lead, dtype = outs[0][0][:-1], outs[0][1]
+    if any(s[:-1] != lead or d != dtype for s, d in outs):
+        raise ValueError(f"conv_concat: branch results {[s for s, _ in outs]} "
+                         f"({[str(d) for _, d in outs]}) differ before the channel axis")
+    return (*lead, sum(s[-1] for s, _ in outs)), dtype
+
+
+CONV_CONCAT = declare(OpDef(
+    "conv_concat", "library", -1, _concat_ref, "real_floating", infer=_concat_infer,
+    public=False,
+    doc="conv_fused branches concatenated along the channel (last) axis, made by the "
+        "conv_concat pass: attrs['branches'] holds (number of inputs, conv_fused attributes "
+        "as sorted items) per branch; a backend may write each branch into its channel slice "
+        "of the one result (no concatenation copy).",
 ))

@@ -12,6 +12,7 @@ module              level  what
 ``small_reductions`` 2     reductions of <= 7 elements as elementwise chains
 ``layout``          3      transposes sunk until they cancel (convolution chains)
 ``conv_epilogue``   2      a convolution's bias, residual add and activation fused
+``conv_concat``     2      convolutions concatenated along channels: one node
 ``dce``             1      ``dce``: dead-code elimination (runs last)
 ``simplify``               ``simplify()``: the level-1 passes (compatibility)
 ``fuse``            --     lowering: kernels and library steps (always runs)
@@ -24,11 +25,13 @@ pipeline itself is in :mod:`braze.graph.compiler`: ``PassConfig.run`` -> fuse ->
 plan_memory.
 
 >>> list(PASSES)
-['constant_folding', 'identities', 'cse', 'layout', 'small_reductions', 'conv_epilogue', 'dce']
+['constant_folding', 'identities', 'cse', 'layout', 'small_reductions', 'conv_epilogue',
+ 'conv_concat', 'dce']
 """
 
 # each pass module registers its pass (the pipeline order is each pass's ``order``)
 from . import (
+    conv_concat,
     conv_epilogue,
     cse,
     dce,
@@ -55,4 +58,4 @@ from .rewrite import Const, Match, Pat, Rule, RuleSet
 __all__ = ["LEVELS", "LOWERING", "MAX_LEVEL", "PASSES", "Const", "Match", "Pass", "PassConfig",
            "Pat", "Rule", "RuleSet", "config_from_env", "cse", "dce", "fold", "identities",
            "make_config", "register", "registry", "rewrite", "small_reductions", "conv_epilogue",
-           "layout"]
+           "conv_concat", "layout"]

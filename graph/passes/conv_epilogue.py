@@ -50,7 +50,7 @@ _CONV = ("conv", "conv_fused")
 _FLOATS = (dt.float32, dt.float64)
 
 
-def _base(n: GNode) -> dict[str, Any]:
+def fused_attrs(n: GNode) -> dict[str, Any]:
     """c's attributes as a conv_fused's (a plain conv: no epilogue yet)."""
     if n.op == "conv_fused":
         return dict(n.attrs)
@@ -82,21 +82,7 @@ def _bias_source(g: Graph, i: int, cout: int) -> int | None:
 
 def conv_epilogue(g: Graph, changes: Counter[str] | None = None) -> Graph:
     """``g`` with convolution epilogues fused (unused nodes stay: see ``dce``)."""
-    # consumers among the live nodes (earlier passes leave the nodes they replaced behind)
-    live = [False] * len(g.nodes)
-    stack = list(g.outputs)
-    while stack:
-        i = stack.pop()
-        if not live[i]:
-            live[i] = True
-            stack.extend(g.nodes[i].inputs)
-    uses = [0] * len(g.nodes)
-    for i, n in enumerate(g.nodes):
-        if live[i]:
-            for j in n.inputs:
-                uses[j] += 1
-    for j in g.outputs:
-        uses[j] += 1
+    uses = g.live_uses()  # (earlier passes leave the nodes they replaced behind)
     out = Graph(n_inputs=g.n_inputs)
     remap: list[int] = []
     out_uses: dict[int, int] = {}  # consumers of the output graph's nodes (as in g)
@@ -126,7 +112,7 @@ def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: dict[int, int],
         if c.op not in _CONV or uses.get(ci) != 1 or c.dtype != n.dtype or \
                 (view or c).shape != n.shape:
             continue
-        a = _base(c)
+        a = fused_attrs(c)
         extra: list[int] = []
         what = ""
         if n.op == "add":

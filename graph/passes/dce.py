@@ -26,14 +26,8 @@ NAME = "dce"
 
 def dce(g: Graph, changes: Counter[str] | None = None) -> Graph:
     """``g`` without the nodes its outputs do not depend on (``g`` itself if none)."""
-    live = [False] * len(g.nodes)
-    stack = list(g.outputs)
+    live = g.live()
     nodes = g.nodes
-    while stack:
-        i = stack.pop()
-        if not live[i]:
-            live[i] = True
-            stack.extend(nodes[i].inputs)
     removed = len(live) - sum(live)
     if changes is not None:
         changes["removed"] += removed

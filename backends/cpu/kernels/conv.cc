@@ -100,6 +100,7 @@ inline void next_row(const Geometry& g, RowPos& q) {
 // (the epilogue, declared here for depthwise; the implicit GEMM's tile applies its own)
 struct Epilogue {
     int64_t cout;
+    int64_t ldo;            // out's row stride (>= cout: a slice of a wider output)
     const float* bias;      // (C_out,) or null
     const float* residual;  // (rows, C_out) or null
     int64_t act;
@@ -127,7 +128,7 @@ void depthwise(const Geometry& g, const float* x, const float* w, bool wt, float
     for (int64_t r = 0; r < rows; ++r) {
         const RowPos q = row_pos(g, r);
         const int64_t b = q.b, o0 = q.o0, o1 = q.o1, o2 = q.o2;
-        float* dst = out + r * C;
+        float* dst = out + r * ep.ldo;
         for (int64_t c = 0; c < C; ++c) dst[c] = 0.0f;
         int64_t t = 0;
         for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
@@ -309,8 +310,8 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
                 v1 = WX::add(v1, b1);
             }
             if (res) {
-                v0 = WX::add(v0, WX::load(all, res + r * ldo));
-                v1 = WX::add(v1, WX::load(all, res + r * ldo + WX::L));
+                v0 = WX::add(v0, WX::load(all, res + r * ep.cout));
+                v1 = WX::add(v1, WX::load(all, res + r * ep.cout + WX::L));
             }
             if (ep.act == 1) {  // (max/min return their second operand for a NaN: it stays)
                 v0 = WX::max(WX::zero(), v0);
@@ -336,7 +337,7 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
         if (bias)
             for (int64_t j = 0; j < nv; ++j) o[j] += bias[j];
         if (res)
-            for (int64_t j = 0; j < nv; ++j) o[j] += res[r * ldo + j];
+            for (int64_t j = 0; j < nv; ++j) o[j] += res[r * ep.cout + j];
         if (ep.act == 1)
             for (int64_t j = 0; j < nv; ++j) o[j] = o[j] < 0.0f ? 0.0f : o[j];  // NaN stays
         else if (ep.act == 2)
@@ -429,7 +430,7 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
                 const int64_t t0 = k0 / cg, t1 = (k1 - 1) / cg + 1;
                 for (int64_t rb = rb0; rb < rb1; ++rb) {
                     const int64_t r0 = rb * kRows, R = rows - r0 < kRows ? rows - r0 : kRows;
-                    float* o = out + r0 * ep.cout + col;
+                    float* o = out + r0 * ep.ldo + col;
                     const float* res = ep.residual ? ep.residual + r0 * ep.cout + col : nullptr;
                     if (pack) {  // one block of K: a single run of k (the same order)
                         for (int64_t r = 0; r < kRows; ++r)
@@ -445,13 +446,13 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
                     bz_dispatch<kRows>(R, [&](auto rc) {
                         constexpr int RC = decltype(rc)::value;
                         if (rowwise)
-                            tile<RC, 1>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res, ep.cout,
+                            tile<RC, 1>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res, ep.ldo,
                                         bias, ep, k0 == 0, k1 == K);
                         else if (pack)
                             tile<RC, kRows>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res,
-                                            ep.cout, bias, ep, k0 == 0, k1 == K);
+                                            ep.ldo, bias, ep, k0 == 0, k1 == K);
                         else
-                            tile<RC, 1>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.cout,
+                            tile<RC, 1>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.ldo,
                                         bias, ep, k0 == 0, k1 == K);
                     });
                 }
@@ -461,28 +462,33 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
-}  // namespace
-
 // Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 the implicit GEMM over gathered
 // rows: few input channels, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3],
 // pad_lo[3], groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits),
 // has bias, has residual, element offsets of x, bias and residual in their buffers, whether the
 // packed weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
 // strides (batch, d0, d1, d2, channel: gathered rows read any; in place needs x contiguous),
-// whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm).
+// whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm),
+// out's row stride (0: C_out; more: the call writes channels of a wider output) and the element
+// offset of its first channel there.
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
-// (rows, C_out), then scratch (band: the largest band's row blocks): tap offsets (threads * band *
-// kRows * taps int64; unused by mode 5), a zero row (C_in/groups + 16 floats), gathered rows
-// (threads * band * kRows * taps * C_in floats; mode 5: then x channels-last when its channels
-// are strided), then the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)).
+// (rows, C_out or that stride), then scratch (band: the largest band's row blocks): tap offsets
+// (threads * band * kRows * taps int64; unused by mode 5), a zero row (C_in/groups + 16 floats),
+// gathered rows (threads * band * kRows * taps * C_in floats; mode 5: then x channels-last when its
+// channels are strided), then the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)).
 // Query: buffer 0 gets (rows, output channels).
-extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
-    const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
-    if (mode == 3) {  // the implicit GEMM's tile: rows, output channels per panel
-        ((int64_t*)bufs[0])[0] = kRows;
-        ((int64_t*)bufs[0])[1] = kCols;
-        return;
-    }
+//
+// Mode 6, several convolutions writing channel slices of one output (``conv_concat``: no concat
+// copy), one after another: threads, 6, the number of convolutions m, the number of input
+// buffers n, whether the packed weights are given (one derived buffer, each convolution's at a
+// float offset), then per convolution kConcatArgs args: its own args as above (out's row stride
+// and offset set), the buffer index of its x (its w, bias and residual follow), the float offset
+// of its packed weight. Buffers: the n inputs, out, the three scratch buffers (each as large as
+// the largest convolution's), the packed weights.
+constexpr int64_t kConvArgs = 42, kConcatArgs = kConvArgs + 2;
+
+void run_conv(void** bufs, const int64_t* a, int64_t threads) {
+    const int64_t mode = a[1];
     Geometry g = geometry(a);
     double lo, hi;
     std::memcpy(&lo, a + 25, sizeof lo);
@@ -490,6 +496,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     int b = 2;
     Epilogue ep;
     ep.cout = a[23];
+    ep.ldo = a[40] > 0 ? a[40] : a[23];
     ep.bias = a[27] ? (const float*)bufs[b++] + a[30] : nullptr;
     ep.residual = a[28] ? (const float*)bufs[b++] + a[31] : nullptr;
     ep.act = a[24];
@@ -497,7 +504,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     ep.hi = (float)hi;
     const float* x = (const float*)bufs[0] + a[29];
     const float* w = (const float*)bufs[1];
-    float* out = (float*)bufs[b];
+    float* out = (float*)bufs[b] + a[41];
     int64_t* offs = (int64_t*)bufs[b + 1];
     float* zeros = (float*)bufs[b + 2];
     float* cols = (float*)bufs[b + 3];
@@ -545,4 +552,35 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros,
                   mode == 5 || a[38] ? cols : nullptr, mode == 5, a[39] > 0 ? a[39] : 1, threads);
     std::free(own);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
+    const int64_t threads = a[0] > 1 ? a[0] : 1, mode = a[1];
+    if (mode == 3) {  // the implicit GEMM's tile: rows, output channels per panel
+        ((int64_t*)bufs[0])[0] = kRows;
+        ((int64_t*)bufs[0])[1] = kCols;
+        ((int64_t*)bufs[0])[2] = kConvArgs;
+        ((int64_t*)bufs[0])[3] = kConcatArgs;
+        return;
+    }
+    if (mode != 6) {
+        run_conv(bufs, a, threads);
+        return;
+    }
+    const int64_t m = a[2], n = a[3];
+    for (int64_t i = 0; i < m; ++i) {
+        const int64_t* c = a + 5 + i * kConcatArgs;
+        void* sub[9];
+        int k = 0;
+        const int64_t x = c[kConvArgs];
+        sub[k++] = bufs[x];
+        sub[k++] = bufs[x + 1];
+        for (int64_t e = 0; e < c[27] + c[28]; ++e) sub[k++] = bufs[x + 2 + e];
+        for (int64_t j = 0; j < 4; ++j) sub[k++] = bufs[n + j];  // out, the three scratch buffers
+        sub[k] = a[4] ? (void*)((float*)bufs[n + 4] + c[kConvArgs + 1]) : nullptr;
+        // each convolution's own thread count (its scratch is sized for it), at most the call's
+        run_conv(sub, c, c[0] < threads ? (c[0] > 1 ? c[0] : 1) : threads);
+    }
 }
