@@ -235,30 +235,28 @@ inline void im2col_row(const Geometry& g, const float* x, const int64_t* st, con
 // ptrs[t * kRows + r][c * S]: S = 1 reading x in place, kRows from packed rows): ``first`` starts
 // from zero, else from the partial sums the previous chunk stored in out (float32 in memory is the
 // register value: the same bits as one chain); ``last`` applies the epilogue, else stores the sums.
-template <int R, int S>
+template <int R, int S, int V>
 void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* panel, int64_t nv,
           float* out, const float* res, int64_t ldo, const float* bias, const Epilogue& ep,
           bool first, bool last) {
-    WX::F acc[R][2];
+    WX::F acc[R][V];
     alignas(64) float buf[R][kCols];  // every index constant: acc stays in registers
     const WX::K all = WX::mask(WX::L);
+    const bool whole = nv == V * WX::L;
     if (first) {
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = WX::zero();
-    } else if (nv == kCols) {
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) acc[r][v] = WX::zero();
+    } else if (whole) {
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-            acc[r][0] = WX::load(all, out + r * ldo);
-            acc[r][1] = WX::load(all, out + r * ldo + WX::L);
-        }
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) acc[r][v] = WX::load(all, out + r * ldo + v * WX::L);
     } else {
         for (int r = 0; r < R; ++r)
-            for (int64_t j = 0; j < kCols; ++j) buf[r][j] = j < nv ? out[r * ldo + j] : 0.0f;
+            for (int64_t j = 0; j < V * WX::L; ++j) buf[r][j] = j < nv ? out[r * ldo + j] : 0.0f;
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-            acc[r][0] = WX::load(all, buf[r]);
-            acc[r][1] = WX::load(all, buf[r] + WX::L);
-        }
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) acc[r][v] = WX::load(all, buf[r] + v * WX::L);
     }
     for (int64_t t = k0 / cg; t * cg < k1; ++t) {
         const float* p[R];
@@ -267,73 +265,54 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
         const int64_t cs = k0 > t * cg ? k0 - t * cg : 0, ce = k1 - t * cg < cg ? k1 - t * cg : cg;
         const float* bp = panel + (t * cg + cs) * kCols;
         for (int64_t c = cs; c < ce; ++c, bp += kCols) {
-            const WX::F b0 = WX::load(all, bp);
-            const WX::F b1 = WX::load(all, bp + WX::L);
+            WX::F b[V];
+            for (int v = 0; v < V; ++v) b[v] = WX::load(all, bp + v * WX::L);
 #pragma GCC unroll 12
             for (int r = 0; r < R; ++r) {
                 const WX::F a = WX::set1(p[r][c * S]);
-                acc[r][0] = WX::fma(a, b0, acc[r][0]);
-                acc[r][1] = WX::fma(a, b1, acc[r][1]);
+                for (int v = 0; v < V; ++v) acc[r][v] = WX::fma(a, b[v], acc[r][v]);
             }
         }
     }
     if (!last) {  // partial sums: stored as they are
-        if (nv == kCols) {
+        if (whole) {
 #pragma GCC unroll 12
-            for (int r = 0; r < R; ++r) {
-                WX::store(out + r * ldo, acc[r][0]);
-                WX::store(out + r * ldo + WX::L, acc[r][1]);
-            }
+            for (int r = 0; r < R; ++r)
+                for (int v = 0; v < V; ++v) WX::store(out + r * ldo + v * WX::L, acc[r][v]);
             return;
         }
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-            WX::store(buf[r], acc[r][0]);
-            WX::store(buf[r] + WX::L, acc[r][1]);
-        }
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) WX::store(buf[r] + v * WX::L, acc[r][v]);
         for (int r = 0; r < R; ++r)
             for (int64_t j = 0; j < nv; ++j) out[r * ldo + j] = buf[r][j];
         return;
     }
-    if (nv == kCols) {  // a whole panel: the epilogue on the registers, then the stores
+    if (whole) {  // a whole panel: the epilogue on the registers, then the stores
         const WX::F lo = WX::set1(ep.lo), hi = WX::set1(ep.hi);
-        WX::F b0 = WX::zero(), b1 = WX::zero();
-        if (bias) {
-            b0 = WX::load(all, bias);
-            b1 = WX::load(all, bias + WX::L);
-        }
+        WX::F bb[V];
+        for (int v = 0; v < V; ++v) bb[v] = bias ? WX::load(all, bias + v * WX::L) : WX::zero();
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-            WX::F v0 = acc[r][0], v1 = acc[r][1];
-            if (bias) {
-                v0 = WX::add(v0, b0);
-                v1 = WX::add(v1, b1);
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) {
+                WX::F y = acc[r][v];
+                if (bias) y = WX::add(y, bb[v]);
+                if (res) y = WX::add(y, WX::load(all, res + r * ep.cout + v * WX::L));
+                if (ep.act == 1)  // (max/min return their second operand for a NaN: it stays)
+                    y = WX::max(WX::zero(), y);
+                else if (ep.act == 2)
+                    y = WX::min(hi, WX::max(lo, y));
+                WX::store(out + r * ldo + v * WX::L, y);
             }
-            if (res) {
-                v0 = WX::add(v0, WX::load(all, res + r * ep.cout));
-                v1 = WX::add(v1, WX::load(all, res + r * ep.cout + WX::L));
-            }
-            if (ep.act == 1) {  // (max/min return their second operand for a NaN: it stays)
-                v0 = WX::max(WX::zero(), v0);
-                v1 = WX::max(WX::zero(), v1);
-            } else if (ep.act == 2) {
-                v0 = WX::min(hi, WX::max(lo, v0));
-                v1 = WX::min(hi, WX::max(lo, v1));
-            }
-            WX::store(out + r * ldo, v0);
-            WX::store(out + r * ldo + WX::L, v1);
-        }
         return;
     }
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-        WX::store(buf[r], acc[r][0]);
-        WX::store(buf[r] + WX::L, acc[r][1]);
-    }
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) WX::store(buf[r] + v * WX::L, acc[r][v]);
     for (int r = 0; r < R; ++r) {  // simple loops (vectorized): copy, + bias, + residual, act
         float* o = out + r * ldo;
-        const float* v = buf[r];
-        for (int64_t j = 0; j < nv; ++j) o[j] = v[j];
+        const float* y = buf[r];
+        for (int64_t j = 0; j < nv; ++j) o[j] = y[j];
         if (bias)
             for (int64_t j = 0; j < nv; ++j) o[j] += bias[j];
         if (res)
@@ -443,17 +422,29 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
                                 ptrs[t * kRows + r] = v < 0 ? zeros : x + v + gi * cg;
                             }
                     }
+                    // a panel of at most one vector's channels: a tile of one vector column (no
+                    // FMAs on the padding; the same sums in the same order)
+                    const bool one = nv <= WX::L;
                     bz_dispatch<kRows>(R, [&](auto rc) {
                         constexpr int RC = decltype(rc)::value;
-                        if (rowwise)
-                            tile<RC, 1>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res, ep.ldo,
-                                        bias, ep, k0 == 0, k1 == K);
+                        const float* pn = panels + pb * panel;
+                        const bool f = k0 == 0, l = k1 == K;
+                        if (rowwise && one)
+                            tile<RC, 1, 1>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f, l);
+                        else if (rowwise)
+                            tile<RC, 1, 2>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f, l);
+                        else if (pack && one)
+                            tile<RC, kRows, 1>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
+                                               l);
                         else if (pack)
-                            tile<RC, kRows>(ptrs, K, k0, k1, panels + pb * panel, nv, o, res,
-                                            ep.ldo, bias, ep, k0 == 0, k1 == K);
+                            tile<RC, kRows, 2>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
+                                               l);
+                        else if (one)
+                            tile<RC, 1, 1>(ptrs, cg, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
+                                           l);
                         else
-                            tile<RC, 1>(ptrs, cg, k0, k1, panels + pb * panel, nv, o, res, ep.ldo,
-                                        bias, ep, k0 == 0, k1 == K);
+                            tile<RC, 1, 2>(ptrs, cg, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
+                                           l);
                     });
                 }
             }
