@@ -149,6 +149,12 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     k = taps * (cin // groups)
     nrb = -(-rows // kr)  # blocks of rows: in bands of about BAND_BYTES, as many per thread
     bands = -(-nrb // max(1, BAND_BYTES // (kr * k * 4)))
+    if bands == 1 and nrb >= 8 * nt and cout <= rows:
+        # one band: the threads split its rows, not its panels of output channels, unless
+        # the weight outweighs x (cout > rows: each thread would read all of it) or the rows
+        # are too few to split evenly (two threads writing alternate panels of each row ran
+        # no faster than one: 16 -> 64 channels, 55 x 55)
+        bands = nt
     bands = min(nrb, bands if bands == 1 else -(-bands // nt) * nt)
     band = -(-nrb // max(bands, 1))  # (the largest band's blocks: the scratch per thread)
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
