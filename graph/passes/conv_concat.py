@@ -30,7 +30,7 @@ from collections import Counter
 from .. import dtypes as dt
 from ..ir import GNode, Graph
 from .conv_epilogue import fused_attrs
-from .registry import Pass, register
+from .registry import Pass, fused_summary, register
 
 NAME = "conv_concat"
 _CONV = ("conv", "conv_fused")
@@ -75,12 +75,6 @@ def conv_concat(g: Graph, changes: Counter[str] | None = None) -> Graph:
     return out
 
 
-def _summary(c: Counter[str]) -> str:
-    n = sum(c.values())
-    if not n:
-        return "no concatenations of convolutions"
-    return f"{n} fused ({', '.join(f'{k}: {v}' for k, v in c.most_common())})"
-
-
 PASS = register(Pass(NAME, 2, 125, "convolutions concatenated along their channels write "
-                     "their slices of one result", run=conv_concat, summary=_summary))
+                     "their slices of one result", run=conv_concat,
+                     summary=fused_summary("no concatenations of convolutions")))

@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir import GNode, Graph
-from .registry import Pass, register
+from .registry import Pass, fused_summary, register
 
 NAME = "conv_epilogue"
 _CONV = ("conv", "conv_fused")
@@ -168,12 +168,6 @@ def _fuse(g: Graph, n: GNode, ins: tuple[int, ...], uses: dict[int, int],
     return None
 
 
-def _summary(c: Counter[str]) -> str:
-    n = sum(c.values())
-    if not n:
-        return "no epilogues fused"
-    return f"{n} fused ({', '.join(f'{k}: {v}' for k, v in c.most_common())})"
-
-
 PASS = register(Pass(NAME, 2, 120, "a convolution's bias, residual add and activation as "
-                     "its epilogue", run=conv_epilogue, summary=_summary))
+                     "its epilogue", run=conv_epilogue,
+                     summary=fused_summary("no epilogues fused")))

@@ -68,6 +68,21 @@ def _rules_summary(c: Counter[str]) -> str:
     return f"{n} rewrite{'s' if n != 1 else ''} ({parts})"
 
 
+def fused_summary(none: str) -> Callable[[Counter[str]], str]:
+    """A fusion pass's summary: "N fused (what: count, ...)", or ``none``.
+
+    >>> from collections import Counter
+    >>> fused_summary("nothing")(Counter({"conv + bias": 2}))
+    '2 fused (conv + bias: 2)'
+    """
+    def summary(c: Counter[str]) -> str:
+        n = sum(c.values())
+        if not n:
+            return none
+        return f"{n} fused ({', '.join(f'{k}: {v}' for k, v in c.most_common())})"
+    return summary
+
+
 @dataclass(frozen=True)
 class Pass:
     """A named optimization: ``rules`` (a rule pass) or ``run`` (a function pass)."""
