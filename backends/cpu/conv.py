@@ -307,7 +307,6 @@ class ConvConcat(NativeOp):
         except _build.BuildError:
             return None
         total = out[0][-1]
-        head: list[int] = []
         blocks: list[np.ndarray] = []
         scratch = [1, 1, 1]
         weights: list[tuple[int, tuple[int, ...], int]] = []  # (mode, w's shape, groups)
@@ -349,7 +348,7 @@ def _packed_floats(mode: int, shape: tuple[int, ...], groups: int) -> int:
 
 def _derived_all(weights: tuple[tuple[int, tuple[int, ...], int], ...],
                  *ws: np.ndarray) -> np.ndarray:
-    """Every branch's packed weight in one buffer, each at a 64-byte multiple."""
+    """Every branch's packed weight in one buffer, each at a multiple of 16 floats."""
     parts = []
     for (mode, shape, groups), w in zip(weights, ws):
         p = _prepacked(mode, groups, w, shape).reshape(-1)
