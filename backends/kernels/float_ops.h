@@ -25,43 +25,34 @@ BZ_FN bool bz_signbit(float x) { return (int32_t)bz_fbits(x) < 0; }
 #if BZ_HAS_DOUBLE
 BZ_FN bool bz_signbit(double x) { return (int64_t)bz_dbits(x) < 0; }
 #endif
+// a when it is NaN, else m. float and double select by bit masks (the same results): as a
+// conditional, gcc 12 merges a chain of them (a max pool's nine values) into a tangle of mask
+// moves and blends; other types keep the select.
+template <class T>
+BZ_FN T bz_nan_or(T a, T m) {
+    return a != a ? a : m;
+}
+BZ_FN float bz_nan_or(float a, float m) {
+    const uint32_t k = 0u - (uint32_t)(a != a);
+    return bz_ffrom((bz_fbits(a) & k) | (bz_fbits(m) & ~k));
+}
+#if BZ_HAS_DOUBLE
+BZ_FN double bz_nan_or(double a, double m) {
+    const uint64_t k = 0ull - (uint64_t)(a != a);
+    return bz_dfrom((bz_dbits(a) & k) | (bz_dbits(m) & ~k));
+}
+#endif
 // NaN wins. Two selects, not a nested conditional: gcc 12 vectorizes neither
 // ``a != a ? a : (a > b ? a : b)`` nor ``(a > b || a != a) ? a : b`` (every ReLU and max
 // pool ran scalar), and does this one.
 template <class T>
 BZ_FN T bz_fmax(T a, T b) {
-    const T m = a > b ? a : b;
-    return a != a ? a : m;
+    return bz_nan_or(a, a > b ? a : b);
 }
 template <class T>
 BZ_FN T bz_fmin(T a, T b) {
-    const T m = a < b ? a : b;
-    return a != a ? a : m;
+    return bz_nan_or(a, a < b ? a : b);
 }
-// float and double: the NaN select as bit masks (the same results). As a conditional, gcc 12
-// merges a chain of them (a max pool's nine values) into a tangle of mask moves and blends.
-BZ_FN float bz_fmax(float a, float b) {
-    const float m = a > b ? a : b;
-    const uint32_t k = 0u - (uint32_t)(a != a);
-    return bz_ffrom((bz_fbits(a) & k) | (bz_fbits(m) & ~k));
-}
-BZ_FN float bz_fmin(float a, float b) {
-    const float m = a < b ? a : b;
-    const uint32_t k = 0u - (uint32_t)(a != a);
-    return bz_ffrom((bz_fbits(a) & k) | (bz_fbits(m) & ~k));
-}
-#if BZ_HAS_DOUBLE
-BZ_FN double bz_fmax(double a, double b) {
-    const double m = a > b ? a : b;
-    const uint64_t k = 0ull - (uint64_t)(a != a);
-    return bz_dfrom((bz_dbits(a) & k) | (bz_dbits(m) & ~k));
-}
-BZ_FN double bz_fmin(double a, double b) {
-    const double m = a < b ? a : b;
-    const uint64_t k = 0ull - (uint64_t)(a != a);
-    return bz_dfrom((bz_dbits(a) & k) | (bz_dbits(m) & ~k));
-}
-#endif
 template <class T>
 BZ_FN T bz_logaddexp(T x, T y) {
     if (x == y) return x + (T)0.693147180559945309417232121458176568;
