@@ -317,11 +317,10 @@ class ConvConcat(NativeOp):
             call = self._conv.native_call(a, ins, (shape, _F32))
             if call is None:
                 return None
-            (xv, _), (wv, _) = ins[:2]
-            mode, args, sizes = _launch(
-                a, xv.shape, wv.shape, shape, self._num_threads(), tuple(call.args[29:32]),
-                None if xv.is_contiguous() else xv.strides, (total, channel))
-            scratch = [max(u, v) for u, v in zip(scratch, sizes)]
+            wv = ins[1][0]
+            mode, args = int(call.args[1]), call.args.copy()
+            args[_CONV_ARGS - 2:_CONV_ARGS] = total, channel  # into its slice of the result
+            scratch = [max(u, v) for u, v in zip(scratch, call.scratch)]
             blocks.append(np.concatenate([args, [i, packed_at]]).astype(np.int64))
             weights.append((mode, wv.shape, a["groups"]))
             packed_at += _packed_floats(mode, wv.shape, a["groups"])
