@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -119,6 +120,9 @@ class _Entry:
         self.schedules: dict[Any, Schedule] = {None: schedule}
         self.struct: Any = None
         self.state_out: Any = None  # the outputs= state's structure (bz.compile(outputs=))
+        # (output position, input position, state leaf) of each state array the call may
+        # update in place, when no one else holds the old one (buffer donation)
+        self.donations: list[tuple[int, int, int]] = []
         # the inputs list with the trace's constants in place (an LLM step has hundreds of
         # weights): a call copies it and fills in the rest
         self.template = [ref if kind == "data" else None for kind, ref, _ in bindings]
@@ -253,7 +257,8 @@ class CompiledFunction:
         if entry is None:
             entry = self._trace(leaves, struct, captured, state_struct)
             self._entries[key] = entry
-        outs = self._replay(entry, leaves + state, captured)
+        donate = _donations(entry.donations, state) if entry.donations else ()
+        outs = self._replay(entry, leaves + state, captured, donate)
         user, new_state = outs
         _state_write(self._state_out, entry.state_out, new_state)
         return user
@@ -321,10 +326,17 @@ class CompiledFunction:
         entry.struct = struct
         if state_struct is not None:
             entry.state_out = new_struct
+            if new_struct == state_struct and all(
+                    a is b for a, b in zip(self._state_in, self._state_out)) and \
+                    len(self._state_in) == len(self._state_out):
+                entry.donations = _donation_pairs(t.leaves, bindings, out_leaves,
+                                                  len(out_leaves) - len(new_state),
+                                                  len(leaves))
         return entry
 
     # ------------------------------------------------------------ replay
-    def _replay(self, entry: _Entry, leaves: list[Any], captured: list[Any]) -> Any:
+    def _replay(self, entry: _Entry, leaves: list[Any], captured: list[Any],
+                donate: tuple[tuple[int, int], ...] = ()) -> Any:
         inputs: list[Any] = entry.template.copy()  # (None where a varying input goes)
         for i, kind, ref, dtype in entry.varying:
             if kind == "arg":
@@ -339,7 +351,8 @@ class CompiledFunction:
                 fresh = self._trace(leaves, entry.struct, captured)
                 entry.schedules[tuple(a.shape for a in inputs)] = fresh.schedules[None]
                 schedule = fresh.schedules[None]
-        outs = _current_backend().run_schedule(schedule, inputs, entry.constants)
+        outs = _current_backend().run_schedule(schedule, inputs, entry.constants, donate) \
+            if donate else _current_backend().run_schedule(schedule, inputs, entry.constants)
         if entry.out_struct is None and entry.out_kinds[0] == "array":  # one array: no tree
             return Array(_np_leaf(outs[0]))
         it = iter(outs)
@@ -364,6 +377,60 @@ class CompiledFunction:
         t = Trace((sigs, tuple(entry.outputs)), entry.leaves, rows, entry.outputs)
         s = entry.schedules[shapes] = CACHE.get_or_build(t.key, t.build, self.pass_config)
         return s
+
+
+def _donation_pairs(trace_leaves: list[Node], bindings: list[Any], out_leaves: list[Any],
+                    n_user: int, n_args: int) -> list[tuple[int, int, int]]:
+    """(schedule output position, schedule input position, state leaf) of each state
+    array that a compiled step reads and replaces with a new array of its shape: the
+    candidates for an update in place (the schedule decides which it allows)."""
+    out_pos: dict[int, int] = {}  # out leaf -> position among the array outputs
+    for j, o in enumerate(out_leaves):
+        if isinstance(o, Array):
+            out_pos[j] = len(out_pos)
+    in_pos = {ref: i for i, (kind, ref, _) in enumerate(bindings) if kind == "arg"}
+    pairs = []
+    for j in range(len(out_leaves) - n_user):
+        o, i = out_pos.get(n_user + j), in_pos.get(n_args + j)
+        if o is None or i is None:
+            continue
+        new, old = out_leaves[n_user + j]._node, trace_leaves[i]
+        if new is not old and new.shape == old.shape and new.dtype == old.dtype:
+            pairs.append((o, i, j))
+    return pairs
+
+
+def _donations(pairs: list[tuple[int, int, int]], state: list[Any]
+               ) -> tuple[tuple[int, int], ...]:
+    """The pairs whose old state array nothing else holds: not the user (another name,
+    a numpy view, a slice), not another Array or pending graph; only the state object
+    and this call (reference counts as :func:`_sole_state_counts` measures them)."""
+    from .indexing import _owned
+
+    pooled = getattr(getattr(_current_backend(), "pool", None), "holds", None)
+    if not _SOLE_STATE:
+        _SOLE_STATE.append(_sole_state_counts())
+    sole = _SOLE_STATE[0]
+    out = []
+    for o, i, j in pairs:
+        x = state[j]
+        if sys.getrefcount(x) <= sole and x._node.data is not None:
+            data = _owned(x, pooled=pooled)
+            if data is not None and data.flags.writeable:
+                out.append((o, i))
+    return tuple(out)
+
+
+def _sole_state_counts() -> int:
+    """References to a state array held by its object alone, as :func:`_donations` sees
+    them (its frame's own references included)."""
+    holder = {"w": Array(_np_leaf(np.zeros(2, np.float32)))}
+    state, _ = flatten([holder])
+    x = state[0]
+    return sys.getrefcount(x)
+
+
+_SOLE_STATE: list[int] = []  # _sole_state_counts(), measured on first use
 
 
 def _attrs_key(attrs: dict[str, Any]) -> Any:

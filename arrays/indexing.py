@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -241,22 +242,30 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 
 
 # ---------------------------------------------------------------- assignment in place
-def _owned(x: Array, counts: bool = False) -> Any:
+def _owned(x: Array, counts: bool = False,
+           pooled: Callable[[np.ndarray], bool] | None = None) -> Any:
     """``x``'s buffer, when ``x`` alone holds it (no other Array or pending graph holds
     its node; no view, numpy caller or cache holds its data), else None; it may still be
     read-only (the caller's write finds out). (``counts``: the references as seen here,
-    for :data:`_SOLE`.)"""
+    for :data:`_SOLE`.) ``pooled(base)``: whether the data's base is a buffer of the
+    backend's pool (one more reference to it, the pool's own; its memory may be a
+    mapping the pool made)."""
     node = x._node
     data = node.data
     if type(data) is not np.ndarray:
         return None
     base = data.base
+    pool_ref = 0
     if base is not None and (type(base) is not np.ndarray or base.base is not None):
-        return None  # memory braze does not own (a buffer exported by someone else)
+        if pooled is None or type(base) is not np.ndarray or not pooled(base):
+            return None  # memory braze does not own (a buffer exported by someone else)
+        pool_ref = 1
+    elif base is not None and pooled is not None and pooled(base):
+        pool_ref = 1
     # references to the node, to its data and to the data's base, compared with those of
     # an array nobody shares (read by this same code, so the frame's own ones cancel)
     refs = (sys.getrefcount(node), sys.getrefcount(data),
-            0 if base is None else sys.getrefcount(base))
+            0 if base is None else sys.getrefcount(base) - pool_ref)
     if counts:
         return refs
     sole = _SOLE

@@ -39,9 +39,12 @@ class Backend(Protocol):
         ...
 
     def run_schedule(self, schedule: Any, inputs: list[Any],
-                     constants: Collection[int] = ()) -> list[Any]:
+                     constants: Collection[int] = (),
+                     donate: tuple[tuple[int, int], ...] = ()) -> list[Any]:
         """Run an optimized schedule on bound input buffers (``bz.compile`` replay);
-        ``constants``: positions of inputs that are the same, unchanged, at every call."""
+        ``constants``: positions of inputs that are the same, unchanged, at every call;
+        ``donate``: (output position, input position) pairs whose input buffers the
+        caller gives up (a backend may write those outputs into them)."""
         ...
 
     def assign(self, dst: Any, key: tuple[Any, ...], value: Any) -> None:

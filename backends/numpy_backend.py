@@ -123,16 +123,19 @@ class NumpyBackend:
         dst[key] = value
 
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray],
-                     constants: Collection[int] = ()) -> list[np.ndarray]:
+                     constants: Collection[int] = (),
+                     donate: tuple[tuple[int, int], ...] = ()) -> list[np.ndarray]:
         """Run a compiled schedule on input arrays (``bz.compile`` replays through this).
         ``constants``: positions of inputs that are the same arrays, unchanged, at every
         call (a backend with its own memory may keep its copy of them; host backends
-        read them in place).
+        read them in place). ``donate``: (output position, input position) pairs whose
+        input buffers the caller gives up; a replay writes those outputs into them where
+        the schedule allows (a training step's state updated in place).
 
         From a schedule's second call on, through a prepared plan (see
         :mod:`braze.backends.replay`): same results, far less Python per step."""
         if self.fast_replay:
-            outs = self._replays.run(schedule, inputs)
+            outs = self._replays.run(schedule, inputs, donate)
             if outs is not None:
                 return outs
         with np.errstate(all="ignore"):

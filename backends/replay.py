@@ -37,6 +37,7 @@ import numpy as np
 
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS
+from ..graph.passes.memory import donatable
 from ..graph.view import View
 from .governor import ThreadGovernor
 from .numpy_backend import (
@@ -275,6 +276,11 @@ class ReplayPlan:
         self._clear = list(self.dynamic)  # slots unbound after every call
         self._fresh = [(slot, s.slots[slot].shape, s.slots[slot].dtype, s.slots[slot].nbytes)
                        for slot in self.fresh]
+        # donation (run(donate=)): per requested pairs, (the fresh slots still allocated,
+        # [(output slot, input slot)] written in place); donated inputs are never held
+        # (their contents change under the same object: rebound, derived buffers redone)
+        self._donations: dict[tuple[tuple[int, int], ...], tuple[list[Any], list[Any]]] = {}
+        self._no_hold: set[int] = set()
         # constants (and views of them) are the plan's: handed out as copies
         self._const_outputs = [j for j, o in enumerate(s.output_slots)
                                if root[o] in s.const_slots]
@@ -380,10 +386,17 @@ class ReplayPlan:
         return ops
 
     # ------------------------------------------------------------ running
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    def run(self, inputs: list[np.ndarray], donate: tuple[tuple[int, int], ...] = ()
+            ) -> list[np.ndarray] | None:
         """Execute on ``inputs``; returns fresh outputs, or None (nothing run) when the
-        inputs' shapes or dtypes are not the ones the plan was built for."""
+        inputs' shapes or dtypes are not the ones the plan was built for. ``donate``:
+        (output position, input position) pairs whose input buffer the caller gives up:
+        the output is written into it where the schedule allows
+        (:func:`~braze.graph.passes.memory.donatable`) and returned as that same array."""
         bufs = self.bufs
+        fresh, donated = self._fresh, None
+        if donate:
+            fresh, donated = self._donated(donate)
         if len(inputs) != len(self._inputs):
             return None
         held = self._held
@@ -410,7 +423,7 @@ class ReplayPlan:
         if self._derived:
             self._update_derived(changed)
         try:
-            for slot, shape, dtype, nbytes in self._fresh:
+            for slot, shape, dtype, nbytes in fresh:
                 try:
                     if nbytes < SMALL_BYTES:
                         bufs[slot] = np.empty(shape, dtype)
@@ -418,6 +431,9 @@ class ReplayPlan:
                         bufs[slot] = self._alloc(nbytes)[:nbytes].view(dtype).reshape(shape)
                 except MemoryError as e:
                     raise allocation_error(self.schedule, slot, e) from None
+            if donated:
+                for out, inp in donated:
+                    bufs[out] = bufs[inp]
             if self._bind_native:
                 self.program.bind([bufs[d] for d in self._bind_native])
             governor = self.governor
@@ -446,6 +462,24 @@ class ReplayPlan:
             for d in self._clear:
                 bufs[d] = None
 
+    def _donated(self, donate: tuple[tuple[int, int], ...]) -> tuple[list[Any], list[Any]]:
+        """(fresh slots to allocate, [(output slot, input slot)]) for these donations."""
+        got = self._donations.get(donate)
+        if got is None:
+            s = self.schedule
+            pairs = [(o, i) for o, i in donate if 0 <= o < len(s.output_slots) and
+                     0 <= i < len(s.input_slots) and donatable(s, o, i)]
+            outs = {s.output_slots[o] for o, _ in pairs}
+            got = ([f for f in self._fresh if f[0] not in outs],
+                   [(s.output_slots[o], s.input_slots[i]) for o, i in pairs])
+            positions = {i for _, i in pairs}
+            if not positions <= self._no_hold:
+                self._no_hold |= positions
+                if any(self._held[i] is not None for i in positions):
+                    self._forget()
+            self._donations[donate] = got
+        return got
+
     def _update_derived(self, changed: list[int]) -> None:
         """Recompute the derived buffers whose sources changed (all of them on the first
         call) and bind them."""
@@ -461,15 +495,15 @@ class ReplayPlan:
                 self.program.set(n + j, buf)
         self._derived_done = True
 
-    def run_profiled(self, inputs: list[np.ndarray], into: list[tuple[str, float]]
-                     ) -> list[np.ndarray] | None:
+    def run_profiled(self, inputs: list[np.ndarray], into: list[tuple[str, float]],
+                     donate: tuple[tuple[int, int], ...] = ()) -> list[np.ndarray] | None:
         """:meth:`run`, appending to ``into`` each step's (what it runs, seconds) in order:
         a native program call's kernel structural name or library op name; a step run in
         Python (a library op through numpy, a kernel without a native build) with
         " (python)" after its name."""
         self._timings[0] = []
         try:
-            outs = self.run(inputs)
+            outs = self.run(inputs, donate)
             timed = self._timings[0]
         finally:
             self._timings[0] = None
@@ -503,7 +537,8 @@ class ReplayPlan:
             if prog is not None and self._native_input[i]:
                 prog.set(slot, self.bufs[slot])
             ref = last[i]
-            if ref is not None and ref() is a and self.bufs[slot] is a:
+            if ref is not None and ref() is a and self.bufs[slot] is a and \
+                    i not in self._no_hold:
                 # from now on: an identity check, no rebind, not unbound (never a
                 # row-major copy of a strided input: it would miss in-place writes)
                 held[i] = a
@@ -679,10 +714,11 @@ class PlanCache:
         # braze.backends.profile(): a list the replays append (call, seconds) to
         self.profiling: list[tuple[str, float]] | None = None
 
-    def run(self, s: Schedule, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    def run(self, s: Schedule, inputs: list[np.ndarray],
+            donate: tuple[tuple[int, int], ...] = ()) -> list[np.ndarray] | None:
         """Replay ``s`` on ``inputs`` with an idle plan (built if none is); None on the
         schedule's first call or when the inputs do not fit it (the caller then runs it
-        the general way)."""
+        the general way). ``donate``: as :meth:`ReplayPlan.run`."""
         e = self._idle.get(id(s))
         if e is None or e[0] is not s:  # first call: the general executor (it also builds,
             with self._lock:  # checks and tunes the kernels); plans from the second on
@@ -698,8 +734,8 @@ class PlanCache:
             plan, kept = self._build(s), False
         try:
             if self.profiling is not None:
-                return plan.run_profiled(inputs, self.profiling)
-            return plan.run(inputs)
+                return plan.run_profiled(inputs, self.profiling, donate)
+            return plan.run(inputs, donate)
         finally:
             self._give_back(s, e, plan, kept)
 

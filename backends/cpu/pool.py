@@ -85,6 +85,16 @@ class BufferPool:
                     self._bufs.append(fresh)
             return fresh[:nbytes]
 
+    def holds(self, buf: np.ndarray) -> bool:
+        """Whether ``buf`` is one of the pool's buffers (not a view of one).
+
+        >>> pool = BufferPool(1 << 30)
+        >>> buf = pool.alloc(MIN_BYTES).base
+        >>> pool.holds(buf), pool.holds(np.empty(4))
+        (True, False)
+        """
+        return any(b is buf for b in self._bufs)
+
     @property
     def held_bytes(self) -> int:
         return sum(b.nbytes for b in self._bufs)

@@ -177,9 +177,11 @@ class CudaBackend(NumpyBackend):
         self._held: dict[tuple[int, Any], tuple[Any, int, int]] = {}
 
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray],
-                     constants: Collection[int] = ()) -> list[np.ndarray]:
+                     constants: Collection[int] = (),
+                     donate: tuple[tuple[int, int], ...] = ()) -> list[np.ndarray]:
         """Run ``schedule`` with device-resident values; ``constants``: positions of inputs
-        that are the same arrays, unchanged, at every call (uploaded once and held)."""
+        that are the same arrays, unchanged, at every call (uploaded once and held);
+        ``donate`` is not used (results come back in new host buffers)."""
         with np.errstate(all="ignore"):
             with _DeviceRun(self, schedule, constants) as run:
                 return run.execute(inputs)

@@ -149,9 +149,11 @@ class MlxBackend(NumpyBackend):
         return e[1]
 
     def run_schedule(self, schedule: Schedule, inputs: list[np.ndarray],
-                     constants: Collection[int] = ()) -> list[np.ndarray]:
+                     constants: Collection[int] = (),
+                     donate: tuple[tuple[int, int], ...] = ()) -> list[np.ndarray]:
         """Run ``schedule`` resident in MLX; ``constants``: positions of inputs that are
-        the same arrays, unchanged, at every call (held in MLX across calls)."""
+        the same arrays, unchanged, at every call (held in MLX across calls); ``donate``
+        is not used (results come back from MLX in new host buffers)."""
         with np.errstate(all="ignore"):
             return self._run(schedule, inputs, constants)
 

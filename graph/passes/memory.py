@@ -94,16 +94,62 @@ def plan_memory(s: Schedule) -> Schedule:
 
 def _in_place(step: KernelStep, w: int, dying: list[int], storage: dict[int, int],
               s: Schedule) -> int | None:
-    k = step.kernel
-    store = next(st for st in k.stores if st.slot == w)
-    if k.n_red:
-        return None
     for r in dying:
         if r in s.input_slots or r in s.const_slots:
             continue
-        if s.slots[r].nbytes != s.slots[w].nbytes or s.slots[r].dtype != s.slots[w].dtype:
-            continue
-        views = [ld.view for ld in k.loads if ld.slot == r]
-        if views and all(v == store.view for v in views):
+        if _overwrites(step, w, r, s):
             return storage[r]
     return None
+
+
+def _overwrites(step: KernelStep, w: int, r: int, s: Schedule) -> bool:
+    """Whether kernel ``step`` may store slot ``w`` over slot ``r``'s memory: same bytes
+    and dtype, no reduction, and every load of ``r`` at the store's own index map (each
+    element read before it is written, by the same iteration)."""
+    k = step.kernel
+    if k.n_red or s.slots[r].nbytes != s.slots[w].nbytes or s.slots[r].dtype != s.slots[w].dtype:
+        return False
+    store = next(st for st in k.stores if st.slot == w)
+    views = [ld.view for ld in k.loads if ld.slot == r]
+    return all(v == store.view for v in views)
+
+
+def donatable(s: Schedule, out_pos: int, in_pos: int) -> bool:
+    """Whether output ``out_pos`` may be written into input ``in_pos``'s buffer (buffer
+    donation, as jax.jit's ``donate_argnums`` and MLX's donated arrays: a training step's
+    new parameters and optimizer moments over the old ones): a kernel writes the output
+    (not a view, a library op or a constant); that kernel reads the input only at the
+    store's own index map, and no step after it reads the input or a view of it; the
+    input is not an output itself and appears once among the inputs.
+
+    >>> import numpy as np
+    >>> from braze.graph.kernel import Schedule, Slot
+    >>> donatable(Schedule([Slot((4,), np.dtype("f4"))], [0], {}, [0], []), 0, 0)
+    False
+    """
+    out, inp = s.output_slots[out_pos], s.input_slots[in_pos]
+    if s.input_slots.count(inp) != 1 or s.output_slots.count(out) != 1 or \
+            out in s.input_slots or out in s.const_slots or \
+            s.slots[out].shape != s.slots[inp].shape:
+        return False
+    root: dict[int, int] = {}
+    writer = None
+    last_read = -1
+    for t, step in enumerate(s.steps):
+        reads, writes = _reads_writes(step)
+        if isinstance(step, ViewStep):
+            root[step.output] = root.get(step.source, step.source)
+        elif out in writes:
+            writer = t
+        if any(root.get(r, r) == inp for r in reads):
+            last_read = t
+    if writer is None or last_read > writer:
+        return False
+    if any(root.get(o, o) == inp for o in s.output_slots):
+        return False  # the input (or a view of it) is returned as it is
+    step = s.steps[writer]
+    if not isinstance(step, KernelStep):
+        return False
+    if any(root.get(ld.slot) == inp for ld in step.kernel.loads):
+        return False  # (a view of the input read by the writer: another index map)
+    return _overwrites(step, out, inp, s)
