@@ -1112,10 +1112,14 @@ def test_matvec_kernel_every_isa_matches_numpy(m, k, n, isa, threads) -> None:
 @given(m=st.integers(9, 90), k=st.integers(0, 70), n=st.integers(1, 40),
        isa=st.sampled_from([1, 2, None]), threads=st.sampled_from([1, 2]))
 @example(m=48, k=37, n=19, isa=None, threads=2)  # x.T of whole 16-float rows: read in place
+@example(m=10, k=37, n=40, isa=None, threads=2)  # few rows of x: W's rows in panels, y^T
+@example(m=70, k=20, n=10, isa=None, threads=2)  # few rows of W: the threads share x's panels
 def test_gemm_takes_transposed_operands_with_the_same_bits(m, k, n, isa, threads) -> None:
     """The GEMM path given x as x.T (K, M) and/or W as W.T (K, N) (a backward pass's
     ``X.T @ g`` and ``g @ W``): it transposes them in blocks itself and sums every output
-    in the same order, so each layout gives the bits of the plain one."""
+    in the same order, so each layout gives the bits of the plain one; so do the swapped
+    roles (W's rows in panels when x has few rows) and any thread count, within K * 1e-6
+    of float64."""
     from braze.backends.cpu import matvec
 
     if not matvec.gemm_available(isa):
@@ -1123,6 +1127,9 @@ def test_gemm_takes_transposed_operands_with_the_same_bits(m, k, n, isa, threads
     rng = np.random.default_rng(m * 1000 + k * 10 + n)
     x, w = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
     plain = matvec.matvec(x, w, threads, isa)
+    np.testing.assert_allclose(plain, x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=max(k, 1) * 1e-6)
+    np.testing.assert_array_equal(matvec.matvec(x, w, 1, isa), plain)
     xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
     for a, b, tx, tw in [(xt, w, True, False), (x, wt, False, True), (xt, wt, True, True)]:
         np.testing.assert_array_equal(matvec.matvec(a, b, threads, isa, tx=tx, tw=tw), plain)

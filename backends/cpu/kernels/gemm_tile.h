@@ -190,9 +190,11 @@ static inline void bz_pack_rows(const float* x, int64_t r0, int64_t r1, int64_t 
     }
 }
 
-template <int NW>
+/* KM: w is k-major, row r's element k at w[k * wk + r] (W given transposed, read in
+   place: the tile's NW broadcasts of a k share a cache line) */
+template <int NW, bool KM>
 static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, int64_t mv, float* y,
-                       int64_t N) {
+                       int64_t N, int64_t yr, int64_t wk) {
     WX::F acc[NW][2]; /* unrolled: registers, not memory */
 #pragma GCC unroll 8
     for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = WX::zero();
@@ -202,7 +204,7 @@ static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, i
         const WX::F x1 = WX::load(k1, xT + k * ld + WX::L);
 #pragma GCC unroll 8
         for (int r = 0; r < NW; ++r) {
-            const WX::F wv = WX::set1(w[r * K + k]);
+            const WX::F wv = WX::set1(KM ? w[k * wk + r] : w[r * K + k]);
             acc[r][0] = WX::fma(wv, x0, acc[r][0]);
             acc[r][1] = WX::fma(wv, x1, acc[r][1]);
         }
@@ -213,14 +215,29 @@ static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, i
         WX::store(blk[r], acc[r][0]);
         WX::store(blk[r] + WX::L, acc[r][1]);
     }
-    for (int64_t m = 0; m < mv; ++m)
+    if (yr == 1) {
+        for (int64_t m = 0; m < mv; ++m)
 #pragma GCC unroll 8
-        for (int r = 0; r < NW; ++r) y[m * N + r] = blk[r][m];
+            for (int r = 0; r < NW; ++r) y[m * N + r] = blk[r][m];
+    } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; ++r)
+            for (int64_t m = 0; m < mv; ++m) y[m * N + r * yr] = blk[r][m];
+    }
 }
 
+/* yr: y's stride between w's rows (1: y[m * N + r]; a transposed product stores its
+   block with N = 1 and yr = the row stride of the result); wk > 0: w is k-major with
+   row stride wk (rows r at w[k * wk + r]) */
 static inline void bz_wx_tiles(const float* w, int64_t nw, int64_t K, const float* xT, int64_t ld,
-                               int64_t mv, float* y, int64_t N) {
-    bz_dispatch<WX::NW>(nw,
-                        [&](auto r) { bz_wx_tile<decltype(r)::value>(w, K, xT, ld, mv, y, N); });
+                               int64_t mv, float* y, int64_t N, int64_t yr = 1, int64_t wk = 0) {
+    if (wk > 0)
+        bz_dispatch<WX::NW>(nw, [&](auto r) {
+            bz_wx_tile<decltype(r)::value, true>(w, K, xT, ld, mv, y, N, yr, wk);
+        });
+    else
+        bz_dispatch<WX::NW>(nw, [&](auto r) {
+            bz_wx_tile<decltype(r)::value, false>(w, K, xT, ld, mv, y, N, yr, 0);
+        });
 }
 #endif  // BZ_GEMM_TILE_H

@@ -169,11 +169,57 @@ static inline BzBuf bz_scratch(int slot, size_t floats) {
     return {(float*)s.p, false};
 }
 
+/* y = x W^T with y[m * ym + n * yn]: bz_gemm below, given the roles it chose */
+static void bz_gemm_roles(const float* x, const float* W, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t nt, int tx, int tw, int64_t ldx, int64_t ldw, int64_t ym,
+                          int64_t yn) {
+    constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
+    const BzBuf xbuf = bz_scratch(0, (size_t)bz_panel_floats(M, K));
+    float* xp = xbuf.p;
+    bz_pack_x(x, M, K, ldx, tx, xp, nt);
+    BzBuf wbuf = {nullptr, false};
+    if (!tw && ldw != K) { /* a strided (N x K) W -> its rows packed */
+        wbuf = bz_scratch(1, (size_t)(N * K));
+        float* Wt = wbuf.p;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < K; ++k) Wt[n * K + k] = W[n * ldw + k];
+        W = Wt;
+    }
+    const int64_t wk = tw ? ldw : 0; /* W (K x N) is read in place, k-major */
+    int64_t NC = (32768 / K) / NW * NW;
+    NC = NC < NW ? NW : (NC > 64 / NW * NW ? 64 / NW * NW : NC);
+    const int64_t blocks = (N + NW - 1) / NW, panels = (M + MV - 1) / MV;
+    /* few blocks of W rows for the threads (a narrow result: a classifier's 10 columns):
+       the threads share x's panels instead; each output is one tile's either way */
+    const int by_panels = nt > 1 && blocks < 2 * nt && panels >= nt;
+#pragma omp parallel num_threads((int)nt) if (nt > 1)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t n0 = by_panels ? 0 : NW * (blocks * t / T);
+        const int64_t n1 = by_panels ? N : NW * (blocks * (t + 1) / T), ne = n1 < N ? n1 : N;
+        const int64_t p0 = by_panels ? MV * (panels * t / T) : 0;
+        const int64_t p1 = by_panels ? MV * (panels * (t + 1) / T) : M, pe = p1 < M ? p1 : M;
+        for (int64_t h0 = n0; h0 < ne; h0 += NC) {
+            const int64_t nh = ne - h0 < NC ? ne - h0 : NC;
+            for (int64_t m0 = p0; m0 < pe; m0 += MV) {
+                const int64_t mv = M - m0 < MV ? M - m0 : MV;
+                for (int64_t j0 = 0; j0 < nh; j0 += NW)
+                    bz_wx_tiles(W + (h0 + j0) * (tw ? 1 : K), nh - j0 < NW ? nh - j0 : NW, K,
+                                xp + m0 * K, MV, mv, y + m0 * ym + (h0 + j0) * yn, ym, yn, wk);
+            }
+        }
+    }
+    if (xbuf.owned) free(xbuf.p);
+    if (wbuf.owned) free(wbuf.p);
+}
+
 /* y (M x N, row stride N) = x W^T. tx: x is given transposed (K x M: a matmul's X.T
    operand); tw: W is given transposed (K x N: a row-major right operand); ldx, ldw: the
-   row strides of x and W as given (a slice of a wider matrix: q of a fused qkv). Either
-   way the tiles read x's panels and W (N x K, row stride K), so every layout sums each
-   output in the same order. */
+   row strides of x and W as given (a slice of a wider matrix: q of a fused qkv). The
+   tiles read one operand's panels of BZ_WX_MV rows and broadcast the other's rows, BZ_WX_NW
+   at a time: x's rows in panels, or W's when that pads less (a few rows of x: a
+   gradient's g^T x with 10 classes), y^T = W x^T stored transposed. Either way each
+   output is the same products summed over k in order (fma(a, b, c) = fma(b, a, c)). */
 static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t N, int64_t K,
                     int64_t nt, int tx, int tw, int64_t ldx, int64_t ldw) {
     if (K == 0) { /* empty sums */
@@ -181,41 +227,12 @@ static void bz_gemm(const float* x, const float* W, float* y, int64_t M, int64_t
         return;
     }
     constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
-    const BzBuf xbuf = bz_scratch(0, (size_t)bz_panel_floats(M, K));
-    float* xp = xbuf.p;
-    bz_pack_x(x, M, K, ldx, tx, xp, nt);
-    BzBuf wbuf = {nullptr, false};
-    if (tw || ldw != K) { /* W (K x N) -> (N x K); a strided (N x K) W -> its rows packed */
-        wbuf = bz_scratch(1, (size_t)(N * K));
-        float* Wt = wbuf.p;
-        if (tw) {
-            bz_transpose(W, K, N, ldw, Wt, K, nt);
-        } else {
-            for (int64_t n = 0; n < N; ++n)
-                for (int64_t k = 0; k < K; ++k) Wt[n * K + k] = W[n * ldw + k];
-        }
-        W = Wt;
-    }
-    int64_t NC = (32768 / K) / NW * NW;
-    NC = NC < NW ? NW : (NC > 64 / NW * NW ? 64 / NW * NW : NC);
-#pragma omp parallel num_threads((int)nt) if (nt > 1)
-    {
-        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t blocks = (N + NW - 1) / NW;
-        const int64_t n0 = NW * (blocks * t / T), n1 = NW * (blocks * (t + 1) / T);
-        const int64_t ne = n1 < N ? n1 : N;
-        for (int64_t h0 = n0; h0 < ne; h0 += NC) {
-            const int64_t nh = ne - h0 < NC ? ne - h0 : NC;
-            for (int64_t m0 = 0; m0 < M; m0 += MV) {
-                const int64_t mv = M - m0 < MV ? M - m0 : MV;
-                for (int64_t j0 = 0; j0 < nh; j0 += NW)
-                    bz_wx_tiles(W + (h0 + j0) * K, nh - j0 < NW ? nh - j0 : NW, K, xp + m0 * K, MV,
-                                mv, y + m0 * N + h0 + j0, N);
-            }
-        }
-    }
-    if (xbuf.owned) free(xbuf.p);
-    if (wbuf.owned) free(wbuf.p);
+    const int64_t padded = (M + MV - 1) / MV * MV * ((N + NW - 1) / NW * NW);
+    const int64_t swapped = (N + MV - 1) / MV * MV * ((M + NW - 1) / NW * NW);
+    if (swapped < padded)
+        bz_gemm_roles(W, x, y, N, M, K, nt, tw, tx, ldw, ldx, 1, N);
+    else
+        bz_gemm_roles(x, W, y, M, N, K, nt, tx, tw, ldx, ldw, N, 1);
 }
 
 /* A stack of GEMMs (a batched matmul: attention's q k^T and its backward): a[5..] = ldx,
