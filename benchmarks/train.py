@@ -11,7 +11,9 @@ Two steps, the same model and data in every framework:
        float32 (peft-style adapters in plain torch; torch has no 4-bit CPU matmul)
 braze's step is one bz.compile(inputs=[model, opt], outputs=[model, opt]) function;
 torch.compile compiles the model's forward+backward (the optimizer step stays eager);
-jax.jit jits the whole step; MLX mx.compiles it with its state. Reported: steps/s
+jax.jit jits the whole step (jax-jit-donate: with donate_argnums for the training state,
+as braze's compiled step donates the old state's buffers); MLX mx.compiles it with its
+state. Reported: steps/s
 (median of 5 timed runs of N steps, or 1 s worth, after warm-up; the frameworks' workers, all warmed
 up first, take turns -- run 1 of each, run 2 of each..., who goes first rotating -- so
 that every framework sees the same drift of a noisy machine) and the peak RSS above the
@@ -27,6 +29,7 @@ this interpreter) where installed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -37,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _timing import Worker  # noqa: E402
 
-FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "mlx"]
+FRAMEWORKS = ["braze", "torch-eager", "torch-compile", "jax-jit", "jax-jit-donate", "mlx"]
 RUN_SECONDS = 1.0  # a timed run's least duration (more steps than --steps when fast)
 LORA = dict(batch=4, seq=128, rank=8, scale=2.0, lr=1e-4)
 LORA_WEIGHTS = os.path.join(os.environ.get("TMPDIR", "/tmp"), "braze_bench_smollm2_f32.npz")
@@ -368,7 +371,7 @@ def run_torch(model: str, compiled: bool):
 
 
 # ---------------------------------------------------------------- jax
-def run_jax(model: str):
+def run_jax(model: str, donate: bool = False):
     import jax
     import jax.numpy as jnp
 
@@ -410,10 +413,11 @@ def run_jax(model: str):
     lr = MLP["lr"] if model == "mlp" else LM["lr"]
     wd = 0.0 if model == "mlp" else LM["wd"]
     b1, b2, eps = 0.9, 0.999, 1e-8
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    state = (params, zeros, zeros, jnp.zeros((), jnp.int32))
+    def zeros():  # (two trees: a donated buffer is given up once)
+        return jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = (params, zeros(), zeros(), jnp.zeros((), jnp.int32))
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=(0,) if donate else ())
     def step(state, x, y):
         p, m, v, t = state
         loss, g = jax.value_and_grad(loss_fn)(p, x, y)
@@ -529,8 +533,8 @@ def worker(framework: str, model: str, steps: int) -> dict:
         raise SystemExit(f"{framework}: the LoRA step is compared with torch eager only")
     elif framework in ("torch-eager", "torch-compile"):
         step, value = run_torch(model, framework == "torch-compile")
-    elif framework == "jax-jit":
-        step, value = run_jax(model)
+    elif framework in ("jax-jit", "jax-jit-donate"):
+        step, value = run_jax(model, donate=framework == "jax-jit-donate")
     else:
         step, value = run_mlx(model)
     t0 = time.perf_counter()
