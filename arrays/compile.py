@@ -246,10 +246,10 @@ class CompiledFunction:
         leaves = [Array(_np_leaf(x)) if isinstance(x, (np.ndarray, np.generic)) else x
                   for x in leaves]
         state, state_struct = flatten([_state_get(o) for o in self._state_in])
-        for x in state:
-            if not isinstance(x, Array):
-                raise TypeError(f"bz.compile: inputs= state holds a {type(x).__name__}; "
-                                "only arrays (in modules, optimizers, lists, dicts)")
+        bad = [x for x in state if not isinstance(x, Array)]  # (no loop variable left
+        if bad:  # holding a state array in this frame: see _donations)
+            raise TypeError(f"bz.compile: inputs= state holds a {type(bad[0]).__name__}; "
+                            "only arrays (in modules, optimizers, lists, dicts)")
         captured = self._captured()
         key = (struct, state_struct, self._signature(leaves + state, captured),
                self._static_ints)
@@ -287,7 +287,10 @@ class CompiledFunction:
             else:
                 placeholders.append(x)
         args, kwargs = unflatten(struct, placeholders)
-        saved = [_state_get(o) for o in self._state_in]
+        # what the objects hold, to put back after the trace (a dict or list given as
+        # state is itself the tree: its items are copied, not the container)
+        saved = [dict(t) if isinstance(t, dict) else list(t) if isinstance(t, list) else t
+                 for t in (_state_get(o) for o in self._state_in)]
         if state_struct is not None:
             state = flatten(saved)[0]
             held = [Array(Node(PARAMETER, (), {"index": len(leaves) + j}, x.shape, x.dtype))
