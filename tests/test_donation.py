@@ -76,12 +76,12 @@ def _train(donate: bool, monkeypatch: pytest.MonkeyPatch, steps: int = 4, conv: 
 @pytest.mark.parametrize("conv", [False, True])
 def test_donated_training_steps_give_the_bits_of_fresh_buffers(monkeypatch, conv):
     with monkeypatch.context() as m:
-        ref_losses, ref_params, moved = _train(False, m, conv=conv)
+        ref_losses, ref_params, ref_stayed = _train(False, m, conv=conv)
     losses, params, stayed = _train(True, monkeypatch, conv=conv)
     assert losses == ref_losses
     for a, b in zip(params, ref_params):
         np.testing.assert_array_equal(a, b)
-    assert not moved  # without donation every step allocates new parameters
+    assert not ref_stayed  # without donation every step allocates new parameters
     if bz.backends.current().name == "cpu":
         assert stayed  # with it, the first weight is updated in its own buffer
 
