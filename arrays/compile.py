@@ -329,9 +329,8 @@ class CompiledFunction:
         entry.struct = struct
         if state_struct is not None:
             entry.state_out = new_struct
-            if new_struct == state_struct and all(
-                    a is b for a, b in zip(self._state_in, self._state_out)) and \
-                    len(self._state_in) == len(self._state_out):
+            if new_struct == state_struct and len(self._state_in) == len(self._state_out) \
+                    and all(a is b for a, b in zip(self._state_in, self._state_out)):
                 entry.donations = _donation_pairs(t.leaves, bindings, out_leaves,
                                                   len(out_leaves) - len(new_state),
                                                   len(leaves))
@@ -354,8 +353,7 @@ class CompiledFunction:
                 fresh = self._trace(leaves, entry.struct, captured)
                 entry.schedules[tuple(a.shape for a in inputs)] = fresh.schedules[None]
                 schedule = fresh.schedules[None]
-        outs = _current_backend().run_schedule(schedule, inputs, entry.constants, donate) \
-            if donate else _current_backend().run_schedule(schedule, inputs, entry.constants)
+        outs = _current_backend().run_schedule(schedule, inputs, entry.constants, donate)
         if entry.out_struct is None and entry.out_kinds[0] == "array":  # one array: no tree
             return Array(_np_leaf(outs[0]))
         it = iter(outs)
@@ -411,13 +409,10 @@ def _donations(pairs: list[tuple[int, int, int]], state: list[Any]
     from .indexing import _owned
 
     pooled = getattr(getattr(_current_backend(), "pool", None), "holds", None)
-    if not _SOLE_STATE:
-        _SOLE_STATE.append(_sole_state_counts())
-    sole = _SOLE_STATE[0]
     out = []
     for o, i, j in pairs:
         x = state[j]
-        if sys.getrefcount(x) <= sole and x._node.data is not None:
+        if sys.getrefcount(x) <= _SOLE_STATE:
             data = _owned(x, pooled=pooled)
             if data is not None and data.flags.writeable:
                 out.append((o, i))
@@ -431,9 +426,6 @@ def _sole_state_counts() -> int:
     state, _ = flatten([holder])
     x = state[0]
     return sys.getrefcount(x)
-
-
-_SOLE_STATE: list[int] = []  # _sole_state_counts(), measured on first use
 
 
 def _attrs_key(attrs: dict[str, Any]) -> Any:
@@ -551,3 +543,6 @@ def _state_write(objs: list[Any], struct: Any, values: list[Any]) -> None:
     """Write the outputs= state a replay computed back into its objects."""
     for o, tree in zip(objs, unflatten(struct, list(values))):
         _state_set(o, tree)
+
+
+_SOLE_STATE = _sole_state_counts()  # (defined last: it needs _np_leaf and flatten)

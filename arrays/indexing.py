@@ -255,13 +255,11 @@ def _owned(x: Array, counts: bool = False,
     if type(data) is not np.ndarray:
         return None
     base = data.base
-    pool_ref = 0
-    if base is not None and (type(base) is not np.ndarray or base.base is not None):
-        if pooled is None or type(base) is not np.ndarray or not pooled(base):
-            return None  # memory braze does not own (a buffer exported by someone else)
-        pool_ref = 1
-    elif base is not None and pooled is not None and pooled(base):
-        pool_ref = 1
+    pool_ref = int(base is not None and pooled is not None and type(base) is np.ndarray
+                   and pooled(base))
+    if not pool_ref and base is not None and (type(base) is not np.ndarray or
+                                              base.base is not None):
+        return None  # memory braze does not own (a buffer exported by someone else)
     # references to the node, to its data and to the data's base, compared with those of
     # an array nobody shares (read by this same code, so the frame's own ones cancel)
     refs = (sys.getrefcount(node), sys.getrefcount(data),

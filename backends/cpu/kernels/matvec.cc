@@ -104,27 +104,6 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
 #endif
 #include "gemm_tile.h"
 
-/* m x k of a (rows x cols, row stride ld) into t (cols x rows, row stride ldt), in
-   BZ_WX_TB x BZ_WX_TB blocks (the edges element by element); the threads share the blocks of
-   rows when the copy is large */
-static void bz_transpose(const float* a, int64_t rows, int64_t cols, int64_t ld, float* t,
-                         int64_t ldt, int64_t nt) {
-    const int64_t blocks = (rows + BZ_WX_TB - 1) / BZ_WX_TB;
-#pragma omp parallel for num_threads((int)nt) if (nt > 1 && rows * cols >= (1 << 18))
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t r0 = BZ_WX_TB * b, r1 = r0 + BZ_WX_TB < rows ? r0 + BZ_WX_TB : rows;
-        for (int64_t c0 = 0; c0 < cols; c0 += BZ_WX_TB) {
-            const int64_t c1 = c0 + BZ_WX_TB < cols ? c0 + BZ_WX_TB : cols;
-            if (r1 - r0 == BZ_WX_TB && c1 - c0 == BZ_WX_TB) {
-                bz_transpose_block(a + r0 * ld + c0, ld, t + c0 * ldt + r0, ldt);
-                continue;
-            }
-            for (int64_t c = c0; c < c1; ++c)
-                for (int64_t r = r0; r < r1; ++r) t[c * ldt + r] = a[r * ld + c];
-        }
-    }
-}
-
 /* x (M x K, row stride ldx; tx: given transposed, K x M) packed into the tiles' panels
    (gemm_tile.h), the threads sharing the panels when the copy is large */
 static void bz_pack_x(const float* x, int64_t M, int64_t K, int64_t ldx, int tx, float* xp,
