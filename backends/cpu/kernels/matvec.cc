@@ -95,30 +95,26 @@ static inline void bz_row1(const float* x, const float* w, float* y, int64_t K, 
     (defined(__aarch64__) && defined(__ARM_NEON) && BZ_ISA_MAX >= 1)
 #define BZ_GEMM 1
 /* GEMM (M > MAX_ROWS), qmatmul's pre-fill scheme: out^T = W x^T with x transposed once per
-   call into panels of BZ_WX_MV columns (bz_pack_x). Chunks of <= 64 rows of W (~128 KiB, L2); per
-   BZ_WX_MV rows of x, the chunk's BZ_WX_NW-row tiles (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16 with
-   AVX2) with the accumulators in registers; per k, 2 (masked) loads of xT, BZ_WX_NW broadcasts of
-   W, 2 * BZ_WX_NW FMAs -- one chain per output, summed over k in order. */
+   call into panels of BZ_WX_MV columns (bz_pack_panel). Chunks of <= 64 rows of W (~128 KiB, L2);
+   per BZ_WX_MV rows of x, the chunk's BZ_WX_NW-row tiles (gemm_tile.h: 8 x 32 with AVX-512, 6 x 16
+   with AVX2) with the accumulators in registers; per k, 2 (masked) loads of xT, BZ_WX_NW broadcasts
+   of W, 2 * BZ_WX_NW FMAs -- one chain per output, summed over k in order. */
 #if defined(__x86_64__) && BZ_ISA_MAX < 2
 #define BZ_WX_ISA 1 /* capped below AVX-512 (else gemm_tile.h takes the best compiled) */
 #endif
 #include "gemm_tile.h"
 
-/* x (M x K, row stride ldx; tx: given transposed, K x M) packed into the tiles' panels
-   (gemm_tile.h), the threads sharing the panels when the copy is large */
-static void bz_pack_x(const float* x, int64_t M, int64_t K, int64_t ldx, int tx, float* xp,
-                      int64_t nt) {
+/* Panel p of x (M x K, row stride ldx; tx: given transposed, K x M) packed for the tiles
+   (gemm_tile.h) */
+static inline void bz_pack_panel(const float* x, int64_t M, int64_t K, int64_t ldx, int tx,
+                                 float* xp, int64_t p) {
     constexpr int64_t MV = BZ_WX_MV;
-    const int64_t panels = (M + MV - 1) / MV;
-#pragma omp parallel for num_threads((int)nt) if (nt > 1 && M * K >= (1 << 18))
-    for (int64_t p = 0; p < panels; ++p) {
-        const int64_t m0 = p * MV, w = M - m0 < MV ? M - m0 : MV;
-        if (tx) {
-            for (int64_t k = 0; k < K; ++k)
-                memcpy(xp + (p * K + k) * MV, x + k * ldx + m0, sizeof(float) * (size_t)w);
-        } else {
-            bz_pack_rows(x, m0, m0 + w, K, ldx, xp);
-        }
+    const int64_t m0 = p * MV, w = M - m0 < MV ? M - m0 : MV;
+    if (tx) {
+        for (int64_t k = 0; k < K; ++k)
+            memcpy(xp + (p * K + k) * MV, x + k * ldx + m0, sizeof(float) * (size_t)w);
+    } else {
+        bz_pack_rows(x, m0, m0 + w, K, ldx, xp);
     }
 }
 
@@ -155,7 +151,6 @@ static void bz_gemm_roles(const float* x, const float* W, float* y, int64_t M, i
     constexpr int64_t NW = BZ_WX_NW, MV = BZ_WX_MV;
     const BzBuf xbuf = bz_scratch(0, (size_t)bz_panel_floats(M, K));
     float* xp = xbuf.p;
-    bz_pack_x(x, M, K, ldx, tx, xp, nt);
     BzBuf wbuf = {nullptr, false};
     if (!tw && ldw != K) { /* a strided (N x K) W -> its rows packed */
         wbuf = bz_scratch(1, (size_t)(N * K));
@@ -178,6 +173,15 @@ static void bz_gemm_roles(const float* x, const float* W, float* y, int64_t M, i
         const int64_t n1 = by_panels ? N : NW * (blocks * (t + 1) / T), ne = n1 < N ? n1 : N;
         const int64_t p0 = by_panels ? MV * (panels * t / T) : 0;
         const int64_t p1 = by_panels ? MV * (panels * (t + 1) / T) : M, pe = p1 < M ? p1 : M;
+        /* x packed in the region: by panels, each thread packs the panels it reads; else
+           the threads share the packing, then wait for the whole of it */
+        if (by_panels) {
+            for (int64_t p = p0 / MV; p * MV < pe; ++p) bz_pack_panel(x, M, K, ldx, tx, xp, p);
+        } else {
+            for (int64_t p = panels * t / T; p < panels * (t + 1) / T; ++p)
+                bz_pack_panel(x, M, K, ldx, tx, xp, p);
+#pragma omp barrier
+        }
         for (int64_t h0 = n0; h0 < ne; h0 += NC) {
             const int64_t nh = ne - h0 < NC ? ne - h0 : NC;
             for (int64_t m0 = p0; m0 < pe; m0 += MV) {
