@@ -119,16 +119,27 @@ class ReplayPlan:
         self.bufs: list[Any] = [None] * n
         root = list(range(n))  # a view step's output -> the slot owning its memory
         written: set[int] = set()
-        for step in s.steps:
+        sid_slots: dict[int, list[int]] = {}
+        for slot, storage_id in s.storage.items():
+            sid_slots.setdefault(storage_id, []).append(slot)
+        outs = set(s.output_slots)
+        # fixed leaves (arange: the iota of a one-hot gradient) that own their memory and
+        # are no output: computed here, once, then bound as constants are (no step)
+        self._once = {t for t, step in enumerate(s.steps)
+                      if isinstance(step, LibraryStep) and not step.inputs and
+                      step.op in _FIXED_LEAVES and step.output not in outs and
+                      sid_slots.get(s.storage.get(step.output, -1), [step.output])
+                      == [step.output]}
+        for t, step in enumerate(s.steps):
             if isinstance(step, ViewStep):
                 root[step.output] = root[step.source]
             elif isinstance(step, KernelStep):
                 written.update(st.slot for st in step.kernel.stores)
+            elif t in self._once:
+                info = s.slots[step.output]
+                self.bufs[step.output] = library_result(step.op, step.attrs, info.dtype, ())
             else:
                 written.add(step.output)
-        sid_slots: dict[int, list[int]] = {}
-        for slot, storage_id in s.storage.items():
-            sid_slots.setdefault(storage_id, []).append(slot)
         # slots that get new arrays every call
         fresh = {root[o] for o in s.output_slots if root[o] in written}
         dynamic = set(s.input_slots) | fresh
@@ -138,7 +149,8 @@ class ReplayPlan:
         bound_library: set[int] = set()  # library results bound as they are
         for t, step in enumerate(s.steps):
             if isinstance(step, LibraryStep) and step.output not in fresh and \
-                    t not in lib_native and not self._writes_into(s, step, library) and \
+                    t not in lib_native and t not in self._once and \
+                    not self._writes_into(s, step, library) and \
                     sid_slots.get(s.storage.get(step.output, -1), [step.output]) == [step.output]:
                 bound_library.add(step.output)
         dynamic |= bound_library
@@ -224,7 +236,8 @@ class ReplayPlan:
                 else:
                     kinds.append(("kernel", step.kernel))
             elif isinstance(step, LibraryStep):
-                kinds.append(("library", step))
+                if t not in self._once:
+                    kinds.append(("library", step))
             elif step.output in dynamic:
                 if step.output in read:
                     kinds.append(("view", step))

@@ -474,3 +474,23 @@ def test_a_fixed_leaf_is_computed_once_per_plan_and_copied_each_call(monkeypatch
             np.testing.assert_allclose(np.asarray(y), (np.arange(64) * (x + i) + 1.0) * 2.0,
                                        rtol=1e-6)
     assert len(calls) <= 3  # the trace's first call, the plan's build: not once per call
+
+
+def test_a_fixed_leaf_that_owns_its_buffer_is_no_step_of_the_plan() -> None:
+    """A fixed leaf no kernel reuses in place and no caller receives (a cross-entropy
+    gradient's iota) is a constant of the plan: no step runs for it, the results hold."""
+    @bz.compile
+    def f(x, i):  # type: ignore[no-untyped-def]
+        hit = bz.reshape(bz.arange(x.shape[1]), (1, -1)) == i[:, None]
+        return bz.sum(bz.where(hit, x, 0.0), axis=1)
+
+    x = data(6, 10)
+    with bz.backend("cpu"):
+        for j in range(4):
+            idx = np.arange(6) % (7 - j)
+            got = np.asarray(f(bz.asarray(x + j), bz.asarray(idx)))
+            np.testing.assert_array_equal(got, (x + j)[np.arange(6), idx])
+        if _uses_plans():
+            (plan,) = _plans(f)
+            assert [plan.schedule.steps[t].op for t in plan._once] == ["arange"]
+            assert not any(name and "arange" in name for name in plan._op_names)
