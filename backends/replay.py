@@ -66,6 +66,7 @@ class NativeCall:
     slots: tuple[int, ...]
     args: np.ndarray
     threads_arg: bool = True  # args[0] is the kernel's thread count (see governor.py)
+    status: int = -1  # the slot of the call's status word (NativeLibraryCall.error), or -1
 
 
 # kernel -> its native call, None (run it with ``run_kernel``), or "skip" (nothing to do)
@@ -92,6 +93,10 @@ class NativeLibraryCall:
     # compiled function's weights: once) or, when they are not inputs or constants of the
     # schedule, passes a placeholder with that arg set to 0 (the kernel then does without).
     derived: tuple[Callable[..., np.ndarray], tuple[int, ...], int] | None = None
+    # a kernel that checks its input (indices in range): the first scratch buffer is its
+    # status, int64 [non-zero when the input is bad, what was bad]; the program stops
+    # after a call that reports so, and the plan raises error(status as int64s)
+    error: Callable[[np.ndarray], Exception] | None = None
 
 
 # op name -> factory(attrs, inputs, out) -> NativeLibraryCall, or None (run it in Python)
@@ -199,6 +204,8 @@ class ReplayPlan:
         calls: list[tuple[NativeCall, int]] = []  # (call, step index)
         kinds: list[Any] = []
         self._scratch: list[np.ndarray] = []  # library calls' scratch, slots n, n+1, ...
+        # checked calls (NativeLibraryCall.error): call index -> (error, status words)
+        self._errors: dict[int, tuple[Callable[[np.ndarray], Exception], np.ndarray]] = {}
         # derived buffers (NativeLibraryCall.derived): (scratch index, function, source slots)
         self._derived: list[tuple[int, Callable[..., np.ndarray], tuple[int, ...]]] = []
         input_slots = set(s.input_slots)
@@ -221,7 +228,11 @@ class ReplayPlan:
                         args = args.copy()
                         args[flag] = 0
                     self._scratch.append(np.empty(1, np.uint8))
-                nat = NativeCall(lc.handle, (*slots, *extra), args, lc.threads_arg)
+                status = -1
+                if lc.error is not None:
+                    status = extra[0]
+                    self._errors[len(calls)] = (lc.error, self._scratch[status - n].view(np.int64))
+                nat = NativeCall(lc.handle, (*slots, *extra), args, lc.threads_arg, status)
                 calls.append((nat, t))
                 native_slots.update(slots)
                 kinds.append(("native", len(calls) - 1))
@@ -259,7 +270,7 @@ class ReplayPlan:
                 if nat.threads_arg and args.size and args[0] > 1:
                     args = args.copy()
                     parallel.append(args)
-                self.program.add(nat.handle, list(nat.slots), args)
+                self.program.add(nat.handle, list(nat.slots), args, nat.status)
             if parallel and GOVERN_THREADS:
                 self.governor = ThreadGovernor(parallel)
             for slot in native_slots - dynamic:
@@ -374,7 +385,7 @@ class ReplayPlan:
                 j = i
                 while j + 1 < len(kinds) and kinds[j + 1][0] == "native":
                     j += 1
-                ops.append(_segment(prog, what, kinds[j][1] + 1, self._timings))
+                ops.append(_segment(prog, what, kinds[j][1] + 1, self._timings, self._errors))
                 self._op_names.append(None)
                 i = j + 1
                 continue
@@ -513,21 +524,20 @@ class ReplayPlan:
         """:meth:`run`, appending to ``into`` each step's (what it runs, seconds) in order:
         a native program call's kernel structural name or library op name; a step run in
         Python (a library op through numpy, a kernel without a native build) with
-        " (python)" after its name."""
-        self._timings[0] = []
+        " (python)" after its name. A call that raises appends the steps that ran."""
+        timed: list[tuple[Any, int]] = []
+        self._timings[0] = timed
         try:
-            outs = self.run(inputs, donate)
-            timed = self._timings[0]
+            return self.run(inputs, donate)
         finally:
             self._timings[0] = None
-        names = self._call_names
-        if names is None:  # (a kernel's structural name is hashed from its IR: once)
-            steps = cast("list[KernelStep | LibraryStep]",  # program calls: no views
-                         [self.schedule.steps[t] for t in self.call_steps])
-            names = self._call_names = [st.kernel.name if isinstance(st, KernelStep) else st.op
-                                        for st in steps]
-        into.extend((names[c] if isinstance(c, int) else c, ns * 1e-9) for c, ns in timed)
-        return outs
+            names = self._call_names
+            if names is None:  # (a kernel's structural name is hashed from its IR: once)
+                steps = cast("list[KernelStep | LibraryStep]",  # program calls: no views
+                             [self.schedule.steps[t] for t in self.call_steps])
+                names = self._call_names = [st.kernel.name if isinstance(st, KernelStep)
+                                            else st.op for st in steps]
+            into.extend((names[c] if isinstance(c, int) else c, ns * 1e-9) for c, ns in timed)
 
     def _run_timed_ops(self) -> None:
         """The ops of a call, each Python-run one timed (segments time their own calls)."""
@@ -622,14 +632,22 @@ def _program_factory() -> Any:
     return _PROGRAM[0]
 
 
-def _segment(prog: Any, lo: int, hi: int, timings: list[Any]) -> Callable[[], None]:
+def _segment(prog: Any, lo: int, hi: int, timings: list[Any],
+             errors: dict[int, tuple[Callable[[np.ndarray], Exception], np.ndarray]]
+             ) -> Callable[[], None]:
     run = prog.run
 
     def segment() -> None:
         if timings[0] is None:
-            run(lo, hi)
+            failed = run(lo, hi)
         else:  # ReplayPlan.run_profiled: each call's time
-            timings[0].extend(zip(range(lo, hi), prog.run_timed(lo, hi)))
+            ns = prog.run_timed(lo, hi)
+            timings[0].extend(zip(range(lo, hi), ns))
+            failed = next((c for c in range(lo, lo + len(ns))
+                           if c in errors and errors[c][1][0]), -1)
+        if failed >= 0:  # a checked call found its input bad: the calls after it did not run
+            error, status = errors[failed]
+            raise error(status.copy())
 
     segment.calls = hi - lo  # type: ignore[attr-defined]  # (tests read how many it runs)
     return segment

@@ -276,8 +276,10 @@ public:
     explicit Program(size_t n_slots) : ptrs_(n_slots, nullptr) {}
 
     // Append kernel `handle` over the buffers of `slots` with `args` (kept alive here);
-    // returns the call's index.
-    size_t add(int64_t handle, const std::vector<int64_t> &slots, nb::handle args) {
+    // returns the call's index. `status` >= 0: the slot of an int64 the kernel sets
+    // non-zero when its input is bad (an index out of range): the run stops after it.
+    size_t add(int64_t handle, const std::vector<int64_t> &slots, nb::handle args,
+               int64_t status) {
         Args a;
         if (!nb::try_cast<Args>(args, a, /*convert=*/false))
             throw nb::type_error("braze.Program.add: args must be a C-contiguous int64 array");
@@ -289,6 +291,9 @@ public:
                 throw std::out_of_range("braze.Program.add: slot " + std::to_string(s));
             c.slots.push_back((int32_t) s);
         }
+        if (status >= (int64_t) ptrs_.size())
+            throw std::out_of_range("braze.Program.add: status slot " + std::to_string(status));
+        c.status = status < 0 ? -1 : (int32_t) status;
         keep_.push_back(nb::borrow(args));
         calls_.push_back(std::move(c));
         return calls_.size() - 1;
@@ -320,20 +325,23 @@ public:
             ptrs_[(size_t) bound_[i]] = array_data(arrays[i], bound_[i]);
     }
 
-    // Run calls [lo, hi) in order, the GIL released.
-    void run(size_t lo, size_t hi) { exec(lo, hi, nullptr); }
+    // Run calls [lo, hi) in order, the GIL released; -1, or the index of the call whose
+    // status word came back non-zero (the calls after it did not run).
+    int64_t run(size_t lo, size_t hi) { return exec(lo, hi, nullptr); }
 
-    // run(), timing each call: nanoseconds per call (a profiler's view of a plan).
+    // run(), timing each call: nanoseconds per call run (a profiler's view of a plan;
+    // fewer than hi - lo when a call's status stopped the run).
     std::vector<int64_t> run_timed(size_t lo, size_t hi) {
         std::vector<int64_t> ns(hi > lo ? hi - lo : 0);
-        exec(lo, hi, ns.data());
+        const int64_t failed = exec(lo, hi, ns.data());
+        if (failed >= 0) ns.resize((size_t) failed + 1 - lo);
         return ns;
     }
 
     size_t size() const { return calls_.size(); }
 
 private:
-    void exec(size_t lo, size_t hi, int64_t *ns) {
+    int64_t exec(size_t lo, size_t hi, int64_t *ns) {
         if (lo > hi || hi > calls_.size())
             throw std::out_of_range("braze.Program.run: bad call range");
         for (size_t i = lo; i < hi; ++i)
@@ -361,13 +369,17 @@ private:
             } else {
                 c.fn(p, c.args);
             }
+            if (c.status >= 0 && *(const int64_t *) ptrs_[(size_t) c.status] != 0)
+                return (int64_t) i;
         }
+        return -1;
     }
 
     struct Call {
         KernelFn fn;
         std::vector<int32_t> slots;
         const int64_t *args;
+        int32_t status = -1;  // the slot of the call's status word, or -1
     };
     std::vector<void *> ptrs_;
     std::vector<int64_t> bound_;
@@ -759,7 +771,9 @@ NB_MODULE(_core, m) {
                         "A prepared schedule's native kernel calls over a slot-pointer table.")
         .def(nb::init<size_t>(), nb::arg("n_slots"))
         .def("add", &Program::add, nb::arg("handle"), nb::arg("slots"), nb::arg("args"),
-             "Append kernel `handle` over `slots` with int64 `args` (kept alive); its index.")
+             nb::arg("status") = -1,
+             "Append kernel `handle` over `slots` with int64 `args` (kept alive); its index. "
+             "`status`: the slot of an int64 the kernel sets non-zero on bad input.")
         .def("set", &Program::set, nb::arg("slot"), nb::arg("array"),
              "Point `slot` at a C-contiguous CPU array's data (never copied).")
         .def("set_bound", &Program::set_bound, nb::arg("slots"),
@@ -767,9 +781,11 @@ NB_MODULE(_core, m) {
         .def("bind", &Program::bind, nb::arg("arrays"),
              "set() each slot of set_bound() to the array at its position in `arrays`.")
         .def("run", &Program::run, nb::arg("lo"), nb::arg("hi"),
-             "Run kernel calls [lo, hi) in order with the GIL released.")
+             "Run kernel calls [lo, hi) in order with the GIL released; -1, or the index of "
+             "the call whose status stopped the run.")
         .def("run_timed", &Program::run_timed, nb::arg("lo"), nb::arg("hi"),
-             "run(lo, hi), returning each call's wall time in nanoseconds.")
+             "run(lo, hi), returning each call's wall time in nanoseconds (up to a call "
+             "whose status stopped the run).")
         .def("__len__", &Program::size);
 
     m.def("nvrtc_load", &nvrtc_load, nb::arg("path"),

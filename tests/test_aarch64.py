@@ -277,17 +277,29 @@ def test_generated_kernel_corpus_on_neon_matches_the_numpy_executor() -> None:
 
 # ---------------------------------------------------------------- the other hand-written ones
 def _hand_written_sources() -> list[tuple[str, str]]:
-    from braze.backends.cpu import assign, attention, bincount, concat, matvec, roll, rope, scan
+    from braze.backends.cpu import (
+        assign,
+        attention,
+        bincount,
+        concat,
+        matvec,
+        roll,
+        rope,
+        scan,
+        take_along,
+    )
 
     return [attention.source(), rope.source(), scan.source(), bincount.source(),
-            assign.source(), matvec.vecmat_source(), concat.source(), roll.source()]
+            assign.source(), matvec.vecmat_source(), concat.source(), roll.source(),
+            take_along.source()]
 
 
 def _program_steps(rng: np.random.Generator) -> None:
-    """concat and roll run only as replay-program steps: launched here from their step
-    factories, over strided inputs, and checked against numpy on the host too."""
+    """concat, roll and take_along_axis run only as replay-program steps: launched here
+    from their step factories, over strided inputs, and checked against numpy on the host
+    too."""
     from braze import _core
-    from braze.backends.cpu import concat, roll
+    from braze.backends.cpu import concat, roll, take_along
     from braze.graph.view import View
 
     f4 = np.dtype(np.float32)
@@ -308,6 +320,14 @@ def _program_steps(rng: np.random.Generator) -> None:
     out = np.zeros_like(x)
     _core.launch(nc.handle, [x, out], nc.args)
     np.testing.assert_array_equal(out, np.roll(x, (2, -3), axis=(0, 1)))
+    idx = rng.integers(-7, 7, (5, 2))
+    nc = take_along.native_call({"axis": 1}, [(View((5, 7), (7, 1), 0), f4),
+                                              (View((5, 2), (2, 1), 0), np.dtype(np.int64))],
+                                ((5, 2), f4))
+    out, status = np.zeros((5, 2), np.float32), np.ones(2, np.int64)
+    _core.launch(nc.handle, [x, idx, out, status], nc.args)
+    assert status[0] == 0
+    np.testing.assert_array_equal(out, np.take_along_axis(x, idx, 1))
 
 
 def _drive_host_kernels() -> None:
@@ -370,8 +390,8 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 13  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
-    # concat x2, roll
+    assert len(calls) >= 14  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
+    # concat x2, roll, take_along_axis
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:
         src, sym = by_handle[h]

@@ -31,6 +31,7 @@ from braze.backends.cpu import (
     roll,
     rope,
     scan,
+    take_along,
 )
 from braze.backends.cuda import codegen as cuda_codegen
 from braze.backends.cuda import library as cuda_library
@@ -88,6 +89,7 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
             cases.append((name, isa, flags, {"BZ_MVEC": 1, **SYM}))
         cases.append(("concat.cc", isa, flags, SYM))
         cases.append(("roll.cc", isa, flags, SYM))
+        cases.append(("take_along.cc", isa, flags, SYM))
         cases.append(("assign.cc", isa, flags, SYM))
         cases.append(("thread_ids.cc", isa, flags, SYM))
         cases.append(("scan.cc", isa, flags, SYM))
@@ -188,12 +190,13 @@ def _built_sources() -> list[tuple[str, str]]:
     return [qmatmul.source(4, 32, False), qmatmul.source(8, 64, True, isa=1),
             matvec.source(), matvec.source(0), attention.source(), rope.source(),
             concat.source(), scan.source(), matvec.vecmat_source(), bincount.source(),
-            roll.source(), assign.source(), placement.source(), conv.source(),
+            roll.source(), take_along.source(), assign.source(), placement.source(),
+            conv.source(),
             *((g.source, g.symbol) for g in
                                (cuda_library.gemm_kernel(t) for t in ("float", "double")))]
 
 
-@pytest.mark.parametrize("i", range(16))
+@pytest.mark.parametrize("i", range(17))
 def test_built_source_is_self_contained_and_names_real_files(i: int) -> None:
     text, sym = _built_sources()[i]
     assert '#include "' not in text  # every quoted include inlined: the cache key covers it

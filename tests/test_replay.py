@@ -381,6 +381,88 @@ def test_roll_steps_of_strided_views(shape, data, dtype, view) -> None:
         assert plan.n_native == plan.schedule.num_kernels
 
 
+@given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.int8, np.float16, np.int64, np.bool_,
+                              np.complex128]),
+       idx_dtype=st.sampled_from([np.int32, np.int64]),
+       view=st.sampled_from(["plain", "transposed", "sliced"]))
+@settings(max_examples=40, deadline=None)
+def test_take_along_axis_steps_of_strided_views_and_broadcast_indices(
+        shape, data, dtype, idx_dtype, view) -> None:
+    """take_along_axis of plain, transposed and sliced views by int32 / int64 indices
+    (negative ones too), x and the indices broadcast (on cpu: a native program step, any
+    dtype, up to 6 dims), replayed with new data, equals numpy's exactly."""
+    nd = len(shape)
+    axis = data.draw(st.integers(0, nd - 1))
+    shape[axis] = max(shape[axis], 1)
+    picks = data.draw(st.integers(1, 3))
+    ishape = tuple(picks if d == axis else data.draw(st.sampled_from([1, n]))
+                   for d, n in enumerate(shape))
+    xshape = tuple(n if d == axis or ishape[d] == 1 else data.draw(st.sampled_from([1, n]))
+                   for d, n in enumerate(shape))
+    grow = [2 * n if view == "sliced" else n for n in xshape]
+
+    def part(a, xp):
+        if view == "transposed":
+            return xp.permute_dims(a, tuple(reversed(range(nd)))) if xp is bz else \
+                np.transpose(a, tuple(reversed(range(nd))))
+        return a[tuple(slice(None, None, 2) for _ in range(nd))] if view == "sliced" else a
+
+    @bz.compile
+    def f(a, i):  # (a + 0: a kernel's buffer, then the view the gather reads)
+        return bz.take_along_axis(part(a + bz.zeros((), dtype=dtype), bz), i, axis=axis)
+
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        src = (rng.standard_normal(tuple(reversed(grow)) if view == "transposed" else grow)
+               * 50).astype(dtype)
+        idx = rng.integers(-shape[axis], shape[axis], ishape).astype(idx_dtype)
+        want = np.take_along_axis(part(src, np), idx, axis)
+        got = np.asarray(f(bz.asarray(src), bz.asarray(idx)))
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        assert plan._errors and "take_along_axis (python)" not in plan._op_names  # native
+
+
+def test_take_along_axis_out_of_range_stops_the_program_and_raises_at_the_call() -> None:
+    """An index outside [-n, n) raises numpy's IndexError naming the op when the compiled
+    call runs (the native gather's status stops its program: the kernels after it do not
+    run, so no output of a bad call is ever written), profiled or not; the next good call
+    is right."""
+    ran = []
+
+    @bz.compile
+    def f(x, i):
+        return bz.exp(bz.take_along_axis(x * 2.0, i, axis=1)) + 1.0
+
+    x = data(4, 5)
+    good = np.array([[0], [4], [-5], [2]])
+    want = np.exp(np.take_along_axis(x * 2.0, good, 1)) + 1.0
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(f(bz.asarray(x), bz.asarray(good))), want,
+                                   rtol=1e-6)
+    for bad_value, profiled in ((5, False), (-6, False), (7, True)):
+        bad = good.copy()
+        bad[2, 0] = bad_value
+        with pytest.raises(IndexError, match=f"take_along_axis: index {bad_value} is out of "
+                                             "bounds for axis 1 with size 5"):
+            if profiled:
+                with bz.backends.profile() as calls:
+                    np.asarray(f(bz.asarray(x), bz.asarray(bad)))
+            else:
+                np.asarray(f(bz.asarray(x), bz.asarray(bad)))
+        if profiled:
+            ran.append([name for name, _ in calls])
+        np.testing.assert_allclose(np.asarray(f(bz.asarray(x), bz.asarray(good))), want,
+                                   rtol=1e-6)
+    if bz.backends.current().name == "cpu" and _uses_plans():
+        (names,) = ran
+        assert names[-1] == "take_along_axis"  # the exp kernel after it never ran
+        assert _plans(f)[0].n_native == 3
+
+
 def test_inputs_seen_twice_are_held_others_never() -> None:
     """A plan holds an input (identity check, no rebind) from its second call in a row
     in the same position -- a compiled function's constants, an LLM's weights -- never a

@@ -45,6 +45,7 @@ from . import concat as _concat
 from . import matvec as _matvec
 from . import placement as _placement
 from . import roll as _roll
+from . import take_along as _take_along
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
 from .pool import BufferPool
 
@@ -150,6 +151,7 @@ class CpuBackend(NumpyBackend):
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call
         self.native_library["roll"] = _roll.native_call
+        self.native_library["take_along_axis"] = _take_along.native_call
         _INSTANCES.add(self)
 
     # ------------------------------------------------------------ execution

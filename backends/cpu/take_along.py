@@ -1,0 +1,77 @@
+"""Native ``take_along_axis`` for the ``cpu`` backend's replay programs.
+
+A cross-entropy loss picks each row's target logit with ``take_along_axis``; as a Python
+step (numpy's ``np.take_along_axis``) it cut a training step's program in two, with
+numpy's index arithmetic in between. As a program step (``kernels/take_along.cc``) the
+gather runs in the segment: any dtype (elements copied by size), int32 / int64 indices,
+up to 6 dims, x and the indices strided views broadcast to the output, the output
+contiguous. Single-threaded: the gathers of a loss are a few hundred elements.
+
+Indices are bounds-checked as numpy checks them (negative ones count from the end): the
+first index outside ``[-n, n)`` stops the kernel with its value in the call's status
+word, the program stops after the call, and the plan raises numpy's ``IndexError`` naming
+the op (:attr:`~braze.backends.replay.NativeLibraryCall.error`).
+
+Args (int64): element bytes, index bytes, the axis' size, the output's 6 (padded) dims,
+x's element offset, its 6 element strides (0 along the axis and broadcast dims), its
+stride along the axis, the indices' element offset and 6 strides. Buffers: x, the
+indices, the output, the status (2 int64: non-zero on a bad index, its value).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...graph.view import View
+from ..replay import NativeLibraryCall
+from .library import file_kernel
+
+__all__ = ["MAX_DIMS", "native_call", "source"]
+
+MAX_DIMS = 6
+_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+
+source, _KERNELS = file_kernel(__package__, "kernels/take_along.cc", "bz_take_along")
+
+
+def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+    """``take_along_axis`` as a replay-program step (up to 6 dims, int32 / int64 indices,
+    elements of 1, 2, 4, 8 or 16 bytes); None otherwise (numpy's runs).
+
+    >>> from braze.graph.view import View
+    >>> f4, i8 = np.dtype(np.float32), np.dtype(np.int64)
+    >>> call = native_call({"axis": 1}, [(View.contiguous((4, 10)), f4),
+    ...                                  (View.contiguous((4, 1)), i8)], ((4, 1), f4))
+    >>> call.scratch, str(call.error(np.array([1, 12])))[:53]
+    ((16,), 'take_along_axis: index 12 is out of bounds for axis 1')
+    """
+    shape, dtype = out
+    nd = len(shape)
+    (xv, xd), (iv, idd) = inputs
+    axis = attrs.get("axis")
+    if not isinstance(axis, int) or set(attrs) != {"axis"} or not 0 <= axis < nd <= MAX_DIMS \
+            or xd != dtype or dtype.hasobject or dtype.itemsize not in (1, 2, 4, 8, 16) \
+            or idd not in _INDEX or len(xv.shape) != nd or len(iv.shape) != nd:
+        return None
+    h = _KERNELS.handle_or_none()
+    if h is None:
+        return None
+    n = xv.shape[axis]
+    x_strides = [0 if d == axis or (xv.shape[d] == 1 and shape[d] != 1) else xv.strides[d]
+                 for d in range(nd)]
+    i_strides = [0 if iv.shape[d] == 1 and shape[d] != 1 else iv.strides[d] for d in range(nd)]
+    pad = MAX_DIMS - nd
+    args = [dtype.itemsize, idd.itemsize, n, *((1,) * pad + tuple(shape)), xv.offset,
+            *((0,) * pad + tuple(x_strides)), xv.strides[axis], iv.offset,
+            *((0,) * pad + tuple(i_strides))]
+
+    def error(status: np.ndarray) -> IndexError:
+        return IndexError(f"take_along_axis: index {int(status[1])} is out of bounds for axis "
+                          f"{axis} with size {n} (integer index arrays are bounds-checked when "
+                          "they are evaluated)")
+
+    return NativeLibraryCall(h, np.array(args, np.int64), scratch=(16,), threads_arg=False,
+                             error=error)
