@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -576,6 +577,38 @@ def test_generated_source_is_minimal_and_shape_free() -> None:
     assert "3000" not in body and "1000" not in body  # sizes are arguments
     assert "fast-math" not in " ".join(build.FLAGS)
     assert g.symbol.startswith("bz_") and f"void {g.symbol}(void** bufs" in g.source
+
+
+@pytest.mark.parametrize("reduce", [None, 0, 1])
+def test_values_the_same_at_every_element_are_computed_once_before_the_loops(reduce) -> None:
+    """A broadcast scalar (a traced step count's power, as an optimizer's bias correction
+    1 - 0.9 ** t) and the elementwise ops of it alone are computed once, before the loops,
+    not per element (elementwise, row and column kernels); results equal numpy's (float32,
+    rtol 1e-6)."""
+    from braze.arrays.array import Array
+    from braze.graph.node import Node
+    from braze.graph.ops.leaves import PARAMETER
+
+    xs = np.linspace(-2, 2, 4096, dtype=np.float32).reshape(64, 64)
+
+    def f(x, t):
+        y = x / (1.0 - 0.9 ** t)
+        return y if reduce is None else bz.sum(y * y, axis=reduce)
+
+    traced = Array(Node(PARAMETER, (), {"index": 0}, (), np.dtype(np.float32)))
+    s, _ = compile_graph([f(bz.asarray(xs), traced)._node])
+    (k,) = [k for k in s.kernels if "divide" in k.ops]
+    body = codegen.generate(k).source.split("(void** bufs, const int64_t* args) {")[1]
+    before, loops = body.split("for (", 1)
+    subtract = re.compile(r"const float v\d+ = \(float\)\(v\d+ - v\d+\);")
+    assert subtract.search(before) and not subtract.search(loops)
+    cpu = CpuBackend(skip_tiny=False)
+    out = f(bz.asarray(xs), bz.asarray(np.float32(3.0)))
+    cpu.evaluate([out._node])
+    want = xs / (np.float32(1) - np.float32(0.9) ** np.float32(3))
+    np.testing.assert_allclose(np.asarray(out), want if reduce is None else
+                               (want * want).sum(reduce), rtol=1e-6)
+    assert cpu.stats["native"] >= 1 and cpu.stats["numpy"] == 0
 
 
 def test_complex_kernels_are_unsupported_and_run_with_numpy() -> None:

@@ -218,6 +218,38 @@ class _Gen(ExprGen):
         super().__init__(k, _Needs())
         # contiguous element stores go through a tile buffer (streaming stores when large)
         self.tiled = [si for si in self.el_stores if self.inner_class(self.n_loads + si) == 1]
+        self.hoist = self._invariants()
+
+    def _invariants(self) -> set[int]:
+        """Values the same at every element, computed once before the loops: loads of a
+        broadcast scalar (every stride 0) and elementwise ops of those and constants only
+        (an optimizer's per-step bias corrections: a division per element otherwise, as
+        the C++ compiler cannot tell the strides are 0)."""
+        inv: set[int] = set()
+        if self.norm.empty:
+            return inv
+        for i in self.live:
+            ins = self.k.instrs[i]
+            if ins.op == "load":
+                if not any(self.norm.strides[ins.attr("load")]):
+                    inv.add(i)
+            elif ins.op != "const" and ins.args and OPS[ins.op].kind == "elementwise" and \
+                    all(a in inv or self.k.instrs[a].op == "const" for a in ins.args):
+                inv.add(i)
+        return inv
+
+    def is_row(self, i: int) -> bool:
+        return i in self.hoist or super().is_row(i)
+
+    def emit_hoisted(self) -> None:
+        for i in sorted(self.hoist):
+            ins = self.k.instrs[i]
+            if ins.op == "load":
+                e = load_conv(self.names[i], f"L{ins.attr('load')}[0]")
+                self._note_conv(e)
+            else:
+                e = self.op_expr(i)
+            self.emit(f"const {self.ct(i)} v{i} = {e};")
 
     def _plan_row_cache(self) -> None:
         """Expensive element values that several loops over a row need (softmax's exp) are
@@ -265,6 +297,7 @@ class _Gen(ExprGen):
         a = self.emit_arguments(dims, lambda i: f"args[{i}]", pointer, "bz_ffrom((uint32_t){})",
                                 "bz_dfrom((uint64_t){})")
         self.n_args = a
+        self.emit_hoisted()
         if norm.empty:
             self.emit("(void)bz_nt;")
         elif (cols := self._columns()) is not None:
@@ -285,7 +318,7 @@ class _Gen(ExprGen):
     def emit_instrs(self, order: list[int], var: str = "j") -> None:
         for i in order:
             ins = self.k.instrs[i]
-            if ins.op == "const":
+            if ins.op == "const" or i in self.hoist:
                 continue
             e = (self.load_expr(i, self.index(ins.attr("load"), var)) if ins.op == "load"
                  else self.op_expr(i))
@@ -362,7 +395,7 @@ class _Gen(ExprGen):
                       + (f" + ({off})" if off else "") + ";")
         for i in self.live:  # row-level values and reductions, in order
             ins = k.instrs[i]
-            if not self.is_row(i) or ins.op == "const":
+            if not self.is_row(i) or ins.op == "const" or i in self.hoist:
                 continue
             if ins.op == "load":
                 self.emit(f"const {self.ct(i)} v{i} = {self.load_expr(i, '0')};")
@@ -405,7 +438,8 @@ class _Gen(ExprGen):
         outer: dict[int, int] = {}
         for c in cone:
             ins = self.k.instrs[c]
-            if any(self.is_row(x) and self.k.instrs[x].op != "const" for x in ins.args):
+            if any(self.is_row(x) and self.k.instrs[x].op != "const" and x not in self.hoist
+                   for x in ins.args):
                 return None  # (a per-row value inside the sum)
             if ins.op == "load":
                 vi = ins.attr("load")
@@ -462,7 +496,7 @@ class _Gen(ExprGen):
         self.emit("const int64_t bz_i = bz_c0 + bz_c;")
         for c in self.cone([a]):
             ins = k.instrs[c]
-            if ins.op == "const":
+            if ins.op == "const" or c in self.hoist:
                 continue
             if ins.op == "load":
                 vi = ins.attr("load")
@@ -499,7 +533,7 @@ class _Gen(ExprGen):
             self.emit(f"(void)P{vi};")
         for r in self.live:
             ins = k.instrs[r]
-            if not self.is_row(r) or ins.op == "const":
+            if not self.is_row(r) or ins.op == "const" or r in self.hoist:
                 continue
             if r == i:
                 total = f"bz_tot[bz_c] / ({acc})bz_N" if op == "mean" else "bz_tot[bz_c]"
