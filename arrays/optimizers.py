@@ -175,12 +175,16 @@ class Adam(Optimizer):
         b1, b2 = self.betas
         m = state["m"] * b1 + g * (1.0 - b1)
         v = state["v"] * b2 + g * g * (1.0 - b2)
+        # MLX's form: the bias corrections and the learning rate as two per-step scalars
+        # (computed once per kernel call), so each element costs one division and one
+        # square root instead of the textbook form's three divisions
         if self.bias_correction:
-            upd = (m / _bias_correction(b1, step)) / (
-                sqrt(v / _bias_correction(b2, step)) + self.eps)
+            c1 = lr / _bias_correction(b1, step)
+            c2 = 1.0 / sqrt(_bias_correction(b2, step))
+            upd = (m * c1) / (sqrt(v) * c2 + self.eps)
         else:
-            upd = m / (sqrt(v) + self.eps)
-        return upd * lr, {"m": m, "v": v}
+            upd = (m * lr) / (sqrt(v) + self.eps)
+        return upd, {"m": m, "v": v}
 
     def apply_single(self, g, p, state, lr, step):
         upd, new = self._step(g, p, state, lr, step)
