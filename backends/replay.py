@@ -37,7 +37,7 @@ import numpy as np
 
 from ..graph.kernel import Kernel, KernelStep, LibraryStep, Schedule, ViewStep
 from ..graph.ops import OPS
-from ..graph.passes.memory import donatable
+from ..graph.passes.memory import donatable_pairs
 from ..graph.view import View
 from .governor import ThreadGovernor
 from .numpy_backend import (
@@ -491,8 +491,7 @@ class ReplayPlan:
         got = self._donations.get(donate)
         if got is None:
             s = self.schedule
-            pairs = [(o, i) for o, i in donate if 0 <= o < len(s.output_slots) and
-                     0 <= i < len(s.input_slots) and donatable(s, o, i)]
+            pairs = donatable_pairs(s, list(donate))
             outs = {s.output_slots[o] for o, _ in pairs}
             got = ([f for f in self._fresh if f[0] not in outs],
                    [(s.output_slots[o], s.input_slots[i]) for o, i in pairs])

@@ -127,29 +127,49 @@ def donatable(s: Schedule, out_pos: int, in_pos: int) -> bool:
     >>> donatable(Schedule([Slot((4,), np.dtype("f4"))], [0], {}, [0], []), 0, 0)
     False
     """
-    out, inp = s.output_slots[out_pos], s.input_slots[in_pos]
-    if s.input_slots.count(inp) != 1 or s.output_slots.count(out) != 1 or \
-            out in s.input_slots or out in s.const_slots or \
-            s.slots[out].shape != s.slots[inp].shape:
-        return False
-    root: dict[int, int] = {}
-    writer = None
-    last_read = -1
+    return bool(donatable_pairs(s, [(out_pos, in_pos)]))
+
+
+def donatable_pairs(s: Schedule, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (output position, input position) pairs of ``pairs`` that :func:`donatable`
+    allows, from one pass over the steps (a LoRA step asks for hundreds of pairs of a
+    schedule of thousands of steps).
+
+    >>> import numpy as np
+    >>> from braze.graph.kernel import Schedule, Slot
+    >>> donatable_pairs(Schedule([Slot((4,), np.dtype("f4"))], [0], {}, [0], []), [(0, 0)])
+    []
+    """
+    root: dict[int, int] = {}  # a view's output -> the slot owning its memory
+    writer: dict[int, int] = {}  # slot -> the last (non-view) step writing it
+    last_read: dict[int, int] = {}  # owning slot -> the last step reading it or a view of it
     for t, step in enumerate(s.steps):
         reads, writes = _reads_writes(step)
         if isinstance(step, ViewStep):
             root[step.output] = root.get(step.source, step.source)
-        elif out in writes:
-            writer = t
-        if any(root.get(r, r) == inp for r in reads):
-            last_read = t
-    if writer is None or last_read > writer:
-        return False
-    if any(root.get(o, o) == inp for o in s.output_slots):
-        return False  # the input (or a view of it) is returned as it is
-    step = s.steps[writer]
-    if not isinstance(step, KernelStep):
-        return False
-    if any(root.get(ld.slot) == inp for ld in step.kernel.loads):
-        return False  # (a view of the input read by the writer: another index map)
-    return _overwrites(step, out, inp, s)
+        else:
+            for w in writes:
+                writer[w] = t
+        for r in reads:
+            last_read[root.get(r, r)] = t
+    returned = {root.get(o, o) for o in s.output_slots}
+    ok = []
+    for out_pos, in_pos in pairs:
+        if not (0 <= out_pos < len(s.output_slots) and 0 <= in_pos < len(s.input_slots)):
+            continue
+        out, inp = s.output_slots[out_pos], s.input_slots[in_pos]
+        if s.input_slots.count(inp) != 1 or s.output_slots.count(out) != 1 or \
+                out in s.input_slots or out in s.const_slots or \
+                s.slots[out].shape != s.slots[inp].shape:
+            continue
+        w = writer.get(out)
+        if w is None or last_read.get(inp, -1) > w or inp in returned:
+            continue  # (returned: the input, or a view of it, is an output as it is)
+        step = s.steps[w]
+        if not isinstance(step, KernelStep):
+            continue
+        if any(root.get(ld.slot) == inp for ld in step.kernel.loads):
+            continue  # (a view of the input read by the writer: another index map)
+        if _overwrites(step, out, inp, s):
+            ok.append((out_pos, in_pos))
+    return ok
