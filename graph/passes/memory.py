@@ -162,10 +162,10 @@ def donatable_pairs(s: Schedule, pairs: list[tuple[int, int]]) -> list[tuple[int
                 out in s.input_slots or out in s.const_slots or \
                 s.slots[out].shape != s.slots[inp].shape:
             continue
-        w = writer.get(out)
-        if w is None or last_read.get(inp, -1) > w or inp in returned:
+        at = writer.get(out)
+        if at is None or last_read.get(inp, -1) > at or inp in returned:
             continue  # (returned: the input, or a view of it, is an output as it is)
-        step = s.steps[w]
+        step = s.steps[at]
         if not isinstance(step, KernelStep):
             continue
         if any(root.get(ld.slot) == inp for ld in step.kernel.loads):
