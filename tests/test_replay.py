@@ -348,6 +348,15 @@ def test_concat_steps_of_strided_views(dtype, axis) -> None:
         assert plan.n_native == plan.schedule.num_kernels
 
 
+def _view(a, xp, view: str):  # type: ignore[no-untyped-def]
+    """``a`` itself, transposed (axes reversed) or every other element along each axis, in
+    numpy (``xp`` np) or braze."""
+    axes = tuple(reversed(range(a.ndim)))
+    if view == "transposed":
+        return np.transpose(a, axes) if xp is np else bz.permute_dims(a, axes)
+    return a[tuple(slice(None, None, 2) for _ in range(a.ndim))] if view == "sliced" else a
+
+
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data(),
        dtype=st.sampled_from([np.float32, np.int8, np.float16, np.int64, np.bool_]),
        view=st.sampled_from(["plain", "transposed", "sliced"]))
@@ -361,20 +370,14 @@ def test_roll_steps_of_strided_views(shape, data, dtype, view) -> None:
     shifts = tuple(data.draw(st.integers(-7, 7)) for _ in axes)
     grow = [2 * n if view == "sliced" else n for n in shape]
 
-    def part(a, xp):
-        if view == "transposed":
-            return xp.transpose(a, tuple(reversed(range(nd)))) if xp is np else \
-                bz.permute_dims(a, tuple(reversed(range(nd))))
-        return a[tuple(slice(None, None, 2) for _ in range(nd))] if view == "sliced" else a
-
     @bz.compile
     def f(a):
-        return bz.roll(part(a, bz) * 1, shifts, axes)  # (x * 1: a kernel feeds the roll)
+        return bz.roll(_view(a, bz, view) * 1, shifts, axes)  # (x * 1: a kernel feeds the roll)
 
     for seed in range(2):
         src = (np.random.default_rng(seed).standard_normal(
             tuple(reversed(grow)) if view == "transposed" else grow) * 50).astype(dtype)
-        want = np.roll(part(src, np) * np.ones((), dtype), shifts, axes)
+        want = np.roll(_view(src, np, view) * np.ones((), dtype), shifts, axes)
         np.testing.assert_array_equal(np.asarray(f(bz.asarray(src))), want)
     if bz.backends.current().name == "cpu":
         plan = _plans(f)[0]
@@ -402,22 +405,16 @@ def test_take_along_axis_steps_of_strided_views_and_broadcast_indices(
                    for d, n in enumerate(shape))
     grow = [2 * n if view == "sliced" else n for n in xshape]
 
-    def part(a, xp):
-        if view == "transposed":
-            return xp.permute_dims(a, tuple(reversed(range(nd)))) if xp is bz else \
-                np.transpose(a, tuple(reversed(range(nd))))
-        return a[tuple(slice(None, None, 2) for _ in range(nd))] if view == "sliced" else a
-
     @bz.compile
     def f(a, i):  # (a + 0: a kernel's buffer, then the view the gather reads)
-        return bz.take_along_axis(part(a + bz.zeros((), dtype=dtype), bz), i, axis=axis)
+        return bz.take_along_axis(_view(a + bz.zeros((), dtype=dtype), bz, view), i, axis=axis)
 
     for seed in range(2):
         rng = np.random.default_rng(seed)
         src = (rng.standard_normal(tuple(reversed(grow)) if view == "transposed" else grow)
                * 50).astype(dtype)
         idx = rng.integers(-shape[axis], shape[axis], ishape).astype(idx_dtype)
-        want = np.take_along_axis(part(src, np), idx, axis)
+        want = np.take_along_axis(_view(src, np, view), idx, axis)
         got = np.asarray(f(bz.asarray(src), bz.asarray(idx)))
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
