@@ -233,7 +233,7 @@ class _Gen(ExprGen):
             if ins.op == "load":
                 if not any(self.norm.strides[ins.attr("load")]):
                     inv.add(i)
-            elif ins.op != "const" and ins.args and OPS[ins.op].kind == "elementwise" and \
+            elif ins.op in OPS and ins.args and OPS[ins.op].kind == "elementwise" and \
                     all(a in inv or self.k.instrs[a].op == "const" for a in ins.args):
                 inv.add(i)
         return inv
