@@ -31,7 +31,8 @@ struct WX {
     typedef int K;
     enum { L = 4 };
     static inline K mask(int64_t n) { return (int)n; }
-    static inline F load(K, const float* p) {
+    static inline F load(K, const float* p) { return loadu(p); }
+    static inline F loadu(const float* p) {
         F v;
         std::memcpy(&v, p, sizeof v);
         return v;
@@ -241,7 +242,6 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
           bool first, bool last) {
     WX::F acc[R][V];
     alignas(64) float buf[R][kCols];  // every index constant: acc stays in registers
-    const WX::K all = WX::mask(WX::L);
     const bool whole = nv == V * WX::L;
     if (first) {
 #pragma GCC unroll 12
@@ -250,13 +250,13 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
     } else if (whole) {
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r)
-            for (int v = 0; v < V; ++v) acc[r][v] = WX::load(all, out + r * ldo + v * WX::L);
+            for (int v = 0; v < V; ++v) acc[r][v] = WX::loadu(out + r * ldo + v * WX::L);
     } else {
         for (int r = 0; r < R; ++r)
             for (int64_t j = 0; j < V * WX::L; ++j) buf[r][j] = j < nv ? out[r * ldo + j] : 0.0f;
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r)
-            for (int v = 0; v < V; ++v) acc[r][v] = WX::load(all, buf[r] + v * WX::L);
+            for (int v = 0; v < V; ++v) acc[r][v] = WX::loadu(buf[r] + v * WX::L);
     }
     for (int64_t t = k0 / cg; t * cg < k1; ++t) {
         const float* p[R];
@@ -266,7 +266,7 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
         const float* bp = panel + (t * cg + cs) * kCols;
         for (int64_t c = cs; c < ce; ++c, bp += kCols) {
             WX::F b[V];
-            for (int v = 0; v < V; ++v) b[v] = WX::load(all, bp + v * WX::L);
+            for (int v = 0; v < V; ++v) b[v] = WX::loadu(bp + v * WX::L);
 #pragma GCC unroll 12
             for (int r = 0; r < R; ++r) {
                 const WX::F a = WX::set1(p[r][c * S]);
@@ -291,13 +291,13 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
     if (whole) {  // a whole panel: the epilogue on the registers, then the stores
         const WX::F lo = WX::set1(ep.lo), hi = WX::set1(ep.hi);
         WX::F bb[V];
-        for (int v = 0; v < V; ++v) bb[v] = bias ? WX::load(all, bias + v * WX::L) : WX::zero();
+        for (int v = 0; v < V; ++v) bb[v] = bias ? WX::loadu(bias + v * WX::L) : WX::zero();
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r)
             for (int v = 0; v < V; ++v) {
                 WX::F y = acc[r][v];
                 if (bias) y = WX::add(y, bb[v]);
-                if (res) y = WX::add(y, WX::load(all, res + r * ep.cout + v * WX::L));
+                if (res) y = WX::add(y, WX::loadu(res + r * ep.cout + v * WX::L));
                 if (ep.act == 1)  // (max/min return their second operand for a NaN: it stays)
                     y = WX::max(WX::zero(), y);
                 else if (ep.act == 2)

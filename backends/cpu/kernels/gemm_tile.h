@@ -11,6 +11,7 @@
 #ifndef BZ_GEMM_TILE_H
 #define BZ_GEMM_TILE_H
 #include <cstdint>
+#include <type_traits>
 #include "dispatch.h"
 #ifndef BZ_WX_ISA
 #if defined(__AVX512F__)
@@ -45,6 +46,7 @@ struct WX {
         return n >= 16 ? (K)0xFFFF : n <= 0 ? (K)0 : (K)((1u << n) - 1u);
     }
     static inline F load(K k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
+    static inline F loadu(const float* p) { return _mm512_loadu_ps(p); }
     static inline F set1(float v) { return _mm512_set1_ps(v); }
     static inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
     static inline F zero() { return _mm512_setzero_ps(); }
@@ -68,6 +70,7 @@ struct WX {
         for (uint32_t i = 0; i < n; ++i) t[i] = p[i];
         return vld1q_f32(t);
     }
+    static inline F loadu(const float* p) { return vld1q_f32(p); }
     static inline F set1(float v) { return vdupq_n_f32(v); }
     static inline F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
     static inline F zero() { return vdupq_n_f32(0.0f); }
@@ -84,6 +87,7 @@ struct WX {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     }
     static inline F load(K k, const float* p) { return _mm256_maskload_ps(p, k); }
+    static inline F loadu(const float* p) { return _mm256_loadu_ps(p); }
     static inline F set1(float v) { return _mm256_set1_ps(v); }
     static inline F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
     static inline F zero() { return _mm256_setzero_ps(); }
@@ -198,17 +202,26 @@ static void bz_wx_tile(const float* w, int64_t K, const float* xT, int64_t ld, i
     WX::F acc[NW][2]; /* unrolled: registers, not memory */
 #pragma GCC unroll 8
     for (int r = 0; r < NW; ++r) acc[r][0] = acc[r][1] = WX::zero();
-    const WX::K k0 = WX::mask(mv), k1 = WX::mask(mv - WX::L);
-    for (int64_t k = 0; k < K; ++k) {
-        const WX::F x0 = WX::load(k0, xT + k * ld);
-        const WX::F x1 = WX::load(k1, xT + k * ld + WX::L);
+    /* a whole panel's columns: plain loads (a masked load keeps its mask in a register the
+       tile needs, and AVX2's vmaskmovps costs more than a load) */
+    auto sweep = [&](auto whole) {
+        const WX::K k0 = WX::mask(mv), k1 = WX::mask(mv - WX::L);
+        for (int64_t k = 0; k < K; ++k) {
+            const WX::F x0 = whole ? WX::loadu(xT + k * ld) : WX::load(k0, xT + k * ld);
+            const WX::F x1 =
+                whole ? WX::loadu(xT + k * ld + WX::L) : WX::load(k1, xT + k * ld + WX::L);
 #pragma GCC unroll 8
-        for (int r = 0; r < NW; ++r) {
-            const WX::F wv = WX::set1(KM ? w[k * wk + r] : w[r * K + k]);
-            acc[r][0] = WX::fma(wv, x0, acc[r][0]);
-            acc[r][1] = WX::fma(wv, x1, acc[r][1]);
+            for (int r = 0; r < NW; ++r) {
+                const WX::F wv = WX::set1(KM ? w[k * wk + r] : w[r * K + k]);
+                acc[r][0] = WX::fma(wv, x0, acc[r][0]);
+                acc[r][1] = WX::fma(wv, x1, acc[r][1]);
+            }
         }
-    }
+    };
+    if (mv == BZ_WX_MV)
+        sweep(std::true_type());
+    else
+        sweep(std::false_type());
     float blk[NW][BZ_WX_MV];
 #pragma GCC unroll 8
     for (int r = 0; r < NW; ++r) {
