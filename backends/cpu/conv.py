@@ -4,7 +4,7 @@ library ops), eager and as replay-program steps.
 One kernel file (``kernels/conv.cc``), tactics chosen by shape:
 
 * **implicit GEMM** (the default): output rows (positions) x output channels, a register
-  tile of 12 x 32 (AVX-512; 6 x 16 AVX2, 8 x 8 NEON) fed by broadcasts of x read in place
+  tile of 6 x 64 (AVX-512; 6 x 16 AVX2, 8 x 8 NEON) fed by broadcasts of x read in place
   through per-tap row pointers (channels-last: one tap is C_in/groups contiguous floats;
   a padded tap reads a zero row) against the weight packed in panels of output channels;
   K walked in chunks whose panel slice stays in L1; groups as separate panels.

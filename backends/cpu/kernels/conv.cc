@@ -2,10 +2,10 @@
 // describes and builds them), float32, channels-last x (N, D1, D2, D3, C) (fewer spatial
 // dims padded with size-1 dims in front). Parameter: BZ_SYMBOL (the entry point's name).
 //
-// Mode 2, implicit GEMM (no im2col matrix): a register tile of R
-// output positions x 2 SIMD vectors of output channels (gemm_tile.h's WX: R = 12 x 32 on AVX-512, 6
-// x 16 on AVX2, 8 x 8 on NEON), per tap and input channel one broadcast of x (read in place through
-// R row pointers, a zero row for a padded tap) against the weight packed in panels of 2 * L output
+// Mode 2, implicit GEMM (no im2col matrix): a register tile of kRows output positions x kVec
+// SIMD vectors of output channels (gemm_tile.h's WX: 6 x 64 on AVX-512, 6 x 16 on AVX2, 8 x 8
+// on NEON), per tap and input channel one broadcast of x (read in place through kRows row
+// pointers, a zero row for a padded tap) against the weight packed in panels of kVec * L output
 // channels; each output sums its taps and channels in one fixed order (the same bits at any thread
 // count). The epilogue adds the bias, an optional residual and applies the activation before the
 // one store. Mode 1, depthwise (groups == C, one output channel per group): out[n, o, c] = sum over
@@ -172,16 +172,19 @@ void pack_panels(const float* w, int64_t groups, int64_t og, int64_t kk, float* 
     }
 }
 
+// The register tile: kRows output rows x kVec vectors of output channels. AVX-512: 6 x 4
+// (24 of its 32 registers; per channel 4 loads + 6 broadcasts for 24 FMAs: full FMA rate in
+// an L1-resident loop, where 12 x 2 -- 14 loads -- reached 95 %); AVX2 6 x 2 (12 of 16).
 #if BZ_WX_ISA == 2
-constexpr int kRows = 12;
+constexpr int kRows = 6, kVec = 4;
 #elif BZ_WX_ISA == 3
-constexpr int kRows = 8;
+constexpr int kRows = 8, kVec = 2;
 #elif BZ_WX_ISA == 1
-constexpr int kRows = 6;
+constexpr int kRows = 6, kVec = 2;
 #else
-constexpr int kRows = 4;
+constexpr int kRows = 4, kVec = 2;
 #endif
-constexpr int kCols = 2 * WX::L;
+constexpr int kCols = kVec * WX::L;
 constexpr int64_t kChunk = 24 * 1024 / (kCols * 4);  // k per chunk: a 24 KiB slice of a panel
 
 // The element of x (element strides st: batch, d0, d1, d2, channel) where output row r's taps
@@ -289,7 +292,10 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
         return;
     }
     if (whole) {  // a whole panel: the epilogue on the registers, then the stores
+        // (ep's fields as locals: a float store may alias ep.lo / ep.hi, so the compiler
+        // would reload every field after each store)
         const WX::F lo = WX::set1(ep.lo), hi = WX::set1(ep.hi);
+        const int64_t act = ep.act, lr = ep.cout;
         WX::F bb[V];
         for (int v = 0; v < V; ++v) bb[v] = bias ? WX::loadu(bias + v * WX::L) : WX::zero();
 #pragma GCC unroll 12
@@ -297,10 +303,10 @@ void tile(const float** ptrs, int64_t cg, int64_t k0, int64_t k1, const float* p
             for (int v = 0; v < V; ++v) {
                 WX::F y = acc[r][v];
                 if (bias) y = WX::add(y, bb[v]);
-                if (res) y = WX::add(y, WX::loadu(res + r * ep.cout + v * WX::L));
-                if (ep.act == 1)  // (max/min return their second operand for a NaN: it stays)
+                if (res) y = WX::add(y, WX::loadu(res + r * lr + v * WX::L));
+                if (act == 1)  // (max/min return their second operand for a NaN: it stays)
                     y = WX::max(WX::zero(), y);
-                else if (ep.act == 2)
+                else if (act == 2)
                     y = WX::min(hi, WX::max(lo, y));
                 WX::store(out + r * ldo + v * WX::L, y);
             }
@@ -422,29 +428,22 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
                                 ptrs[t * kRows + r] = v < 0 ? zeros : x + v + gi * cg;
                             }
                     }
-                    // a panel of at most one vector's channels: a tile of one vector column (no
-                    // FMAs on the padding; the same sums in the same order)
-                    const bool one = nv <= WX::L;
+                    // the panel's vectors that hold channels (a narrow last panel: no FMAs
+                    // on the padding; the same sums in the same order)
+                    const int64_t nvec = (nv + WX::L - 1) / WX::L;
                     bz_dispatch<kRows>(R, [&](auto rc) {
                         constexpr int RC = decltype(rc)::value;
                         const float* pn = panels + pb * panel;
                         const bool f = k0 == 0, l = k1 == K;
-                        if (rowwise && one)
-                            tile<RC, 1, 1>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f, l);
-                        else if (rowwise)
-                            tile<RC, 1, 2>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f, l);
-                        else if (pack && one)
-                            tile<RC, kRows, 1>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
-                                               l);
-                        else if (pack)
-                            tile<RC, kRows, 2>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
-                                               l);
-                        else if (one)
-                            tile<RC, 1, 1>(ptrs, cg, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
-                                           l);
-                        else
-                            tile<RC, 1, 2>(ptrs, cg, k0, k1, pn, nv, o, res, ep.ldo, bias, ep, f,
-                                           l);
+                        bz_dispatch<kVec>(nvec, [&](auto vc) {
+                            constexpr int VC = decltype(vc)::value;
+                            if (pack && !rowwise)
+                                tile<RC, kRows, VC>(ptrs, K, k0, k1, pn, nv, o, res, ep.ldo, bias,
+                                                    ep, f, l);
+                            else
+                                tile<RC, 1, VC>(ptrs, rowwise ? K : cg, k0, k1, pn, nv, o, res,
+                                                ep.ldo, bias, ep, f, l);
+                        });
                     });
                 }
             }
