@@ -516,6 +516,38 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
     assert all(v == outs["native"] for v in outs.values()), outs
 
 
+@pytest.mark.parametrize("padding,dilation", [
+    (((3, 3), (3, 3)), (1, 1)),    # a ResNet stem: runs of k * C floats read in place
+    (((2, -1), (-2, 2)), (1, 1)),  # negative lo / hi: crops
+    (((0, 4), (1, 0)), (2, 1)),    # dilated first dim only: still runs
+    (((1, 1), (2, 2)), (1, 2)),    # dilated last dim: each row's taps gathered
+])
+def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padding, dilation):
+    """Few input channels (mode 5): without a dilated last dim x is copied channels-last
+    with its padding as zeros and a kernel row's taps read as one run; against the direct
+    reference (1e-4), and against the in-place implicit GEMM on the channels padded with
+    zeros (the same sums: 1e-5)."""
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    from braze.graph.ops import conv_attrs
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 13, 11, 3)).astype(np.float32)
+    w = rng.standard_normal((70, 5, 4, 3)).astype(np.float32)
+    attrs = conv_attrs(2, stride=(2, 1), padding=tuple(zip(*padding)),
+                       kernel_dilation=dilation, input_dilation=(1, 1), groups=1, flip=False)
+    impl = bz.backends.get("cpu").library["conv"]
+    before = impl.calls["im2col"]
+    got = impl(attrs, np.dtype(np.float32), x, w)
+    assert impl.calls["im2col"] == before + 1
+    want = direct_conv(x, w, (2, 1), list(padding), dilation, (1, 1), 1, False)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    xw = np.concatenate([x, np.zeros(x.shape[:-1] + (13,), np.float32)], axis=-1)
+    ww = np.concatenate([w, np.zeros(w.shape[:-1] + (13,), np.float32)], axis=-1)
+    np.testing.assert_allclose(impl(attrs, np.dtype(np.float32), xw, ww), got, rtol=1e-5,
+                               atol=1e-5)
+
+
 @settings(max_examples=80, deadline=None)
 @given(case=conv_cases(), epilogue=st.sampled_from([None, "bias", "bias+residual+relu",
                                                     "clip"]))

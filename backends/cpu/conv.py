@@ -160,12 +160,19 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
                      bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands, *out_slice],
                     np.int64)
-    # gathered rows per thread; mode 5 also x channels-last after them (NCHW images)
+    # gathered rows per thread; mode 5 also x channels-last after them (NCHW images), or
+    # (no dilation along the last dim) x channels-last with its padding as zeros
     gathered = nt * band * kr * k * 4 + (math.prod(x_shape) * 4 if mode == 5 else 0) \
         if mode == 5 or pack else 4
-    # tap offsets per thread (mode 5's gathered rows need none)
-    offsets_bytes = 8 if mode == 5 else nt * band * kr * taps * 8
-    scratch = (offsets_bytes, (cin // groups + 16) * 4, gathered)
+    run = 1  # floats of one tap the GEMM reads in place
+    ins, ks, outs, strides, dils, los = (geo[2 + 3 * i:5 + 3 * i] for i in range(6))
+    if mode == 5 and dils[2] == 1:
+        padded = math.prod(lo + max(n_, (o - 1) * s + (kk - 1) * d - lo + 1) for n_, kk, o, s, d, lo
+                           in zip(ins, ks, outs, strides, dils, los))
+        gathered = x_shape[0] * padded * cin * 4
+        run = ks[2]
+    offsets_bytes = nt * band * kr * taps * 8  # tap offsets per thread
+    scratch = (offsets_bytes, (run * cin // groups + 16) * 4, gathered)
     return mode, args, scratch
 
 

@@ -452,6 +452,12 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
+// Mode 5 (few input channels: an image's 3 would make each tap 3 floats) without dilation along
+// the last dim: x is copied channels-last with its padding written as zeros, so that a kernel
+// row's k[2] taps are always one run of k[2] * C floats, and the implicit GEMM reads those runs in
+// place as the taps of a convolution with k[2] = 1 and C' = k[2] * C (the same k order: the same
+// bits as gathering each row's taps first, which mode 5 still does with a dilated last dim).
+//
 // Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 the implicit GEMM over gathered
 // rows: few input channels, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3],
 // pad_lo[3], groups, C_out, activation (0 none, 1 ReLU, 2 clip), clip lo and hi (float64 bits),
@@ -463,10 +469,11 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
 // offset of its first channel there.
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out or that stride), then scratch (band: the largest band's row blocks): tap offsets
-// (threads * band * kRows * taps int64; unused by mode 5), a zero row (C_in/groups + 16 floats),
-// gathered rows (threads * band * kRows * taps * C_in floats; mode 5: then x channels-last when its
-// channels are strided), then the packed weight (implicit GEMM: panels; depthwise: w as (taps, C)).
-// Query: buffer 0 gets (rows, output channels).
+// (threads * band * kRows * taps int64), a zero row (C_in/groups + 16 floats; mode 5 k[2] * C_in +
+// 16), gathered rows (threads * band * kRows * taps * C_in floats; mode 5: then x channels-last
+// when its channels are strided; without a dilated last dim only x padded channels-last), then the
+// packed weight (implicit GEMM: panels; depthwise: w as (taps, C)). Query: buffer 0 gets (rows,
+// output channels).
 //
 // Mode 6, several convolutions writing channel slices of one output (``conv_concat``: no concat
 // copy), one after another: threads, 6, the number of convolutions m, the number of input
@@ -513,32 +520,44 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         packed = own;
     }
     const int64_t* st = a + 33;
-    int64_t cl[5];
-    if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made channels-last
-        // first (after the gathered rows in the same scratch), so that rows copy runs of floats
-        const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
-        const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
-        const int64_t band = (nrb + nbands - 1) / nbands;
-        float* xc = cols + threads * band * kRows * taps * g.c;
-        const int64_t lines = g.n * g.in[0] * g.in[1];  // (b, i0, i1): no divisions per pixel
-#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-        for (int64_t l = 0; l < lines; ++l) {
-            const int64_t bb = l / (g.in[0] * g.in[1]), i0 = l / g.in[1] % g.in[0],
-                          i1 = l % g.in[1];
-            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
-            float* dst = xc + l * g.in[2] * g.c;
-            for (int64_t c = 0; c < g.c; ++c)
-                for (int64_t i2 = 0; i2 < g.in[2]; ++i2)
-                    dst[i2 * g.c + c] = src[c * st[4] + i2 * st[3]];
+    if (mode == 5 && g.dil[2] == 1) {  // few channels (an image): rows of runs, see above
+        Geometry gp = g;
+        int64_t P[3];
+        for (int i = 0; i < 3; ++i) {
+            const int64_t last = (g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] - g.lo[i];
+            P[i] = g.lo[i] + (last + 1 > g.in[i] ? last + 1 : g.in[i]);
+            gp.in[i] = P[i];
+            gp.lo[i] = 0;
         }
-        cl[4] = 1;
-        cl[3] = g.c;
-        cl[2] = g.c * g.in[2];
-        cl[1] = cl[2] * g.in[1];
-        cl[0] = cl[1] * g.in[0];
-        x = xc;
-        st = cl;
+        gp.c = g.k[2] * g.c;  // a kernel row's taps: one run of k[2] * C floats
+        gp.k[2] = 1;
+        const int64_t C = g.c, lines = g.n * P[0] * P[1];
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+        for (int64_t l = 0; l < lines; ++l) {  // (b, p0, p1): no divisions per pixel
+            const int64_t bb = l / (P[0] * P[1]), i0 = l / P[1] % P[0] - g.lo[0],
+                          i1 = l % P[1] - g.lo[1];
+            float* dst = cols + l * P[2] * C;
+            if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+                for (int64_t j = 0; j < P[2] * C; ++j) dst[j] = 0.0f;
+                continue;
+            }
+            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
+            for (int64_t p2 = 0; p2 < P[2]; ++p2) {  // (a negative lo crops)
+                const int64_t i2 = p2 - g.lo[2];
+                float* d = dst + p2 * C;
+                if (i2 < 0 || i2 >= g.in[2])
+                    for (int64_t c = 0; c < C; ++c) d[c] = 0.0f;
+                else
+                    for (int64_t c = 0; c < C; ++c) d[c] = src[c * st[4] + i2 * st[3]];
+            }
+        }
+        const int64_t sp[5] = {P[0] * P[1] * P[2] * C, P[1] * P[2] * C, P[2] * C, C, 1};
+        implicit_gemm(gp, cols, sp, packed, out, 1, ep, offs, zeros, nullptr, false,
+                      a[39] > 0 ? a[39] : 1, threads);
+        std::free(own);
+        return;
     }
+    int64_t cl[5];
     implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros,
                   mode == 5 || a[38] ? cols : nullptr, mode == 5, a[39] > 0 ? a[39] : 1, threads);
     std::free(own);
