@@ -548,6 +548,28 @@ def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padd
                                atol=1e-5)
 
 
+def test_cpu_conv_long_k_in_chunks_with_a_narrow_last_panel(backend_name):
+    """K = 9 * 200 taps x channels: walked in chunks (partial sums stored in out between
+    them), a last panel of 6 of its 64 (AVX-512) channels, the epilogue after the last."""
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    from braze.graph.ops import conv_attrs
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 6, 7, 200)).astype(np.float32)
+    w = rng.standard_normal((70, 3, 3, 200)).astype(np.float32)
+    bias = rng.standard_normal(70).astype(np.float32)
+    res = rng.standard_normal((1, 6, 7, 70)).astype(np.float32)
+    attrs = {**conv_attrs(2, stride=1, padding=1, kernel_dilation=1, input_dilation=1,
+                          groups=1, flip=False),
+             "bias": True, "residual": True, "act": "clip", "clip": (0.0, math.inf)}
+    impl = bz.backends.get("cpu").library["conv"]
+    got = impl(attrs, np.dtype(np.float32), x, w, bias, res)
+    want = np.maximum(direct_conv(x, w, (1, 1), [(1, 1), (1, 1)], (1, 1), (1, 1), 1, False)
+                      + bias + res, 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 @settings(max_examples=80, deadline=None)
 @given(case=conv_cases(), epilogue=st.sampled_from([None, "bias", "bias+residual+relu",
                                                     "clip"]))

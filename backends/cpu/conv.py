@@ -7,7 +7,7 @@ One kernel file (``kernels/conv.cc``), tactics chosen by shape:
   tile of 6 x 64 (AVX-512; 6 x 16 AVX2, 8 x 8 NEON) fed by broadcasts of x read in place
   through per-tap row pointers (channels-last: one tap is C_in/groups contiguous floats;
   a padded tap reads a zero row) against the weight packed in panels of output channels;
-  K walked in chunks whose panel slice stays in L1; groups as separate panels.
+  K walked in chunks whose panel slice stays in L2; groups as separate panels.
 * **packed rows** (one group, the tile's rows a multiple of ``ALIAS_BYTES`` apart in x:
   C_in = 1024 at stride 1, 512 at stride 2): the 12 rows a tile broadcasts from would
   share one set of the 8-way L1 cache (4 KiB aliasing; a 1 x 1 convolution of 1024
