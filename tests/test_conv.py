@@ -519,6 +519,7 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
 @pytest.mark.parametrize("padding,dilation", [
     (((3, 3), (3, 3)), (1, 1)),    # a ResNet stem: runs of k * C floats read in place
     (((2, -1), (-2, 2)), (1, 1)),  # negative lo / hi: crops
+    (((0, 0), (-12, 14)), (1, 1)),  # cropped past x's end: lines of zeros only
     (((0, 4), (1, 0)), (2, 1)),    # dilated first dim only: still runs
     (((1, 1), (2, 2)), (1, 2)),    # dilated last dim: each row's taps gathered
 ])

@@ -13,10 +13,13 @@ One kernel file (``kernels/conv.cc``), tactics chosen by shape:
   share one set of the 8-way L1 cache (4 KiB aliasing; a 1 x 1 convolution of 1024
   channels ran at ~2/3 of its 1000-channel neighbour's speed), so each block of rows is
   first copied as (taps * C_in, rows), the tile broadcasting from one contiguous block.
-* **gathered rows** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
-  channels would make each tap 3 floats): each row's taps gathered into one row of
-  taps * C_in floats (an NCHW image made channels-last first), then the implicit GEMM as
-  a 1x1 convolution over them.
+* **rows of runs** (fewer than ``SMALL_CHANNELS`` input channels, one group: an image's 3
+  channels would make each tap 3 floats; up to ``RUN_CHANNELS`` when the kernel is wider
+  than 1 along the last dim): x copied channels-last with its padding written as zeros,
+  so a kernel row's taps are one run of k * C_in floats, read in place as the taps of a
+  convolution with k = 1 along that dim. With a dilated last dim, each row's taps are
+  gathered into one row of taps * C_in floats instead (an NCHW image made channels-last
+  first), then the implicit GEMM as a 1x1 convolution over them.
 * **depthwise** (groups == C_in == C_out): a direct kernel vectorized across channels.
 
 The GEMM works in **bands of rows** (about ``BAND_BYTES`` of x's taps each, as many per
@@ -53,7 +56,10 @@ from .library import NativeOp, file_kernel
 __all__ = ["Conv", "ConvConcat", "pack_panels", "source"]
 
 PARALLEL_FLOPS = 1 << 18  # less work than this runs on one thread
-SMALL_CHANNELS = 16  # fewer input channels: rows gathered first (taps too short to read)
+SMALL_CHANNELS = 16  # fewer input channels: rows of runs or gathered (taps too short to read)
+# at most this many input channels and a kernel wider than 1 along the last dim: rows of runs
+# (16 channels: 3x3 9 % faster than in place; 32: 1-4 %; 48 and 64: slower, x's copy costs more)
+RUN_CHANNELS = 32
 # the implicit GEMM packs x's rows first where the rows its register tile reads side by side
 # lie a multiple of this apart (C_in = 1024 at stride 1, 512 at 2): all in one L1 set
 ALIAS_BYTES = 4096
@@ -111,6 +117,12 @@ def _prepacked(mode: int, groups: int, w: np.ndarray,
     return pack_panels(w, groups, _tile()[1])
 
 
+def _runs(w_shape: tuple[int, ...], dilation: tuple[int, ...]) -> bool:
+    """Whether a kernel row's taps are one run of x's floats in mode 5 (kernels/conv.cc:
+    the last spatial dim wider than 1 and not dilated)."""
+    return w_shape[-2] > 1 and dilation[-1] == 1
+
+
 def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int, ...],
             out_shape: tuple[int, ...], threads: int, offsets: tuple[int, int, int] = (0, 0, 0),
             x_strides: tuple[int, ...] | None = None, out_slice: tuple[int, int] = (0, 0)
@@ -124,7 +136,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     rows = math.prod(out_shape[:-1])
     if groups == cin == cout and taps > 1:
         mode = 1
-    elif groups == 1 and cin < SMALL_CHANNELS and taps > 1:
+    elif groups == 1 and taps > 1 and (cin < SMALL_CHANNELS or (
+            cin <= RUN_CHANNELS and _runs(w_shape, attrs["kernel_dilation"]))):
         mode = 5
     else:
         mode = 2
@@ -166,7 +179,7 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
         if mode == 5 or pack else 4
     run = 1  # floats of one tap the GEMM reads in place
     ins, ks, outs, strides, dils, los = (geo[2 + 3 * i:5 + 3 * i] for i in range(6))
-    if mode == 5 and dils[2] == 1:
+    if mode == 5 and _runs(w_shape, attrs["kernel_dilation"]):
         padded = math.prod(lo + max(n_, (o - 1) * s + (kk - 1) * d - lo + 1) for n_, kk, o, s, d, lo
                            in zip(ins, ks, outs, strides, dils, los))
         gathered = x_shape[0] * padded * cin * 4

@@ -455,11 +455,12 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
-// Mode 5 (few input channels: an image's 3 would make each tap 3 floats) without dilation along
-// the last dim: x is copied channels-last with its padding written as zeros, so that a kernel
-// row's k[2] taps are always one run of k[2] * C floats, and the implicit GEMM reads those runs in
-// place as the taps of a convolution with k[2] = 1 and C' = k[2] * C (the same k order: the same
-// bits as gathering each row's taps first, which mode 5 still does with a dilated last dim).
+// Mode 5 (few input channels: an image's 3 would make each tap 3 floats) with a kernel wider than
+// 1 and not dilated along the last dim: x is copied channels-last with its padding written as
+// zeros, so that a kernel row's k[2] taps are always one run of k[2] * C floats, and the implicit
+// GEMM reads those runs in place as the taps of a convolution with k[2] = 1 and C' = k[2] * C (the
+// same k order: the same bits as gathering each row's taps first, which mode 5 still does
+// otherwise).
 //
 // Args (int64): threads, mode (1 depthwise, 2 implicit GEMM, 5 the implicit GEMM over gathered
 // rows: few input channels, 3 tile query), N, C, in[3], k[3], out[3], stride[3], dilation[3],
@@ -523,7 +524,8 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         packed = own;
     }
     const int64_t* st = a + 33;
-    if (mode == 5 && g.dil[2] == 1) {  // few channels (an image): rows of runs, see above
+    if (mode == 5 && g.dil[2] == 1 &&
+        g.k[2] > 1) {  // few channels (an image): rows of runs, see above
         Geometry gp = g;
         int64_t P[3];
         for (int i = 0; i < 3; ++i) {
@@ -545,13 +547,17 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
                 continue;
             }
             const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
-            for (int64_t p2 = 0; p2 < P[2]; ++p2) {  // (a negative lo crops)
-                const int64_t i2 = p2 - g.lo[2];
-                float* d = dst + p2 * C;
-                if (i2 < 0 || i2 >= g.in[2])
-                    for (int64_t c = 0; c < C; ++c) d[c] = 0.0f;
-                else
-                    for (int64_t c = 0; c < C; ++c) d[c] = src[c * st[4] + i2 * st[3]];
+            // positions [a, e) of the line hold x (a negative lo crops), the rest zeros; per
+            // channel a strided store of contiguous reads (no test per element)
+            const int64_t a = g.lo[2] > 0 ? g.lo[2] : 0;
+            int64_t e = g.lo[2] + g.in[2] < P[2] ? g.lo[2] + g.in[2] : P[2];
+            if (e < a) e = a;  // (cropped past x's end: a line of zeros)
+            for (int64_t j = 0; j < a * C; ++j) dst[j] = 0.0f;
+            for (int64_t j = e * C; j < P[2] * C; ++j) dst[j] = 0.0f;
+            for (int64_t c = 0; c < C; ++c) {
+                const float* sc = src + c * st[4] + (a - g.lo[2]) * st[3];
+                float* dc = dst + a * C + c;
+                for (int64_t p2 = 0; p2 < e - a; ++p2) dc[p2 * C] = sc[p2 * st[3]];
             }
         }
         const int64_t sp[5] = {P[0] * P[1] * P[2] * C, P[1] * P[2] * C, P[2] * C, C, 1};
