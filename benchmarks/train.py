@@ -464,7 +464,8 @@ def run_mlx(model: str):
 
             def __call__(self, x):
                 return self.l3(mnn.relu(self.l2(mnn.relu(self.l1(x)))))
-        opt = mopt.Adam(MLP["lr"])
+        # (MLX skips the bias correction by default; the other frameworks apply it)
+        opt = mopt.Adam(MLP["lr"], bias_correction=True)
     else:
         d, h = LM["d"], LM["heads"]
 
@@ -498,7 +499,7 @@ def run_mlx(model: str):
                 for blk in self.blocks:
                     x = blk(x)
                 return self.head(self.norm(x))
-        opt = mopt.AdamW(LM["lr"], weight_decay=LM["wd"])
+        opt = mopt.AdamW(LM["lr"], weight_decay=LM["wd"], bias_correction=True)
     net = Net()
     mx.eval(net.parameters())
     x, y = (mx.array(a) for a in _data(model))
