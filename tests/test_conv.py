@@ -393,8 +393,8 @@ def implicit_gemm_cases(draw):
 @settings(max_examples=40, deadline=None)
 @given(case=implicit_gemm_cases(), epilogue=st.booleans())
 def test_cpu_conv_packed_rows_give_the_in_place_bits(backend_name, case, epilogue):
-    """The implicit GEMM over x's rows packed first (conv.ALIAS_BYTES: forced on every
-    call here) gives the bits of the GEMM reading x in place."""
+    """The implicit GEMM over x's rows packed first (conv.ALIAS_BYTES / ALIAS_ROWS: forced
+    on every call here) gives the bits of the GEMM reading x in place."""
     if backend_name != "cpu":
         return
     from braze.backends.cpu import conv as cpu_conv
@@ -410,24 +410,26 @@ def test_cpu_conv_packed_rows_give_the_in_place_bits(backend_name, case, epilogu
         shape = CONV.infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]
         extra = [np.ones(w.shape[0], np.float32), np.full(shape, -0.5, np.float32)]
     impl = bz.backends.get("cpu").library["conv"]
-    saved = cpu_conv.ALIAS_BYTES
+    saved = cpu_conv.ALIAS_BYTES, cpu_conv.ALIAS_ROWS
     try:
         cpu_conv.ALIAS_BYTES = 1 << 62  # never
         in_place = impl(attrs, np.dtype(np.float32), x, w, *extra)
-        cpu_conv.ALIAS_BYTES = 4  # always (every C_in * 4 bytes is a multiple)
+        # always (every C_in * 4 bytes is a multiple, any tile)
+        cpu_conv.ALIAS_BYTES, cpu_conv.ALIAS_ROWS = 4, 0
         packed = impl(attrs, np.dtype(np.float32), x, w, *extra)
     finally:
-        cpu_conv.ALIAS_BYTES = saved
+        cpu_conv.ALIAS_BYTES, cpu_conv.ALIAS_ROWS = saved
     np.testing.assert_array_equal(packed, in_place)
 
 
 @st.composite
 def banded_cases(draw):
-    """Convolutions of every implicit-GEMM tactic: in place, rows gathered (few channels) or
-    packed (rows 4 KiB apart: 1024 channels), with enough rows for several bands."""
+    """Convolutions of every implicit-GEMM tactic: in place, rows of runs or gathered (few
+    channels) or packed (rows 4 KiB apart: 1024 channels; the test lowers ALIAS_ROWS), with
+    enough rows for several bands."""
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     kind = draw(st.sampled_from(["in_place", "few_channels", "packed"]))
-    cin = {"in_place": 16, "few_channels": 3, "packed": 1024}[kind]
+    cin = {"in_place": 48, "few_channels": 3, "packed": 1024}[kind]
     k = 1 if kind == "packed" else draw(st.integers(1, 3))
     size = draw(st.integers(k, 12))
     x = rng.standard_normal((draw(st.integers(1, 3)), size, size + 1, cin)).astype(np.float32)
@@ -450,8 +452,9 @@ def test_cpu_conv_bands_of_rows_give_the_bits_of_one_band(backend_name, case, th
     attrs = conv_attrs(2, stride=[stride] * 2, padding=((pad, pad), (pad, pad)),
                        kernel_dilation=[1, 1], input_dilation=[1, 1], groups=1, flip=False)
     impl = bz.backends.get("cpu").library["conv"]
-    saved, saved_threads = cpu_conv.BAND_BYTES, impl._num_threads
+    saved, saved_threads, saved_rows = cpu_conv.BAND_BYTES, impl._num_threads, cpu_conv.ALIAS_ROWS
     try:
+        cpu_conv.ALIAS_ROWS = 0  # rows 4 KiB apart packed whatever the tile
         cpu_conv.BAND_BYTES = 1  # a band per block of rows
         impl._num_threads = lambda: threads
         banded = impl(attrs, np.dtype(np.float32), x, w)
@@ -460,6 +463,7 @@ def test_cpu_conv_bands_of_rows_give_the_bits_of_one_band(backend_name, case, th
         whole = impl(attrs, np.dtype(np.float32), x, w)
     finally:
         cpu_conv.BAND_BYTES, impl._num_threads = saved, saved_threads
+        cpu_conv.ALIAS_ROWS = saved_rows
     np.testing.assert_array_equal(banded, whole)
     with bz.backend("numpy"):
         want = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(w), stride=stride,
