@@ -534,6 +534,8 @@ def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padd
     zeros (the same sums: 1e-5)."""
     if backend_name != "cpu":
         pytest.skip("the cpu backend's native convolution")
+    from braze import _core
+    from braze.backends.cpu import conv as cpu_conv
     from braze.graph.ops import conv_attrs
 
     rng = np.random.default_rng(5)
@@ -551,6 +553,17 @@ def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padd
     ww = np.concatenate([w, np.zeros(w.shape[:-1] + (13,), np.float32)], axis=-1)
     np.testing.assert_allclose(impl(attrs, np.dtype(np.float32), xw, ww), got, rtol=1e-5,
                                atol=1e-5)
+    # x strided as an NCHW image (a replay plan passes such views): the same bits
+    xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+    shape = CONV.infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]
+    mode, args, scratch = cpu_conv._launch(attrs, x.shape, w.shape, shape, 2,
+                                           x_strides=tuple(s // 4 for s in xt.strides))
+    assert mode == 5
+    out = np.empty(shape, np.float32)
+    bufs = [xt.base, w, out, *(np.empty(b, np.uint8) for b in scratch),
+            cpu_conv._prepacked(mode, 1, w)]
+    _core.launch(cpu_conv._KERNELS.handle(), bufs, args)
+    np.testing.assert_array_equal(out, got)
 
 
 def test_cpu_conv_long_k_in_chunks_with_a_narrow_last_panel(backend_name):

@@ -567,6 +567,31 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         return;
     }
     int64_t cl[5];
+    if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made channels-last
+        // first (after the gathered rows in the same scratch), so that rows copy runs of floats
+        const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
+        const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
+        const int64_t band = (nrb + nbands - 1) / nbands;
+        float* xc = cols + threads * band * kRows * taps * g.c;
+        const int64_t lines = g.n * g.in[0] * g.in[1];  // (b, i0, i1): no divisions per pixel
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+        for (int64_t l = 0; l < lines; ++l) {
+            const int64_t bb = l / (g.in[0] * g.in[1]), i0 = l / g.in[1] % g.in[0],
+                          i1 = l % g.in[1];
+            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
+            float* dst = xc + l * g.in[2] * g.c;
+            for (int64_t c = 0; c < g.c; ++c)
+                for (int64_t i2 = 0; i2 < g.in[2]; ++i2)
+                    dst[i2 * g.c + c] = src[c * st[4] + i2 * st[3]];
+        }
+        cl[4] = 1;
+        cl[3] = g.c;
+        cl[2] = g.c * g.in[2];
+        cl[1] = cl[2] * g.in[1];
+        cl[0] = cl[1] * g.in[0];
+        x = xc;
+        st = cl;
+    }
     implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros,
                   mode == 5 || a[38] ? cols : nullptr, mode == 5, a[39] > 0 ? a[39] : 1, threads);
     std::free(own);
