@@ -529,9 +529,10 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
 ])
 def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padding, dilation):
     """Few input channels (mode 5): without a dilated last dim x is copied channels-last
-    with its padding as zeros and a kernel row's taps read as one run; against the direct
-    reference (1e-4), and against the in-place implicit GEMM on the channels padded with
-    zeros (the same sums: 1e-5)."""
+    with its padding as zeros and a kernel row's taps read as one run, with one each row's
+    taps are gathered; against the direct reference (1e-4), against the in-place implicit
+    GEMM on the channels padded with zeros to 48 (the same sums: 1e-5), and bit for bit
+    with x strided as an NCHW image."""
     if backend_name != "cpu":
         pytest.skip("the cpu backend's native convolution")
     from braze import _core
@@ -549,10 +550,12 @@ def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padd
     assert impl.calls["im2col"] == before + 1
     want = direct_conv(x, w, (2, 1), list(padding), dilation, (1, 1), 1, False)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    xw = np.concatenate([x, np.zeros(x.shape[:-1] + (13,), np.float32)], axis=-1)
-    ww = np.concatenate([w, np.zeros(w.shape[:-1] + (13,), np.float32)], axis=-1)
+    xw = np.concatenate([x, np.zeros(x.shape[:-1] + (45,), np.float32)], axis=-1)
+    ww = np.concatenate([w, np.zeros(w.shape[:-1] + (45,), np.float32)], axis=-1)
+    before = impl.calls["implicit"]
     np.testing.assert_allclose(impl(attrs, np.dtype(np.float32), xw, ww), got, rtol=1e-5,
                                atol=1e-5)
+    assert impl.calls["implicit"] == before + 1
     # x strided as an NCHW image (a replay plan passes such views): the same bits
     xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
     shape = CONV.infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]
