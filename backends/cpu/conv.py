@@ -18,8 +18,8 @@ One kernel file (``kernels/conv.cc``), tactics chosen by shape:
   channels would make each tap 3 floats; up to ``RUN_CHANNELS`` when the kernel is wider
   than 1 along the last dim): x copied channels-last with its padding written as zeros,
   so a kernel row's taps are one run of k * C_in floats, read in place as the taps of a
-  convolution with k = 1 along that dim. With a dilated last dim, each row's taps are
-  gathered into one row of taps * C_in floats instead (an NCHW image made channels-last
+  convolution with k = 1 along that dim. With a dilated last dim (or a kernel 1 wide
+  along it), each row's taps are gathered into one row of taps * C_in floats instead (an NCHW image made channels-last
   first), then the implicit GEMM as a 1x1 convolution over them.
 * **depthwise** (groups == C_in == C_out): a direct kernel vectorized across channels.
 
