@@ -19,8 +19,9 @@ One kernel file (``kernels/conv.cc``), tactics chosen by shape:
   than 1 along the last dim): x copied channels-last with its padding written as zeros,
   so a kernel row's taps are one run of k * C_in floats, read in place as the taps of a
   convolution with k = 1 along that dim. With a dilated last dim (or a kernel 1 wide
-  along it), each row's taps are gathered into one row of taps * C_in floats instead (an NCHW image made channels-last
-  first), then the implicit GEMM as a 1x1 convolution over them.
+  along it), each row's taps are gathered into one row of taps * C_in floats instead (an
+  NCHW image made channels-last first), then the implicit GEMM as a 1x1 convolution over
+  them.
 * **depthwise** (groups == C_in == C_out): a direct kernel vectorized across channels.
 
 The GEMM works in **bands of rows** (about ``BAND_BYTES`` of x's taps each, as many per
