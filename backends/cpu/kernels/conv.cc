@@ -455,6 +455,41 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
+// x (element strides st: batch, d0, d1, d2, channel) copied channels-last into dst with each
+// spatial dim i P[i] positions long, x's position 0 at lo[i] and zeros around it (a negative lo
+// crops); dst's element strides to cl. Lines (b, p0, p1) split between the threads (no divisions
+// per pixel), per line and channel a strided store of contiguous reads (no test per element).
+void channels_last(const Geometry& g, const float* x, const int64_t* st, const int64_t* P,
+                   const int64_t* lo, float* dst_all, int64_t* cl, int64_t threads) {
+    const int64_t C = g.c, lines = g.n * P[0] * P[1];
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+    for (int64_t l = 0; l < lines; ++l) {
+        const int64_t bb = l / (P[0] * P[1]), i0 = l / P[1] % P[0] - lo[0], i1 = l % P[1] - lo[1];
+        float* dst = dst_all + l * P[2] * C;
+        if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+            for (int64_t j = 0; j < P[2] * C; ++j) dst[j] = 0.0f;
+            continue;
+        }
+        const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
+        // positions [a, e) of the line hold x, the rest zeros
+        const int64_t a = lo[2] > 0 ? lo[2] : 0;
+        int64_t e = lo[2] + g.in[2] < P[2] ? lo[2] + g.in[2] : P[2];
+        if (e < a) e = a;  // (cropped past x's end: a line of zeros)
+        for (int64_t j = 0; j < a * C; ++j) dst[j] = 0.0f;
+        for (int64_t j = e * C; j < P[2] * C; ++j) dst[j] = 0.0f;
+        for (int64_t c = 0; c < C; ++c) {
+            const float* sc = src + c * st[4] + (a - lo[2]) * st[3];
+            float* dc = dst + a * C + c;
+            for (int64_t p2 = 0; p2 < e - a; ++p2) dc[p2 * C] = sc[p2 * st[3]];
+        }
+    }
+    cl[4] = 1;
+    cl[3] = C;
+    cl[2] = C * P[2];
+    cl[1] = cl[2] * P[1];
+    cl[0] = cl[1] * P[0];
+}
+
 // Mode 5 (few input channels: an image's 3 would make each tap 3 floats) with a kernel wider than
 // 1 and not dilated along the last dim: x is copied channels-last with its padding written as
 // zeros, so that a kernel row's k[2] taps are always one run of k[2] * C floats, and the implicit
@@ -524,76 +559,40 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         packed = own;
     }
     const int64_t* st = a + 33;
-    if (mode == 5 && g.dil[2] == 1 &&
-        g.k[2] > 1) {  // few channels (an image): rows of runs, see above
-        Geometry gp = g;
+    int64_t cl[5];
+    bool rowwise = mode == 5;
+    float* pack = mode == 5 || a[38] ? cols : nullptr;
+    if (mode == 5 && g.dil[2] == 1 && g.k[2] > 1) {  // few channels (an image): rows of runs
         int64_t P[3];
         for (int i = 0; i < 3; ++i) {
             const int64_t last = (g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] - g.lo[i];
             P[i] = g.lo[i] + (last + 1 > g.in[i] ? last + 1 : g.in[i]);
-            gp.in[i] = P[i];
-            gp.lo[i] = 0;
         }
-        gp.c = g.k[2] * g.c;  // a kernel row's taps: one run of k[2] * C floats
-        gp.k[2] = 1;
-        const int64_t C = g.c, lines = g.n * P[0] * P[1];
-#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-        for (int64_t l = 0; l < lines; ++l) {  // (b, p0, p1): no divisions per pixel
-            const int64_t bb = l / (P[0] * P[1]), i0 = l / P[1] % P[0] - g.lo[0],
-                          i1 = l % P[1] - g.lo[1];
-            float* dst = cols + l * P[2] * C;
-            if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
-                for (int64_t j = 0; j < P[2] * C; ++j) dst[j] = 0.0f;
-                continue;
-            }
-            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
-            // positions [a, e) of the line hold x (a negative lo crops), the rest zeros; per
-            // channel a strided store of contiguous reads (no test per element)
-            const int64_t a = g.lo[2] > 0 ? g.lo[2] : 0;
-            int64_t e = g.lo[2] + g.in[2] < P[2] ? g.lo[2] + g.in[2] : P[2];
-            if (e < a) e = a;  // (cropped past x's end: a line of zeros)
-            for (int64_t j = 0; j < a * C; ++j) dst[j] = 0.0f;
-            for (int64_t j = e * C; j < P[2] * C; ++j) dst[j] = 0.0f;
-            for (int64_t c = 0; c < C; ++c) {
-                const float* sc = src + c * st[4] + (a - g.lo[2]) * st[3];
-                float* dc = dst + a * C + c;
-                for (int64_t p2 = 0; p2 < e - a; ++p2) dc[p2 * C] = sc[p2 * st[3]];
-            }
+        channels_last(g, x, st, P, g.lo, cols, cl, threads);
+        for (int i = 0; i < 3; ++i) {
+            g.in[i] = P[i];
+            g.lo[i] = 0;
         }
-        const int64_t sp[5] = {P[0] * P[1] * P[2] * C, P[1] * P[2] * C, P[2] * C, C, 1};
-        implicit_gemm(gp, cols, sp, packed, out, 1, ep, offs, zeros, nullptr, false,
-                      a[39] > 0 ? a[39] : 1, threads);
-        std::free(own);
-        return;
-    }
-    int64_t cl[5];
-    if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made channels-last
-        // first (after the gathered rows in the same scratch), so that rows copy runs of floats
+        g.c *= g.k[2];  // a kernel row's taps: one run of k[2] * C floats
+        g.k[2] = 1;
+        x = cols;
+        st = cl;
+        rowwise = false;
+        pack = nullptr;
+    } else if (mode == 5 && st[4] != 1) {  // channels strided (an NCHW image): made
+        // channels-last first (after the gathered rows in the same scratch), so that rows copy
+        // runs of floats
         const int64_t rows = g.n * g.out[0] * g.out[1] * g.out[2];
         const int64_t nrb = (rows + kRows - 1) / kRows, nbands = a[39] < nrb ? a[39] : nrb;
         const int64_t band = (nrb + nbands - 1) / nbands;
         float* xc = cols + threads * band * kRows * taps * g.c;
-        const int64_t lines = g.n * g.in[0] * g.in[1];  // (b, i0, i1): no divisions per pixel
-#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-        for (int64_t l = 0; l < lines; ++l) {
-            const int64_t bb = l / (g.in[0] * g.in[1]), i0 = l / g.in[1] % g.in[0],
-                          i1 = l % g.in[1];
-            const float* src = x + bb * st[0] + i0 * st[1] + i1 * st[2];
-            float* dst = xc + l * g.in[2] * g.c;
-            for (int64_t c = 0; c < g.c; ++c)
-                for (int64_t i2 = 0; i2 < g.in[2]; ++i2)
-                    dst[i2 * g.c + c] = src[c * st[4] + i2 * st[3]];
-        }
-        cl[4] = 1;
-        cl[3] = g.c;
-        cl[2] = g.c * g.in[2];
-        cl[1] = cl[2] * g.in[1];
-        cl[0] = cl[1] * g.in[0];
+        const int64_t none[3] = {0, 0, 0};
+        channels_last(g, x, st, g.in, none, xc, cl, threads);
         x = xc;
         st = cl;
     }
-    implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros,
-                  mode == 5 || a[38] ? cols : nullptr, mode == 5, a[39] > 0 ? a[39] : 1, threads);
+    implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros, pack, rowwise,
+                  a[39] > 0 ? a[39] : 1, threads);
     std::free(own);
 }
 
