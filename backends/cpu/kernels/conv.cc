@@ -205,6 +205,48 @@ inline void tap_offsets(const Geometry& g, const int64_t* st, const RowPos& q, i
             }
 }
 
+// Tap offsets of a band's rows: a row whose taps all fall inside x (most of them) is its first
+// tap's element plus each tap's constant distance from it (one addition per tap); a row near
+// the border takes tap_offsets. Geometry in locals: the int64 stores to the offsets may alias
+// g and st, which the compiler would otherwise reload after each one.
+struct TapTable {
+    int64_t taps, b0, st1, st2, st3, str0, str1, str2, lo0, lo1, lo2, hi0, hi1, hi2;
+    int64_t* delta;  // (taps,): each tap's distance from the first
+
+    TapTable(const Geometry& g, const int64_t* st, int64_t* scratch) : delta(scratch) {
+        taps = g.k[0] * g.k[1] * g.k[2];
+        b0 = st[0];
+        st1 = st[1];
+        st2 = st[2];
+        st3 = st[3];
+        str0 = g.stride[0];
+        str1 = g.stride[1];
+        str2 = g.stride[2];
+        lo0 = g.lo[0];
+        lo1 = g.lo[1];
+        lo2 = g.lo[2];
+        // a row is inside when its first tap's coordinates lie in [0, in - span]
+        hi0 = g.in[0] - (g.k[0] - 1) * g.dil[0];
+        hi1 = g.in[1] - (g.k[1] - 1) * g.dil[1];
+        hi2 = g.in[2] - (g.k[2] - 1) * g.dil[2];
+        int64_t t = 0;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+            for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+                for (int64_t k2 = 0; k2 < g.k[2]; ++k2)
+                    delta[t++] = k0 * g.dil[0] * st1 + k1 * g.dil[1] * st2 + k2 * g.dil[2] * st3;
+    }
+    void row(const Geometry& g, const int64_t* st, const RowPos& q, int64_t* offs) const {
+        const int64_t s0 = q.o0 * str0 - lo0, s1 = q.o1 * str1 - lo1, s2 = q.o2 * str2 - lo2;
+        if (s0 < 0 || s0 >= hi0 || s1 < 0 || s1 >= hi1 || s2 < 0 || s2 >= hi2) {
+            tap_offsets(g, st, q, offs);
+            return;
+        }
+        const int64_t o = q.b * b0 + s0 * st1 + s1 * st2 + s2 * st3, n = taps;
+        const int64_t* d = delta;
+        for (int64_t t = 0; t < n; ++t) offs[t] = o + d[t];
+    }
+};
+
 // Row r of the im2col matrix (taps * C floats, taps in order) from channels-last x (contiguous
 // channels, position stride st[3]): the k2 taps of a kernel row that fall inside x are one
 // contiguous run of k2 * C floats (no dilation along the last dim); padded taps are zeros.
@@ -372,6 +414,8 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
         int64_t* offs = offs_all + tid * band * kRows * taps;
         float* pack = pack_all ? pack_all + tid * band * kRows * K : nullptr;
         const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
+        int64_t* delta = (int64_t*)std::malloc((size_t)taps * sizeof(int64_t));
+        const TapTable table(g, st, delta);
         const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
         int64_t cur = -1;
         for (int64_t item = i0; item < i1; ++item) {
@@ -389,7 +433,7 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
                 for (int64_t r = rb0 * kRows; r < rb1 * kRows; ++r, next_row(g, q)) {
                     int64_t* o = offs + (r - rb0 * kRows) * taps;
                     if (r < rows)
-                        tap_offsets(g, st, q, o);
+                        table.row(g, st, q, o);
                     else
                         for (int64_t t = 0; t < taps; ++t) o[t] = -1;
                 }
@@ -452,6 +496,7 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
             }
         }
         std::free(ptrs);
+        std::free(delta);
     }
 }
 
