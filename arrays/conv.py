@@ -28,7 +28,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import CONV, conv_attrs
+from ..graph.ops import CONV, MAX_POOL, conv_attrs, pool_fill, pool_windows
 from .array import Array, as_array, astype
 from .creation import asarray, full
 from .elementwise import maximum, sqrt  # type: ignore[attr-defined]  # generated (op records)
@@ -232,17 +232,6 @@ def _pool_geometry(op: str, x: Array, kernel_size: Any, stride: Any, padding: An
     return ks, a["stride"], a["kernel_dilation"], pads, outs, req
 
 
-def _windows(xp: Array, ks: Sequence[int], strides: Sequence[int], dils: Sequence[int],
-             outs: Sequence[int]) -> list[Array]:
-    """One strided view of the padded input per kernel offset."""
-    views = []
-    for offs in np.ndindex(*ks):
-        views.append(xp[(slice(None),) + tuple([
-            slice(o * d, o * d + (m - 1) * s + 1, s)
-            for o, d, s, m in zip(offs, dils, strides, outs)])])
-    return views
-
-
 def _tiled(x: Array, ks: Sequence[int], strides: Sequence[int], dils: Sequence[int],
            pads: Sequence[tuple[int, int]], outs: Sequence[int]) -> Array | None:
     """x cropped and reshaped to (N, o1, k1, o2, k2, ..., C) when the windows tile it
@@ -287,13 +276,11 @@ def max_pool(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
     tiled = _tiled(x, ks, st, dl, pads, outs)
     if tiled is not None:
         return _max(tiled, axis=tuple(range(2, 2 * len(ks) + 1, 2)))
-    if dt.is_floating(x.dtype):
-        fill: Any = -math.inf
-    elif dt.is_bool(x.dtype):
-        fill = False
-    else:
-        fill = int(np.iinfo(x.dtype).min)
-    views = _windows(_pad_spatial(x, pads, fill), ks, st, dl, outs)
+    if dt.is_floating(x.dtype):  # one op: a native kernel reads the windows in place
+        return Array(Node(MAX_POOL, (x._node,), {
+            "kernel_size": tuple(ks), "stride": tuple(st), "dilation": tuple(dl),
+            "padding": tuple(pads)}, (x.shape[0], *outs, x.shape[-1]), x.dtype))
+    views = pool_windows(_pad_spatial(x, pads, pool_fill(x.dtype)), ks, st, dl, outs)
     out = views[0]
     for v in views[1:]:
         out = maximum(out, v)
@@ -327,7 +314,7 @@ def avg_pool(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
     tiled = _tiled(x, ks, st, dl, pads, outs)
     if tiled is not None:
         return mean(tiled, axis=tuple(range(2, 2 * len(ks) + 1, 2)))
-    views = _windows(_pad_spatial(x, pads, 0), ks, st, dl, outs)
+    views = pool_windows(_pad_spatial(x, pads, 0), ks, st, dl, outs)
     total = views[0]
     for v in views[1:]:
         total = total + v

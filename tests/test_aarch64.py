@@ -283,6 +283,7 @@ def _hand_written_sources() -> list[tuple[str, str]]:
         bincount,
         concat,
         matvec,
+        max_pool,
         roll,
         rope,
         scan,
@@ -291,7 +292,7 @@ def _hand_written_sources() -> list[tuple[str, str]]:
 
     return [attention.source(), rope.source(), scan.source(), bincount.source(),
             assign.source(), matvec.vecmat_source(), concat.source(), roll.source(),
-            take_along.source()]
+            take_along.source(), max_pool.source()]
 
 
 def _program_steps(rng: np.random.Generator) -> None:
@@ -349,9 +350,14 @@ def _drive_host_kernels() -> None:
         c = rng.standard_normal((33, 65)).astype(np.float32)
         for axis in (0, 1):
             np.asarray(bz.cumsum(bz.asarray(c), axis=axis))
-    from braze.backends.cpu import assign, bincount
+    from braze.backends.cpu import assign, bincount, max_pool
 
     _program_steps(rng)
+    # 83 channels: a block of 64, one of 16 and 3 more; padded windows and a NaN
+    xp = rng.standard_normal((2, 9, 10, 83)).astype(np.float32)
+    xp[1, 4, 4, 70] = np.nan
+    max_pool.MaxPool()({"kernel_size": (3, 2), "stride": (2, 1), "dilation": (1, 2),
+                        "padding": ((1, 1), (1, 0))}, np.dtype(np.float32), xp)
     for idt in (np.int64, np.int32):
         bincount.Bincount()({"length": 50}, np.dtype(np.int64),
                             rng.integers(-2, 60, 5000).astype(idt))
@@ -390,15 +396,16 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 14  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
-    # concat x2, roll, take_along_axis
+    assert len(calls) >= 15  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
+    # concat x2, roll, take_along_axis, max_pool
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:
         src, sym = by_handle[h]
         got = run(binary(src, sym, "neon"), "neon", before, args)
         for i, (g, want) in enumerate(zip(got, after)):
             if want.dtype.kind == "f":
-                scale = float(np.max(np.abs(want))) if want.size else 0.0
+                finite = np.abs(want[np.isfinite(want)])  # (NaN: in the same places)
+                scale = float(np.max(finite)) if finite.size else 0.0
                 np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6 * max(scale, 1.0),
                                            err_msg=f"{sym} buffer {i}")
             else:

@@ -10,6 +10,7 @@ products), float64 within 1e-10.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -246,7 +247,105 @@ def test_tiled_pool_is_one_reduction_and_int_max_pool():
     assert report.num_kernels == 1
     report = bz.explain(lambda x: bz.nn.max_pool(x, (3, 3), stride=2, padding=1),
                         bz.ones((1, 9, 9, 3)))
-    assert report.num_kernels == 2  # the padded copy and one kernel of 9 strided loads
+    # one max_pool op (a native kernel on cpu reads the windows in place, no padded copy)
+    assert [k.name for k in report.kernels] == ["max_pool"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=pool_cases(), nan=st.booleans())
+def test_max_pool_op_matches_reference_bits_in_place_and_compiled(case, nan):
+    """The max_pool op (a native kernel on cpu, eager and in a replay program) gives the
+    numpy reference's bits on contiguous x and on a channels-last view of an NCHW array
+    (strided channels), NaN propagating."""
+    x, k, s, d, pads, ceil, _ = case
+    x = x.astype(np.float32)
+    if nan:
+        x.reshape(-1)[len(x.reshape(-1)) // 2] = np.nan
+    padding = (tuple(p[0] for p in pads), tuple(p[1] for p in pads))
+    want = direct_pool(x.astype(np.float64), k, s, pads, d, ceil, "max").astype(np.float32)
+
+    def pool(a):
+        return bz.nn.max_pool(a, tuple(k), s, padding, d, ceil)
+
+    np.testing.assert_array_equal(np.asarray(pool(bz.asarray(x))), want)
+    nchw = np.ascontiguousarray(np.moveaxis(x, -1, 1))
+    moved = bz.compile(lambda a: pool(bz.moveaxis(a, 1, -1)))
+    for _ in range(2):  # the trace, then the replay
+        np.testing.assert_array_equal(np.asarray(moved(nchw)), want)
+
+
+def test_max_pool_runs_natively_on_cpu():
+    if bz.backends.current().name != "cpu":
+        pytest.skip("the native kernel is the cpu backend's")
+    impl = bz.backends.current().library["max_pool"]
+    before = impl.calls["native"]
+    x = np.random.default_rng(0).standard_normal((1, 9, 9, 20)).astype(np.float32)
+    np.asarray(bz.nn.max_pool(x, (3, 3), stride=2, padding=1))
+    assert impl.calls["native"] == before + 1
+    f = bz.compile(lambda a: bz.nn.max_pool(a, (3, 3), stride=2, padding=1) + 1.0)
+    for _ in range(3):  # (the first calls may run it eagerly, before the replay plan)
+        np.asarray(f(x))
+    warm = impl.calls["native"]
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(f(x)))
+    assert impl.calls["native"] == warm  # replays run it as a program step, no Python
+
+
+@settings(max_examples=20, deadline=None)
+@given(case=pool_cases())
+def test_max_pool_gradient(case):
+    """Against central differences (no ties: distinct random values), and equal to the
+    gradient of the chain of maximums it replaced (ties halved) on an input full of ties."""
+    x, k, s, d, pads, ceil, _ = case
+    padding = (tuple(p[0] for p in pads), tuple(p[1] for p in pads))
+    ct = np.random.default_rng(1).standard_normal(
+        bz.nn.max_pool(bz.asarray(x), tuple(k), s, padding, d, ceil).shape)
+
+    def f(a):
+        return bz.sum(bz.nn.max_pool(a, tuple(k), s, padding, d, ceil) * ct)
+
+    g = np.asarray(bz.grad(f)(bz.asarray(x)))
+    direction = np.random.default_rng(2).standard_normal(x.shape)
+    h = 1e-6  # max pooling is piecewise linear: exact away from ties
+    up, down = (float(f(bz.asarray(x + e * h * direction))) for e in (1, -1))
+    fd = (up - down) / (2 * h)
+    assert math.isclose(float(np.sum(g * direction)), fd, rel_tol=1e-6, abs_tol=1e-6)
+
+    ties = np.round(x)  # many equal values in each window
+
+    def chain(a):
+        from braze.graph.ops import pool_fill, pool_windows
+        geo = bz.nn.max_pool(a, tuple(k), s, padding, d, ceil).shape[1:-1]
+        lo = [p[0] for p in pads]
+        hi = [(o - 1) * s_ + (k_ - 1) * d_ + 1 - n - l for o, s_, k_, d_, n, l
+              in zip(geo, s, k, d, a.shape[1:-1], lo)]
+        crop = a[(slice(None),) + tuple(slice(0, n + min(h_, 0))
+                                        for n, h_ in zip(a.shape[1:-1], hi))]
+        z = bz.full((a.shape[0], *[c + l + max(h_, 0) for c, l, h_
+                                   in zip(crop.shape[1:-1], lo, hi)], a.shape[-1]),
+                    pool_fill(a.dtype), dtype=a.dtype)
+        z[(slice(None),) + tuple(slice(l, l + c) for l, c in zip(lo, crop.shape[1:-1]))] = crop
+        views = pool_windows(z, k, s, d, geo)
+        out = views[0]
+        for v in views[1:]:
+            out = bz.maximum(out, v)
+        return bz.sum(out * ct)
+
+    np.testing.assert_allclose(np.asarray(bz.grad(f)(bz.asarray(ties))),
+                               np.asarray(bz.grad(chain)(bz.asarray(ties))), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_max_pool_vmap_folds_the_batch():
+    x = np.random.default_rng(0).standard_normal((3, 2, 7, 7, 4)).astype(np.float32)
+
+    def f(a):
+        return bz.nn.max_pool(a, (3, 3), stride=2, padding=1)
+
+    want = np.stack([np.asarray(f(bz.asarray(e))) for e in x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no per-example fallback
+        np.testing.assert_array_equal(np.asarray(bz.vmap(f)(bz.asarray(x))), want)
 
 
 def test_pool_bad_input():

@@ -43,6 +43,7 @@ from . import autotune
 from . import build as _build
 from . import concat as _concat
 from . import matvec as _matvec
+from . import max_pool as _max_pool
 from . import placement as _placement
 from . import roll as _roll
 from . import take_along as _take_along
@@ -138,6 +139,9 @@ class CpuBackend(NumpyBackend):
 
         self.library["conv"] = self.library["conv_fused"] = Conv(self)
         self.library["conv_concat"] = ConvConcat(self)
+        from .max_pool import MaxPool  # windows read in place (no padded copy)
+
+        self.library["max_pool"] = MaxPool(self)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)
@@ -151,6 +155,8 @@ class CpuBackend(NumpyBackend):
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call
         self.native_library["roll"] = _roll.native_call
+        self.native_library["max_pool"] = lambda attrs, ins, out: _max_pool.native_call(
+            attrs, ins, out, self.num_threads)
         self.native_library["take_along_axis"] = _take_along.native_call
         _INSTANCES.add(self)
 

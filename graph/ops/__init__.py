@@ -47,11 +47,14 @@ from .conv import (
     CONV,
     CONV_CONCAT,
     CONV_FUSED,
+    MAX_POOL,
     concat_branches,
     conv_attrs,
     conv_out_size,
     conv_ref,
     dilate_and_pad,
+    pool_fill,
+    pool_windows,
 )
 from .elementwise import BITCAST, CAST, WHERE
 from .leaves import CONSTANT, PARAMETER, VALUE
@@ -85,9 +88,9 @@ from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
     "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_CONCAT", "CONV_FUSED",
-    "concat_branches", "conv",
+    "MAX_POOL", "concat_branches", "conv",
     "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL",
-    "OPS",
+    "OPS", "pool_fill", "pool_windows",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",
     "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",

@@ -5,9 +5,10 @@ C_in / groups), result (N, *out, C_out). Attributes (tuples, one entry per spati
 dim): ``stride``, ``padding`` ((lo, hi) per dim; negative crops), ``kernel_dilation``,
 ``input_dilation`` (zeros between input elements: a transposed convolution is a
 convolution of the input-dilated x with the flipped kernel), ``groups`` and ``flip``
-(convolution proper instead of cross-correlation). Pooling, batch / group norm and
-resizing are compositions of other ops (``braze.arrays.conv``), so this is the only
-record convolutional networks add.
+(convolution proper instead of cross-correlation). Max pooling of floating x is one
+``max_pool`` record (a native kernel reads each window in place; padding it first cost a
+copy of the input); average pooling, batch / group norm and resizing are compositions of
+other ops (``braze.arrays.conv``).
 
 The reference lowers to im2col: per kernel offset, a strided view of the padded input
 is copied into a (N*out, kernel, C_in/groups) matrix per group, then one batched
@@ -31,8 +32,8 @@ from .. import dtypes as dt
 from .record import OpDef, declare
 from .shapes import Shape
 
-__all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "concat_branches", "conv_attrs", "conv_out_size",
-           "conv_ref", "dilate_and_pad"]
+__all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "MAX_POOL", "concat_branches", "conv_attrs",
+           "conv_out_size", "conv_ref", "dilate_and_pad", "pool_fill", "pool_windows"]
 
 
 def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
@@ -303,4 +304,104 @@ CONV_CONCAT = declare(OpDef(
         "conv_concat pass: attrs['branches'] holds (number of inputs, conv_fused attributes "
         "as sorted items) per branch; a backend may write each branch into its channel slice "
         "of the one result (no concatenation copy).",
+))
+
+
+# ---------------------------------------------------------------- max pooling
+def pool_fill(dtype: np.dtype) -> Any:
+    """The value padded positions hold in a max pool: they never win.
+
+    >>> pool_fill(np.dtype(np.float32)), pool_fill(np.dtype(np.int8))
+    (-inf, -128)
+    """
+    if dt.is_floating(dtype):
+        return -math.inf
+    if dt.is_bool(dtype):
+        return False
+    return int(np.iinfo(dtype).min)
+
+
+def pool_windows(xp: Any, kernel_size, stride, dilation, outs) -> list[Any]:
+    """One strided view of the padded input ``xp`` per kernel offset (row-major offsets):
+    works on numpy and braze arrays alike."""
+    return [xp[(slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
+                                       in zip(offs, dilation, stride, outs)])]
+            for offs in np.ndindex(*kernel_size)]
+
+
+def _pool_outs(shape: Shape, kernel_size, stride, dilation, padding) -> list[int]:
+    return [(size + lo + hi - ((k - 1) * d + 1)) // s + 1 for size, k, s, d, (lo, hi)
+            in zip(shape[1:-1], kernel_size, stride, dilation, padding)]
+
+
+def _max_pool_ref(x, *, kernel_size, stride, dilation, padding):
+    xp = dilate_and_pad(x, padding, (1,) * len(stride), fill=pool_fill(x.dtype))
+    outs = _pool_outs(x.shape, kernel_size, stride, dilation, padding)
+    views = pool_windows(xp, kernel_size, stride, dilation, outs)
+    out = views[0].copy()
+    for v in views[1:]:
+        np.maximum(out, v, out=out)  # the taps in order, NaN propagating
+    return out
+
+
+def _max_pool_infer(shapes, dtypes, attrs):
+    (x,), n = shapes, len(attrs["kernel_size"])
+    if len(x) != n + 2:
+        raise ValueError(f"max_pool: expected x (N, *spatial, C) with {n} spatial dims, got "
+                         f"shape {x}")
+    outs = _pool_outs(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"],
+                      attrs["padding"])
+    if any(o < 1 for o in outs):
+        raise ValueError(f"max_pool: x {x} with kernel {attrs['kernel_size']} and padding "
+                         f"{attrs['padding']} leaves no output position")
+    return (x[0], *outs, x[-1]), dtypes[0]
+
+
+def _max_pool_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
+    # the gradient of the chain max(...max(max(v0, v1), v2)..., vK) of the padded input's
+    # window views (what bz.nn.max_pool recorded before this op): each maximum gives g to
+    # the operand that won, halved between tied ones (the elementwise rule); the views'
+    # cotangents are added into the padded input's, which is then cut back to x
+    n = len(stride)
+    grow = [(lo, max(hi, 0)) for lo, hi in padding]
+    xp = x[(slice(None),) + tuple([slice(0, x.shape[1 + i] + min(hi, 0))
+                                   for i, (_, hi) in enumerate(padding)])]
+    if any(lo or hi for lo, hi in grow):
+        z = ad.full((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(xp.shape[1:-1], grow)],
+                     x.shape[-1]), pool_fill(x.dtype), dtype=x.dtype)
+        z[(slice(None),) + tuple([slice(lo, lo + s) for s, (lo, _)
+                                  in zip(xp.shape[1:-1], grow)])] = xp
+        xp = z
+    views = pool_windows(xp, kernel_size, stride, dilation, y.shape[1:-1])
+    partial = [views[0]]
+    for v in views[1:-1]:
+        partial.append(ad.maximum(partial[-1], v))
+    gv = [None] * len(views)
+    for k in range(len(views) - 1, 0, -1):
+        a, b, yk = partial[k - 1], views[k], (partial[k] if k < len(partial) else y)
+        half = ad.where(a == b, 0.5, 1.0)
+        gv[k] = g * ad.where(b == yk, half, 0.0)
+        g = g * ad.where(a == yk, half, 0.0)
+    gv[0] = g
+    gp = ad.zeros(xp.shape, dtype=gv[0].dtype)
+    for offs, gk in zip(np.ndindex(*kernel_size), gv):
+        idx = (slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
+                                      in zip(offs, dilation, stride, y.shape[1:-1])])
+        gp[idx] = gp[idx] + gk
+    gx = gp[(slice(None),) + tuple([slice(lo, lo + x.shape[1 + i] + min(hi, 0))
+                                    for i, (lo, hi) in enumerate(grow)])]
+    if any(hi < 0 for _, hi in padding):  # the cropped end: no gradient
+        z = ad.zeros(x.shape, dtype=gx.dtype)
+        z[(slice(None),) + tuple([slice(0, s) for s in gx.shape[1:1 + n]])] = gx
+        gx = z
+    return (gx,)
+
+
+MAX_POOL = declare(OpDef(
+    "max_pool", "library", 1, _max_pool_ref, "real", infer=_max_pool_infer,
+    vjp=_max_pool_vjp, public=False, moves_data=True,
+    doc="Max pooling of channels-last x (N, *spatial, C): attrs kernel_size, stride, "
+        "dilation, padding ((lo, hi) per dim, a negative hi crops; padded positions never "
+        "win); the taps combined in row-major order, NaN propagating. bz.nn.max_pool records "
+        "it for floating x.",
 ))
