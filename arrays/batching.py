@@ -115,7 +115,8 @@ class _Batcher:
             out = self._matmul(n, xs, flags)
         elif name == "rope" and not flags[1] and ins[1].shape == ():
             out = _node(n.op, xs, a, shape, n.dtype)
-        elif name == "scaled_dot_product_attention" and len(ins) == 3 or name == "max_pool":
+        elif name == "scaled_dot_product_attention" and len(ins) == 3 or \
+                name in ("max_pool", "window_sum"):
             out = self._fold_batch(n, xs, flags)
         elif name in ("sort", "argsort"):
             ax = a["axis"]
@@ -183,7 +184,7 @@ class _Batcher:
         return _node(OPS["reshape"], (x,), {"shape": tuple(s)}, tuple(s), x.dtype)
 
     def _fold_batch(self, n: Node, xs: list[Node], flags: list[bool]) -> Node:
-        """Attention, max pooling: the vmap batch folded into the op's own batch axis."""
+        """Attention, pooling: the vmap batch folded into the op's own batch axis."""
         b = self.size
         folded = []
         for x, f in zip(xs, flags):

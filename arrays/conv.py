@@ -28,7 +28,7 @@ import numpy as np
 
 from ..graph import dtypes as dt
 from ..graph.node import Node
-from ..graph.ops import CONV, MAX_POOL, conv_attrs, pool_fill, pool_windows
+from ..graph.ops import CONV, MAX_POOL, WINDOW_SUM, conv_attrs, pool_fill, pool_windows
 from .array import Array, as_array, astype
 from .creation import asarray, full
 from .elementwise import maximum, sqrt  # type: ignore[attr-defined]  # generated (op records)
@@ -314,10 +314,10 @@ def avg_pool(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
     tiled = _tiled(x, ks, st, dl, pads, outs)
     if tiled is not None:
         return mean(tiled, axis=tuple(range(2, 2 * len(ks) + 1, 2)))
-    views = pool_windows(_pad_spatial(x, pads, 0), ks, st, dl, outs)
-    total = views[0]
-    for v in views[1:]:
-        total = total + v
+    # one op: a native kernel sums the windows in place (padded taps add +0.0)
+    total = Array(Node(WINDOW_SUM, (x._node,), {
+        "kernel_size": tuple(ks), "stride": tuple(st), "dilation": tuple(dl),
+        "padding": tuple(pads)}, (x.shape[0], *outs, x.shape[-1]), x.dtype))
     # the divisor is static: per dim, the taps inside the input (and its explicit padding)
     inv = np.ones((), np.float64)
     for i in range(len(ks)):

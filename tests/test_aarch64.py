@@ -283,7 +283,7 @@ def _hand_written_sources() -> list[tuple[str, str]]:
         bincount,
         concat,
         matvec,
-        max_pool,
+        pooling,
         roll,
         rope,
         scan,
@@ -292,7 +292,7 @@ def _hand_written_sources() -> list[tuple[str, str]]:
 
     return [attention.source(), rope.source(), scan.source(), bincount.source(),
             assign.source(), matvec.vecmat_source(), concat.source(), roll.source(),
-            take_along.source(), max_pool.source()]
+            take_along.source(), pooling.source()]
 
 
 def _program_steps(rng: np.random.Generator) -> None:
@@ -350,14 +350,15 @@ def _drive_host_kernels() -> None:
         c = rng.standard_normal((33, 65)).astype(np.float32)
         for axis in (0, 1):
             np.asarray(bz.cumsum(bz.asarray(c), axis=axis))
-    from braze.backends.cpu import assign, bincount, max_pool
+    from braze.backends.cpu import assign, bincount, pooling
 
     _program_steps(rng)
     # 83 channels: a block of 64, one of 16 and 3 more; padded windows and a NaN
     xp = rng.standard_normal((2, 9, 10, 83)).astype(np.float32)
     xp[1, 4, 4, 70] = np.nan
-    max_pool.MaxPool()({"kernel_size": (3, 2), "stride": (2, 1), "dilation": (1, 2),
-                        "padding": ((1, 1), (1, 0))}, np.dtype(np.float32), xp)
+    for op in pooling.MODES:  # max and sum
+        pooling.Pool(op=op)({"kernel_size": (3, 2), "stride": (2, 1), "dilation": (1, 2),
+                             "padding": ((1, 1), (1, 0))}, np.dtype(np.float32), xp)
     for idt in (np.int64, np.int32):
         bincount.Bincount()({"length": 50}, np.dtype(np.int64),
                             rng.integers(-2, 60, 5000).astype(idt))
@@ -396,8 +397,8 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 15  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
-    # concat x2, roll, take_along_axis, max_pool
+    assert len(calls) >= 16  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
+    # concat x2, roll, take_along_axis, pools x2
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:
         src, sym = by_handle[h]

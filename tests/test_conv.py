@@ -245,6 +245,10 @@ def test_tiled_pool_is_one_reduction_and_int_max_pool():
     assert got.dtype == np.int32 and got[0, 0, 0, 0] == 10
     report = bz.explain(lambda x: bz.nn.avg_pool(x, (2, 2)), bz.ones((1, 8, 8, 3)))
     assert report.num_kernels == 1
+    # a padded average pool: the window sums (one op), then the reciprocals' product
+    report = bz.explain(lambda x: bz.nn.avg_pool(x, (3, 3), stride=2, padding=1),
+                        bz.ones((1, 9, 9, 3)))
+    assert [k.name for k in report.kernels][0] == "window_sum" and report.num_kernels == 2
     report = bz.explain(lambda x: bz.nn.max_pool(x, (3, 3), stride=2, padding=1),
                         bz.ones((1, 9, 9, 3)))
     # one max_pool op (a native kernel on cpu reads the windows in place, no padded copy)
@@ -253,42 +257,70 @@ def test_tiled_pool_is_one_reduction_and_int_max_pool():
 
 @settings(max_examples=30, deadline=None)
 @given(case=pool_cases(), nan=st.booleans())
-def test_max_pool_op_matches_reference_bits_in_place_and_compiled(case, nan):
-    """The max_pool op (a native kernel on cpu, eager and in a replay program) gives the
-    numpy reference's bits on contiguous x and on a channels-last view of an NCHW array
-    (strided channels), NaN propagating."""
-    x, k, s, d, pads, ceil, _ = case
+def test_pool_ops_match_reference_bits_in_place_and_compiled(case, nan):
+    """The max_pool and window_sum ops (native kernels on cpu, eager and in a replay
+    program) give the numpy reference's bits on contiguous x and on a channels-last view of
+    an NCHW array (strided channels), NaN propagating; max pooling equals the direct
+    reference exactly."""
+    x, k, s, d, pads, ceil, include = case
     x = x.astype(np.float32)
     if nan:
         x.reshape(-1)[len(x.reshape(-1)) // 2] = np.nan
     padding = (tuple(p[0] for p in pads), tuple(p[1] for p in pads))
-    want = direct_pool(x.astype(np.float64), k, s, pads, d, ceil, "max").astype(np.float32)
 
-    def pool(a):
-        return bz.nn.max_pool(a, tuple(k), s, padding, d, ceil)
+    def pools(a):
+        return (bz.nn.max_pool(a, tuple(k), s, padding, d, ceil),
+                bz.nn.avg_pool(a, tuple(k), s, padding, ceil, include, d))
 
-    np.testing.assert_array_equal(np.asarray(pool(bz.asarray(x))), want)
+    with bz.backend("numpy"):
+        want = [np.asarray(v) for v in pools(bz.asarray(x))]
+    np.testing.assert_array_equal(
+        want[0], direct_pool(x.astype(np.float64), k, s, pads, d, ceil, "max").astype(np.float32))
+    for got, w in zip(pools(bz.asarray(x)), want):
+        np.testing.assert_array_equal(np.asarray(got), w)
     nchw = np.ascontiguousarray(np.moveaxis(x, -1, 1))
-    moved = bz.compile(lambda a: pool(bz.moveaxis(a, 1, -1)))
+    moved = bz.compile(lambda a: pools(bz.moveaxis(a, 1, -1)))
     for _ in range(2):  # the trace, then the replay
-        np.testing.assert_array_equal(np.asarray(moved(nchw)), want)
+        for got, w in zip(moved(nchw), want):
+            np.testing.assert_array_equal(np.asarray(got), w)
 
 
-def test_max_pool_runs_natively_on_cpu():
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_pools_run_natively_on_cpu(op):
     if bz.backends.current().name != "cpu":
         pytest.skip("the native kernel is the cpu backend's")
-    impl = bz.backends.current().library["max_pool"]
+    pool = getattr(bz.nn, op)
+    impl = bz.backends.current().library["max_pool" if op == "max_pool" else "window_sum"]
     before = impl.calls["native"]
     x = np.random.default_rng(0).standard_normal((1, 9, 9, 20)).astype(np.float32)
-    np.asarray(bz.nn.max_pool(x, (3, 3), stride=2, padding=1))
+    np.asarray(pool(x, (3, 3), stride=2, padding=1))
     assert impl.calls["native"] == before + 1
-    f = bz.compile(lambda a: bz.nn.max_pool(a, (3, 3), stride=2, padding=1) + 1.0)
+    f = bz.compile(lambda a: pool(a, (3, 3), stride=2, padding=1) + 1.0)
     for _ in range(3):  # (the first calls may run it eagerly, before the replay plan)
         np.asarray(f(x))
     warm = impl.calls["native"]
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(f(x)))
     assert impl.calls["native"] == warm  # replays run it as a program step, no Python
+
+
+@settings(max_examples=20, deadline=None)
+@given(case=pool_cases())
+def test_avg_pool_gradient(case):
+    """Against central differences (average pooling is linear: exact up to rounding)."""
+    x, k, s, d, pads, ceil, include = case
+    padding = (tuple(p[0] for p in pads), tuple(p[1] for p in pads))
+    ct = np.random.default_rng(1).standard_normal(
+        bz.nn.avg_pool(bz.asarray(x), tuple(k), s, padding, ceil, include, d).shape)
+
+    def f(a):
+        return bz.sum(bz.nn.avg_pool(a, tuple(k), s, padding, ceil, include, d) * ct)
+
+    g = np.asarray(bz.grad(f)(bz.asarray(x)))
+    direction = np.random.default_rng(2).standard_normal(x.shape)
+    up, down = (float(f(bz.asarray(x + e * 1e-3 * direction))) for e in (1, -1))
+    assert math.isclose(float(np.sum(g * direction)), (up - down) / 2e-3, rel_tol=1e-7,
+                        abs_tol=1e-9)
 
 
 @settings(max_examples=20, deadline=None)
@@ -312,6 +344,10 @@ def test_max_pool_gradient(case):
     assert math.isclose(float(np.sum(g * direction)), fd, rel_tol=1e-6, abs_tol=1e-6)
 
     ties = np.round(x)  # many equal values in each window
+    names = [r.name for r in bz.explain(lambda a: bz.nn.max_pool(
+        a, tuple(k), s, padding, d, ceil), bz.asarray(ties)).kernels]
+    if "max_pool" not in names:
+        return  # (windows that tile x: a max reduction, with that reduction's tie rule)
 
     def chain(a):
         from braze.graph.ops import pool_fill, pool_windows

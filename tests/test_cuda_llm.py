@@ -282,10 +282,15 @@ def test_arange_on_the_device(dtype) -> None:
 @pytest.mark.parametrize("case", [((2, 9, 10, 5), (3, 3), (2, 2), 1, 1),
                                   ((1, 7, 6, 3), (2, 3), (1, 2), ((1, 0), (2, 1)), 2),
                                   ((2, 11, 4), (3,), (2,), 1, 1)])
-def test_max_pool_on_the_device(case) -> None:
-    """A convolutional network's max pool: the same bits as the reference (NaN included)."""
+def test_pools_on_the_device(case) -> None:
+    """A convolutional network's max and average pools: the same bits as the reference
+    (NaN included)."""
     shape, k, s, pad, d = case
     x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
     x.reshape(-1)[7] = np.nan
     out = _on_device(lambda x: bz.nn.max_pool(x, k, s, pad, d), x, tol=0)
     assert out["cuda_library"] == 1 and out["host_library"] == 0
+    for include in (True, False):  # window sums, then the reciprocals' product
+        out = _on_device(lambda x, i=include: bz.nn.avg_pool(x, k, s, pad, False, i, d), x,
+                         tol=0)
+        assert out["cuda_library"] == 1 and out["host_library"] == 0

@@ -96,7 +96,7 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
         cases.append(("vecmat.cc", isa, flags, SYM))
         cases.append(("bincount.cc", isa, flags, SYM))
         cases.append(("conv.cc", isa, flags, SYM))
-        cases.append(("max_pool.cc", isa, flags, SYM))
+        cases.append(("pool.cc", isa, flags, SYM))
         cases.append(("dispatch.h", isa, flags, {}))
         cases.append(("f16.h", isa, flags, {}))
     for name in ("attention.cc", "rope.cc"):  # no libmvec

@@ -22,6 +22,7 @@ run on).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -43,8 +44,8 @@ from . import autotune
 from . import build as _build
 from . import concat as _concat
 from . import matvec as _matvec
-from . import max_pool as _max_pool
 from . import placement as _placement
+from . import pooling as _pooling
 from . import roll as _roll
 from . import take_along as _take_along
 from .codegen import GeneratedKernel, Unsupported, generate, kernel_args, kernel_slots
@@ -139,9 +140,10 @@ class CpuBackend(NumpyBackend):
 
         self.library["conv"] = self.library["conv_fused"] = Conv(self)
         self.library["conv_concat"] = ConvConcat(self)
-        from .max_pool import MaxPool  # windows read in place (no padded copy)
+        from .pooling import Pool  # windows read in place (no padded copy)
 
-        self.library["max_pool"] = MaxPool(self)
+        for op in _pooling.MODES:
+            self.library[op] = Pool(self, op)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)
@@ -155,10 +157,13 @@ class CpuBackend(NumpyBackend):
             attrs, ins, out, self.num_threads)
         self.native_library["concat"] = _concat.native_call
         self.native_library["roll"] = _roll.native_call
-        self.native_library["max_pool"] = lambda attrs, ins, out: _max_pool.native_call(
-            attrs, ins, out, self.num_threads)
+        for op in _pooling.MODES:
+            self.native_library[op] = functools.partial(self._pool_call, op)
         self.native_library["take_along_axis"] = _take_along.native_call
         _INSTANCES.add(self)
+
+    def _pool_call(self, op: str, attrs: dict[str, Any], ins: Any, out: Any) -> Any:
+        return _pooling.native_call(op, attrs, ins, out, self.num_threads)
 
     # ------------------------------------------------------------ execution
     def tactic_report(self, op: str, attrs: dict[str, Any],

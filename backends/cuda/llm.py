@@ -7,7 +7,8 @@ at one such library step (its operands' shapes and dtypes, and for a gather its 
 values) and returns the launches that compute it on the device, or None where the kernels
 do not take it (another dtype, a cache longer than the attention kernel's shared memory
 holds, an index out of range): the op then runs on the host as before (its reference,
-after the values cross). A convolutional network's max pool has its device kernel here too.
+after the values cross). A convolutional network's pools (max and window sums) have
+their device kernel here too.
 
 Launches are :class:`Launch` es: the kernel, the schedule slots whose device pointers it
 reads (the output's comes last), grid, block and int64 args.
@@ -205,27 +206,34 @@ def strided_copy(view: Any, item: int, src: int, sms: int) -> Launch | None:
     return Launch(kernel("bz_strided_copy", 21), (src,), _grid(n, 256, sms), 256, args)
 
 
-def _max_pool(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
-    """A convolutional network's max pool (float32, 1-3 spatial dims): one output element
-    per thread (the cpu kernel's rule and bits)."""
-    (shape,) = o.shapes
-    n = len(shape) - 2
-    if o.dtypes[0] != _F32 or o.out_dtype != _F32 or not 1 <= n <= 3 or not math.prod(o.out_shape):
-        return None
+def _pool(op: str) -> Callable[[dict[str, Any], Operands], list[Launch] | None]:
+    """A convolutional network's ``max_pool`` / ``window_sum`` (float32, 1-3 spatial dims):
+    one output element per thread (the cpu kernel's rules and bits)."""
+    mode = {"max_pool": 0, "window_sum": 1}[op]
 
-    def p3(v: Any, fill: int) -> list[int]:
-        return [fill] * (3 - n) + [int(e) for e in v]
+    def plan(attrs: dict[str, Any], o: Operands) -> list[Launch] | None:
+        (shape,) = o.shapes
+        n = len(shape) - 2
+        if o.dtypes[0] != _F32 or o.out_dtype != _F32 or not 1 <= n <= 3 \
+                or not math.prod(o.out_shape):
+            return None
 
-    args = np.array([0, shape[0], shape[-1], *p3(shape[1:-1], 1), *p3(attrs["kernel_size"], 1),
-                     *p3(o.out_shape[1:-1], 1), *p3(attrs["stride"], 1),
-                     *p3(attrs["dilation"], 1), *p3([lo for lo, _ in attrs["padding"]], 0)],
-                    np.int64)
-    total = math.prod(o.out_shape)
-    return [Launch(kernel("bz_max_pool_f32", 21), tuple(o.slots), _grid(total, 256, o.sms), 256,
-                   args)]
+        def p3(v: Any, fill: int) -> list[int]:
+            return [fill] * (3 - n) + [int(e) for e in v]
+
+        args = np.array([0, shape[0], shape[-1], *p3(shape[1:-1], 1),
+                         *p3(attrs["kernel_size"], 1), *p3(o.out_shape[1:-1], 1),
+                         *p3(attrs["stride"], 1), *p3(attrs["dilation"], 1),
+                         *p3([lo for lo, _ in attrs["padding"]], 0), mode], np.int64)
+        total = math.prod(o.out_shape)
+        return [Launch(kernel("bz_pool_f32", 22), tuple(o.slots), _grid(total, 256, o.sms),
+                       256, args)]
+
+    return plan
 
 
 PLANS: dict[str, Callable[[dict[str, Any], Operands], list[Launch] | None]] = {
     "quantized_matmul": _qmm, "rope": _rope, "scaled_dot_product_attention": _sdpa,
-    "gather": _gather, "concat": _concat, "arange": _arange, "max_pool": _max_pool,
+    "gather": _gather, "concat": _concat, "arange": _arange, "max_pool": _pool("max_pool"),
+    "window_sum": _pool("window_sum"),
 }

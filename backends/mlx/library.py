@@ -187,27 +187,31 @@ def _conv(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
     return _out(y, out_dtype)
 
 
-def _max_pool(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
-    """x padded with -inf (a negative pad crops), then ``mx.maximum`` over the windows'
-    strided slices in the reference's tap order (MLX's own pooling layers are built so)."""
+def _pool(op: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
+    """``max_pool`` / ``window_sum``: x padded with -inf / zeros (a negative pad crops), then
+    ``mx.maximum`` / ``+`` over the windows' strided slices in the reference's tap order
+    (MLX's own pooling layers are built so)."""
     from ...graph.ops import pool_windows
 
-    if not ops.fast(0):
-        return None
-    x = ops.mx(0)
-    crop = [slice(None)] + [slice(0, x.shape[1 + i] + min(hi, 0))
-                            for i, (_, hi) in enumerate(attrs["padding"])]
-    x = x[tuple(crop)]
-    widths = [(0, 0)] + [(lo, max(hi, 0)) for lo, hi in attrs["padding"]] + [(0, 0)]
-    if any(w != (0, 0) for w in widths):
-        x = mx.pad(x, widths, constant_values=-math.inf)
-    geo = [(x.shape[1 + i] - (k - 1) * d - 1) // s + 1 for i, (k, s, d) in
-           enumerate(zip(attrs["kernel_size"], attrs["stride"], attrs["dilation"]))]
-    views = pool_windows(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"], geo)
-    y = views[0]
-    for v in views[1:]:
-        y = mx.maximum(y, v)
-    return _out(y, out_dtype)
+    def run(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
+        if not ops.fast(0):
+            return None
+        x = ops.mx(0) if op == "max_pool" else _f32(ops.mx(0))
+        crop = [slice(None)] + [slice(0, x.shape[1 + i] + min(hi, 0))
+                                for i, (_, hi) in enumerate(attrs["padding"])]
+        x = x[tuple(crop)]
+        widths = [(0, 0)] + [(lo, max(hi, 0)) for lo, hi in attrs["padding"]] + [(0, 0)]
+        if any(w != (0, 0) for w in widths):
+            x = mx.pad(x, widths, constant_values=-math.inf if op == "max_pool" else 0.0)
+        geo = [(x.shape[1 + i] - (k - 1) * d - 1) // s + 1 for i, (k, s, d) in
+               enumerate(zip(attrs["kernel_size"], attrs["stride"], attrs["dilation"]))]
+        views = pool_windows(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"], geo)
+        y = views[0]
+        for v in views[1:]:
+            y = mx.maximum(y, v) if op == "max_pool" else y + v
+        return _out(y, out_dtype)
+
+    return run
 
 
 def _conv_concat(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands
@@ -348,7 +352,8 @@ def _linalg(name: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.arra
 MLX_LIBRARY: dict[str, Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]] = {
     "matmul": _matmul, "quantized_matmul": _quantized_matmul, "rope": _rope,
     "scaled_dot_product_attention": _sdpa, "conv": _conv, "conv_fused": _conv,
-    "conv_concat": _conv_concat, "max_pool": _max_pool,
+    "conv_concat": _conv_concat, "max_pool": _pool("max_pool"),
+    "window_sum": _pool("window_sum"),
     "concat": _concat, "gather": _gather, "cumulative_sum": _scan("sum"),
     "cumulative_prod": _scan("prod"), "sort": _sort, "argsort": _argsort,
     "fft.fftn": _fft("fftn"), "fft.ifftn": _fft("ifftn"), "fft.rfftn": _fft("rfftn"),

@@ -48,6 +48,7 @@ from .conv import (
     CONV_CONCAT,
     CONV_FUSED,
     MAX_POOL,
+    WINDOW_SUM,
     concat_branches,
     conv_attrs,
     conv_out_size,
@@ -88,7 +89,7 @@ from .views import BROADCAST, CONCAT, PERMUTE, RESHAPE, SLICE, SLICE_UPDATE
 
 __all__ = [
     "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_CONCAT", "CONV_FUSED",
-    "MAX_POOL", "concat_branches", "conv",
+    "MAX_POOL", "WINDOW_SUM", "concat_branches", "conv",
     "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL",
     "OPS", "pool_fill", "pool_windows",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",

@@ -6,9 +6,10 @@ dim): ``stride``, ``padding`` ((lo, hi) per dim; negative crops), ``kernel_dilat
 ``input_dilation`` (zeros between input elements: a transposed convolution is a
 convolution of the input-dilated x with the flipped kernel), ``groups`` and ``flip``
 (convolution proper instead of cross-correlation). Max pooling of floating x is one
-``max_pool`` record (a native kernel reads each window in place; padding it first cost a
-copy of the input); average pooling, batch / group norm and resizing are compositions of
-other ops (``braze.arrays.conv``).
+``max_pool`` record, average pooling a ``window_sum`` record times the window sizes'
+reciprocals (native kernels read each window in place; padding x first cost a copy of the
+input); batch / group norm and resizing are compositions of other ops
+(``braze.arrays.conv``).
 
 The reference lowers to im2col: per kernel offset, a strided view of the padded input
 is copied into a (N*out, kernel, C_in/groups) matrix per group, then one batched
@@ -32,8 +33,9 @@ from .. import dtypes as dt
 from .record import OpDef, declare
 from .shapes import Shape
 
-__all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "MAX_POOL", "concat_branches", "conv_attrs",
-           "conv_out_size", "conv_ref", "dilate_and_pad", "pool_fill", "pool_windows"]
+__all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "MAX_POOL", "WINDOW_SUM", "concat_branches",
+           "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "pool_fill",
+           "pool_windows"]
 
 
 def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
@@ -404,4 +406,44 @@ MAX_POOL = declare(OpDef(
         "dilation, padding ((lo, hi) per dim, a negative hi crops; padded positions never "
         "win); the taps combined in row-major order, NaN propagating. bz.nn.max_pool records "
         "it for floating x.",
+))
+
+
+# ---------------------------------------------------------------- window sums (average pooling)
+def _window_sum_ref(x, *, kernel_size, stride, dilation, padding):
+    xp = dilate_and_pad(x, padding, (1,) * len(stride), fill=0)
+    outs = _pool_outs(x.shape, kernel_size, stride, dilation, padding)
+    views = pool_windows(xp, kernel_size, stride, dilation, outs)
+    out = views[0].copy()
+    for v in views[1:]:
+        out += v  # the taps in order, padded ones adding +0.0
+    return out
+
+
+def _window_sum_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
+    # each window view of the zero-padded input gets g: added into the padded input's
+    # cotangent at its positions, which is then cut back to x (a crop's end gets zeros)
+    n = len(stride)
+    grow = [(lo, max(hi, 0)) for lo, hi in padding]
+    kept = [x.shape[1 + i] + min(hi, 0) for i, (_, hi) in enumerate(padding)]
+    gp = ad.zeros((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(kept, grow)], x.shape[-1]),
+                  dtype=g.dtype)
+    for offs in np.ndindex(*kernel_size):
+        idx = (slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
+                                      in zip(offs, dilation, stride, y.shape[1:-1])])
+        gp[idx] = gp[idx] + g
+    gx = gp[(slice(None),) + tuple([slice(lo, lo + k) for (lo, _), k in zip(grow, kept)])]
+    if any(hi < 0 for _, hi in padding):
+        z = ad.zeros(x.shape, dtype=gx.dtype)
+        z[(slice(None),) + tuple([slice(0, s) for s in gx.shape[1:1 + n]])] = gx
+        gx = z
+    return (gx,)
+
+
+WINDOW_SUM = declare(OpDef(
+    "window_sum", "library", 1, _window_sum_ref, "real_floating", infer=_max_pool_infer,
+    vjp=_window_sum_vjp, public=False,
+    doc="The sum of each pooling window of channels-last x (N, *spatial, C) (attrs as "
+        "max_pool's; padded positions add +0.0), the taps in row-major order: "
+        "bz.nn.avg_pool records it, then multiplies by the window sizes' reciprocals.",
 ))

@@ -342,34 +342,39 @@ extern "C" __global__ void __launch_bounds__(256) bz_arange(uint8_t* b0, const b
     }
 }
 
-// ---------------------------------------------------------------- max pooling
+// ---------------------------------------------------------------- pooling
 // (a convolutional network's, beside the LLM's ops) One output element per thread of a
 // channels-last float32 x (N, D0, D1, D2, C) (fewer spatial dims padded with size-1 dims in
-// front): -inf, then each tap inside x in row-major tap order as numpy's maximum (v > m or v
-// NaN: v), padded taps skipped (the cpu kernel's rule: the reference's bits). args: (unused),
-// N, C, in[3], k[3], out[3], stride[3], dilation[3], pad_lo[3]
+// front), the taps in row-major order (the cpu kernel's rules: the reference's bits): max
+// (mode 0) from -inf as numpy's maximum (v > m or v NaN: v), padded taps skipped; sum (mode 1)
+// from -0.0, a padded tap adding +0.0. args: (unused), N, C, in[3], k[3], out[3], stride[3],
+// dilation[3], pad_lo[3], mode
 extern "C" __global__ void __launch_bounds__(256)
-    bz_max_pool_f32(const float* __restrict__ b0, float* b1, const bz_args<21> bz_a) {
+    bz_pool_f32(const float* __restrict__ b0, float* b1, const bz_args<22> bz_a) {
     const int64_t N = bz_a.a[1], C = bz_a.a[2];
     const int64_t *in = bz_a.a + 3, *k = bz_a.a + 6, *out = bz_a.a + 9, *st = bz_a.a + 12;
     const int64_t *dil = bz_a.a + 15, *lo = bz_a.a + 18;
+    const bool sum = bz_a.a[21] == 1;
     const int64_t total = N * out[0] * out[1] * out[2] * C;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t c = e % C, o2 = e / C % out[2], o1 = e / C / out[2] % out[1];
         const int64_t o0 = e / C / out[2] / out[1] % out[0], b = e / C / out[2] / out[1] / out[0];
-        float m = -bz_inf();
+        float m = sum ? -0.0f : -bz_inf();
         for (int64_t k0 = 0; k0 < k[0]; ++k0) {
             const int64_t i0 = o0 * st[0] + k0 * dil[0] - lo[0];
-            if (i0 < 0 || i0 >= in[0]) continue;
             for (int64_t k1 = 0; k1 < k[1]; ++k1) {
                 const int64_t i1 = o1 * st[1] + k1 * dil[1] - lo[1];
-                if (i1 < 0 || i1 >= in[1]) continue;
                 for (int64_t k2 = 0; k2 < k[2]; ++k2) {
                     const int64_t i2 = o2 * st[2] + k2 * dil[2] - lo[2];
-                    if (i2 < 0 || i2 >= in[2]) continue;
+                    const bool inside =
+                        i0 >= 0 && i0 < in[0] && i1 >= 0 && i1 < in[1] && i2 >= 0 && i2 < in[2];
+                    if (!inside) {
+                        if (sum) m = m + 0.0f;
+                        continue;
+                    }
                     const float v = b0[(((b * in[0] + i0) * in[1] + i1) * in[2] + i2) * C + c];
-                    m = v > m || v != v ? v : m;
+                    m = sum ? m + v : (v > m || v != v ? v : m);
                 }
             }
         }

@@ -1,0 +1,130 @@
+// Window pooling of a channels-last float32 x (N, D0, D1, D2, C) (fewer spatial dims padded with
+// size-1 dims in front) for the cpu backend's ``max_pool`` and ``window_sum`` ops
+// (backends/cpu/pooling.py describes and builds it). Parameter: BZ_SYMBOL (the entry point's
+// name).
+//
+// Per output position its channels combine the taps in row-major tap order, the windows read in
+// place (no padded copy of x): max (mode 0) starts at -inf and takes each tap inside x as
+// m = v > m || v != v ? v : m, numpy's maximum (NaN propagates; of two equal values the first
+// stays; a padded tap holds -inf and changes nothing, so it is skipped); sum (mode 1) starts at
+// -0.0 (x + -0.0 = x for every x) and adds each tap, +0.0 for a padded one (the reference sums
+// a zero-padded input: a -0.0 sum becomes +0.0 there). The reference's bits. Blocks of 64 (then
+// 16) channels keep their accumulators in registers across the taps; output positions are split
+// between the threads.
+//
+// Args (int64): threads, N, C, in[3], k[3], out[3], stride[3], dilation[3], pad_lo[3], x's
+// element offset, x's element strides (batch, d0, d1, d2, channel), mode. Buffers: x, out
+// (contiguous).
+#ifndef BZ_SYMBOL
+#error "pool: define BZ_SYMBOL (the kernel's name)"
+#endif
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" int omp_get_thread_num(void);
+extern "C" int omp_get_num_threads(void);
+
+namespace {
+
+// 16 floats (GCC's vector extension: one AVX-512 register, two AVX2 or four NEON ones)
+typedef float V16 __attribute__((vector_size(64)));
+inline V16 load16(const float* p) {
+    V16 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+struct Max {
+    static float init() { return -__builtin_inff(); }
+    static float add(float m, float v) { return v > m || v != v ? v : m; }
+    static V16 add(V16 m, V16 v) { return (v > m) | (v != v) ? v : m; }
+    static constexpr bool kPadded = false;  // padded taps change nothing: skipped
+};
+struct Sum {
+    static float init() { return -0.0f; }
+    static float add(float m, float v) { return m + v; }
+    static V16 add(V16 m, V16 v) { return m + v; }
+    static constexpr bool kPadded = true;  // a padded tap adds +0.0
+};
+
+// Tap t's first channel's element, or -1 for a padded tap (kept only when Op::kPadded).
+// W = 16 * B channels: the accumulators stay in registers across the taps.
+template <class Op, int B>
+inline void block(float* m, const float* x, const int64_t* offs, int64_t nt) {
+    V16 acc[B];
+    for (int i = 0; i < B; ++i) acc[i] = V16{} + Op::init();
+    for (int64_t t = 0; t < nt; ++t) {
+        if (offs[t] < 0) {
+            for (int i = 0; i < B; ++i) acc[i] = Op::add(acc[i], V16{});
+            continue;
+        }
+        const float* v = x + offs[t];
+        for (int i = 0; i < B; ++i) acc[i] = Op::add(acc[i], load16(v + 16 * i));
+    }
+    for (int i = 0; i < B; ++i) std::memcpy(m + 16 * i, &acc[i], sizeof acc[i]);
+}
+
+template <class Op>
+void pool(const int64_t* a, const float* x, float* y) {
+    const int64_t threads = a[0] > 1 ? a[0] : 1, N = a[1], C = a[2];
+    const int64_t *in = a + 3, *k = a + 6, *out = a + 9, *stride = a + 12, *dil = a + 15;
+    const int64_t *lo = a + 18, *st = a + 22;
+    const int64_t rows = N * out[0] * out[1] * out[2], taps = k[0] * k[1] * k[2];
+    const bool parallel = threads > 1 && rows > 1 && rows * C * taps > (1 << 16);
+#pragma omp parallel num_threads((int)threads) if (parallel)
+    {
+        const int64_t nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int64_t r0 = rows * tid / nth, r1 = rows * (tid + 1) / nth;
+        int64_t* offs = (int64_t*)std::malloc((size_t)taps * sizeof(int64_t));
+        for (int64_t r = r0; r < r1; ++r) {
+            int64_t q = r;
+            const int64_t o2 = q % out[2];
+            q /= out[2];
+            const int64_t o1 = q % out[1];
+            q /= out[1];
+            const int64_t o0 = q % out[0], b = q / out[0];
+            int64_t nt = 0;  // the taps in order (padded ones only when they count)
+            for (int64_t k0 = 0; k0 < k[0]; ++k0) {
+                const int64_t i0 = o0 * stride[0] + k0 * dil[0] - lo[0];
+                const bool in0 = i0 >= 0 && i0 < in[0];
+                for (int64_t k1 = 0; k1 < k[1]; ++k1) {
+                    const int64_t i1 = o1 * stride[1] + k1 * dil[1] - lo[1];
+                    const bool in01 = in0 && i1 >= 0 && i1 < in[1];
+                    const int64_t line = b * st[0] + i0 * st[1] + i1 * st[2];
+                    for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                        const int64_t i2 = o2 * stride[2] + k2 * dil[2] - lo[2];
+                        if (in01 && i2 >= 0 && i2 < in[2])
+                            offs[nt++] = line + i2 * st[3];
+                        else if (Op::kPadded)
+                            offs[nt++] = -1;
+                    }
+                }
+            }
+            float* m = y + r * C;
+            int64_t c = 0;
+            if (st[4] == 1) {
+                for (; c + 64 <= C; c += 64) block<Op, 4>(m + c, x + c, offs, nt);
+                for (; c + 16 <= C; c += 16) block<Op, 1>(m + c, x + c, offs, nt);
+            }
+            for (int64_t j = c; j < C; ++j) {  // (strided channels, or the last few)
+                float v = Op::init();
+                for (int64_t t = 0; t < nt; ++t)
+                    v = Op::add(v, offs[t] < 0 ? 0.0f : x[offs[t] + j * st[4]]);
+                m[j] = v;
+            }
+        }
+        std::free(offs);
+    }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, const int64_t* a) {
+    const float* x = (const float*)bufs[0] + a[21];
+    float* y = (float*)bufs[1];
+    if (a[27] == 1)
+        pool<Sum>(a, x, y);
+    else
+        pool<Max>(a, x, y);
+}
