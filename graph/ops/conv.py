@@ -364,7 +364,6 @@ def _max_pool_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
     # window views (what bz.nn.max_pool recorded before this op): each maximum gives g to
     # the operand that won, halved between tied ones (the elementwise rule); the views'
     # cotangents are added into the padded input's, which is then cut back to x
-    n = len(stride)
     grow = [(lo, max(hi, 0)) for lo, hi in padding]
     xp = x[(slice(None),) + tuple([slice(0, x.shape[1 + i] + min(hi, 0))
                                    for i, (_, hi) in enumerate(padding)])]
@@ -385,18 +384,30 @@ def _max_pool_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
         gv[k] = g * ad.where(b == yk, half, 0.0)
         g = g * ad.where(a == yk, half, 0.0)
     gv[0] = g
-    gp = ad.zeros(xp.shape, dtype=gv[0].dtype)
+    return (_windows_transpose(ad, x, gv, kernel_size, stride, dilation, padding,
+                               y.shape[1:-1]),)
+
+
+def _windows_transpose(ad: Any, x: Any, gv: list[Any], kernel_size, stride, dilation,
+                       padding, outs) -> Any:
+    """x's cotangent from the cotangents ``gv`` of its padded windows' views (one per tap,
+    row-major): each added into the padded input's cotangent at its positions, which is then
+    cut back to x (a crop's end gets zeros)."""
+    n = len(stride)
+    grow = [(lo, max(hi, 0)) for lo, hi in padding]
+    kept = [x.shape[1 + i] + min(hi, 0) for i, (_, hi) in enumerate(padding)]
+    gp = ad.zeros((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(kept, grow)], x.shape[-1]),
+                  dtype=gv[0].dtype)
     for offs, gk in zip(np.ndindex(*kernel_size), gv):
         idx = (slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
-                                      in zip(offs, dilation, stride, y.shape[1:-1])])
+                                      in zip(offs, dilation, stride, outs)])
         gp[idx] = gp[idx] + gk
-    gx = gp[(slice(None),) + tuple([slice(lo, lo + x.shape[1 + i] + min(hi, 0))
-                                    for i, (lo, hi) in enumerate(grow)])]
-    if any(hi < 0 for _, hi in padding):  # the cropped end: no gradient
+    gx = gp[(slice(None),) + tuple([slice(lo, lo + k) for (lo, _), k in zip(grow, kept)])]
+    if any(hi < 0 for _, hi in padding):
         z = ad.zeros(x.shape, dtype=gx.dtype)
         z[(slice(None),) + tuple([slice(0, s) for s in gx.shape[1:1 + n]])] = gx
         gx = z
-    return (gx,)
+    return gx
 
 
 MAX_POOL = declare(OpDef(
@@ -421,23 +432,10 @@ def _window_sum_ref(x, *, kernel_size, stride, dilation, padding):
 
 
 def _window_sum_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
-    # each window view of the zero-padded input gets g: added into the padded input's
-    # cotangent at its positions, which is then cut back to x (a crop's end gets zeros)
-    n = len(stride)
-    grow = [(lo, max(hi, 0)) for lo, hi in padding]
-    kept = [x.shape[1 + i] + min(hi, 0) for i, (_, hi) in enumerate(padding)]
-    gp = ad.zeros((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(kept, grow)], x.shape[-1]),
-                  dtype=g.dtype)
-    for offs in np.ndindex(*kernel_size):
-        idx = (slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
-                                      in zip(offs, dilation, stride, y.shape[1:-1])])
-        gp[idx] = gp[idx] + g
-    gx = gp[(slice(None),) + tuple([slice(lo, lo + k) for (lo, _), k in zip(grow, kept)])]
-    if any(hi < 0 for _, hi in padding):
-        z = ad.zeros(x.shape, dtype=gx.dtype)
-        z[(slice(None),) + tuple([slice(0, s) for s in gx.shape[1:1 + n]])] = gx
-        gx = z
-    return (gx,)
+    # each window view of the zero-padded input gets g
+    taps = math.prod(kernel_size)
+    return (_windows_transpose(ad, x, [g] * taps, kernel_size, stride, dilation, padding,
+                               y.shape[1:-1]),)
 
 
 WINDOW_SUM = declare(OpDef(
