@@ -140,10 +140,8 @@ class CpuBackend(NumpyBackend):
 
         self.library["conv"] = self.library["conv_fused"] = Conv(self)
         self.library["conv_concat"] = ConvConcat(self)
-        from .pooling import Pool  # windows read in place (no padded copy)
-
-        for op in _pooling.MODES:
-            self.library[op] = Pool(self, op)
+        for op in _pooling.MODES:  # windows read in place (no padded copy)
+            self.library[op] = _pooling.Pool(self, op)
         from .blas import matmul_for  # native matvecs; numpy's, small ones on one BLAS thread
 
         self.library["matmul"] = matmul_for(lambda: self.num_threads)

@@ -168,8 +168,9 @@ def conv_ref(x: np.ndarray, w: np.ndarray, *, stride, padding, kernel_dilation,
     return out.transpose(1, 0, 2).reshape(batch, *outs, cout)
 
 
-def _padded(ad: Any, x: Any, padding, input_dilation) -> Any:
-    """x dilated and padded as the convolution reads it, recorded with ``ad``'s ops."""
+def _padded(ad: Any, x: Any, padding, input_dilation, fill: Any = 0) -> Any:
+    """x dilated and padded (with ``fill``; a negative pad crops) as the convolution or a
+    pool reads it, recorded with ``ad``'s ops."""
     if any(d > 1 for d in input_dilation):
         z = ad.zeros((x.shape[0], *[(s - 1) * d + 1 for s, d in zip(x.shape[1:-1],
                                                                     input_dilation)],
@@ -177,9 +178,9 @@ def _padded(ad: Any, x: Any, padding, input_dilation) -> Any:
         z[(slice(None),) + tuple([slice(None, None, d) for d in input_dilation])] = x
         x = z
     if any(lo > 0 or hi > 0 for lo, hi in padding):
-        z = ad.zeros((x.shape[0], *[s + max(lo, 0) + max(hi, 0) for s, (lo, hi)
-                                    in zip(x.shape[1:-1], padding)], x.shape[-1]),
-                     dtype=x.dtype)
+        z = ad.full((x.shape[0], *[s + max(lo, 0) + max(hi, 0) for s, (lo, hi)
+                                   in zip(x.shape[1:-1], padding)], x.shape[-1]), fill,
+                    dtype=x.dtype)
         z[(slice(None),) + tuple([slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _)
                           in zip(x.shape[1:-1], padding)])] = x
         x = z
@@ -323,12 +324,17 @@ def pool_fill(dtype: np.dtype) -> Any:
     return int(np.iinfo(dtype).min)
 
 
+def _window_keys(kernel_size, stride, dilation, outs) -> list[tuple[slice, ...]]:
+    """Per kernel offset (row-major), the index of its strided view of a padded input."""
+    return [(slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
+                                    in zip(offs, dilation, stride, outs)])
+            for offs in np.ndindex(*kernel_size)]
+
+
 def pool_windows(xp: Any, kernel_size, stride, dilation, outs) -> list[Any]:
     """One strided view of the padded input ``xp`` per kernel offset (row-major offsets):
     works on numpy and braze arrays alike."""
-    return [xp[(slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
-                                       in zip(offs, dilation, stride, outs)])]
-            for offs in np.ndindex(*kernel_size)]
+    return [xp[key] for key in _window_keys(kernel_size, stride, dilation, outs)]
 
 
 def _pool_outs(shape: Shape, kernel_size, stride, dilation, padding) -> list[int]:
@@ -346,17 +352,20 @@ def _max_pool_ref(x, *, kernel_size, stride, dilation, padding):
     return out
 
 
-def _max_pool_infer(shapes, dtypes, attrs):
-    (x,), n = shapes, len(attrs["kernel_size"])
-    if len(x) != n + 2:
-        raise ValueError(f"max_pool: expected x (N, *spatial, C) with {n} spatial dims, got "
-                         f"shape {x}")
-    outs = _pool_outs(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"],
-                      attrs["padding"])
-    if any(o < 1 for o in outs):
-        raise ValueError(f"max_pool: x {x} with kernel {attrs['kernel_size']} and padding "
-                         f"{attrs['padding']} leaves no output position")
-    return (x[0], *outs, x[-1]), dtypes[0]
+def _pool_infer(op: str) -> Any:
+    """The shape rule of pooling op ``op`` (its errors name it)."""
+    def infer(shapes, dtypes, attrs):
+        (x,), n = shapes, len(attrs["kernel_size"])
+        if len(x) != n + 2:
+            raise ValueError(f"{op}: expected x (N, *spatial, C) with {n} spatial dims, got "
+                             f"shape {x}")
+        outs = _pool_outs(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"],
+                          attrs["padding"])
+        if any(o < 1 for o in outs):
+            raise ValueError(f"{op}: x {x} with kernel {attrs['kernel_size']} and padding "
+                             f"{attrs['padding']} leaves no output position")
+        return (x[0], *outs, x[-1]), dtypes[0]
+    return infer
 
 
 def _max_pool_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
@@ -364,15 +373,7 @@ def _max_pool_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
     # window views (what bz.nn.max_pool recorded before this op): each maximum gives g to
     # the operand that won, halved between tied ones (the elementwise rule); the views'
     # cotangents are added into the padded input's, which is then cut back to x
-    grow = [(lo, max(hi, 0)) for lo, hi in padding]
-    xp = x[(slice(None),) + tuple([slice(0, x.shape[1 + i] + min(hi, 0))
-                                   for i, (_, hi) in enumerate(padding)])]
-    if any(lo or hi for lo, hi in grow):
-        z = ad.full((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(xp.shape[1:-1], grow)],
-                     x.shape[-1]), pool_fill(x.dtype), dtype=x.dtype)
-        z[(slice(None),) + tuple([slice(lo, lo + s) for s, (lo, _)
-                                  in zip(xp.shape[1:-1], grow)])] = xp
-        xp = z
+    xp = _padded(ad, x, padding, (1,) * len(stride), pool_fill(x.dtype))
     views = pool_windows(xp, kernel_size, stride, dilation, y.shape[1:-1])
     partial = [views[0]]
     for v in views[1:-1]:
@@ -398,10 +399,8 @@ def _windows_transpose(ad: Any, x: Any, gv: list[Any], kernel_size, stride, dila
     kept = [x.shape[1 + i] + min(hi, 0) for i, (_, hi) in enumerate(padding)]
     gp = ad.zeros((x.shape[0], *[s + lo + hi for s, (lo, hi) in zip(kept, grow)], x.shape[-1]),
                   dtype=gv[0].dtype)
-    for offs, gk in zip(np.ndindex(*kernel_size), gv):
-        idx = (slice(None),) + tuple([slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m
-                                      in zip(offs, dilation, stride, outs)])
-        gp[idx] = gp[idx] + gk
+    for key, gk in zip(_window_keys(kernel_size, stride, dilation, outs), gv):
+        gp[key] = gp[key] + gk
     gx = gp[(slice(None),) + tuple([slice(lo, lo + k) for (lo, _), k in zip(grow, kept)])]
     if any(hi < 0 for _, hi in padding):
         z = ad.zeros(x.shape, dtype=gx.dtype)
@@ -411,7 +410,7 @@ def _windows_transpose(ad: Any, x: Any, gv: list[Any], kernel_size, stride, dila
 
 
 MAX_POOL = declare(OpDef(
-    "max_pool", "library", 1, _max_pool_ref, "real", infer=_max_pool_infer,
+    "max_pool", "library", 1, _max_pool_ref, "real", infer=_pool_infer("max_pool"),
     vjp=_max_pool_vjp, public=False, moves_data=True,
     doc="Max pooling of channels-last x (N, *spatial, C): attrs kernel_size, stride, "
         "dilation, padding ((lo, hi) per dim, a negative hi crops; padded positions never "
@@ -439,7 +438,8 @@ def _window_sum_vjp(ad, g, y, x, *, kernel_size, stride, dilation, padding):
 
 
 WINDOW_SUM = declare(OpDef(
-    "window_sum", "library", 1, _window_sum_ref, "real_floating", infer=_max_pool_infer,
+    "window_sum", "library", 1, _window_sum_ref, "real_floating",
+    infer=_pool_infer("window_sum"),
     vjp=_window_sum_vjp, public=False,
     doc="The sum of each pooling window of channels-last x (N, *spatial, C) (attrs as "
         "max_pool's; padded positions add +0.0), the taps in row-major order: "
