@@ -285,6 +285,31 @@ def test_pool_ops_match_reference_bits_in_place_and_compiled(case, nan):
             np.testing.assert_array_equal(np.asarray(got), w)
 
 
+@settings(max_examples=25, deadline=None)
+@given(channels=st.sampled_from([16, 64, 83, 128]), pad=st.integers(0, 1),
+       specials=st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0]), max_size=6),
+       seed=st.integers(0, 2**16))
+def test_pool_vector_blocks_match_reference_bits(channels, pad, specials, seed):
+    """Wide channels (the kernel's blocks of 64 and 16 channels, then single ones): max
+    pooling assumes numbers and redoes a block that held a NaN or an infinity exactly, so
+    NaN, +-inf and ties of -0.0 / +0.0 anywhere (interior or border windows) keep the
+    reference's bits."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 7, 8, channels)).astype(np.float32)
+    x[..., ::5] = np.float32(0.0)  # ties of zeros...
+    x[:, ::2, :, ::5] = np.float32(-0.0)  # ...of both signs
+    for v in specials:
+        x[0, rng.integers(7), rng.integers(8), rng.integers(channels)] = v
+
+    def pools(a):
+        return (bz.nn.max_pool(a, (3, 3), 2, pad), bz.nn.avg_pool(a, (3, 3), 2, pad))
+
+    with bz.backend("numpy"):
+        want = [np.asarray(v) for v in pools(bz.asarray(x))]
+    for got, w in zip(pools(bz.asarray(x)), want):
+        np.testing.assert_array_equal(np.asarray(got).view(np.int32), w.view(np.int32))
+
+
 @pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
 def test_pools_run_natively_on_cpu(op):
     if bz.backends.current().name != "cpu":

@@ -5,8 +5,9 @@
 //
 // Per output position its channels combine the taps in row-major tap order, the windows read in
 // place (no padded copy of x): max (mode 0) starts at -inf and takes each tap inside x as
-// m = v > m || v != v ? v : m, numpy's maximum (NaN propagates; of two equal values the first
-// stays; a padded tap holds -inf and changes nothing, so it is skipped); sum (mode 1) starts at
+// m = m > v || m != m ? m : v, numpy's maximum (NaN propagates; of two equal values, -0.0 and
+// +0.0, the later tap's stays; a padded tap holds -inf and changes nothing, so it is skipped;
+// a block of channels first assumes no NaN: see block); sum (mode 1) starts at
 // -0.0 (x + -0.0 = x for every x) and adds each tap, +0.0 for a padded one (the reference sums
 // a zero-padded input: a -0.0 sum becomes +0.0 there). The reference's bits. Blocks of 64 (then
 // 16) channels keep their accumulators in registers across the taps; output positions are split
@@ -37,22 +38,52 @@ inline V16 load16(const float* p) {
 
 struct Max {
     static float init() { return -__builtin_inff(); }
-    static float add(float m, float v) { return v > m || v != v ? v : m; }
-    static V16 add(V16 m, V16 v) { return (v > m) | (v != v) ? v : m; }
+    // numpy's maximum(m, v): a NaN stays, and of two equal values (-0.0 and +0.0) v wins
+    static float add(float m, float v) { return m > v || m != m ? m : v; }
+    static V16 add(V16 m, V16 v) { return (m > v) | (m != m) ? m : v; }
+    // add() where no NaN comes: one max instruction (x86's max(m, v) is m > v ? m : v);
+    // the NaNs are looked for apart (see block)
+    static V16 add_number(V16 m, V16 v) { return m > v ? m : v; }
     static constexpr bool kPadded = false;  // padded taps change nothing: skipped
+    static constexpr bool kNumbers = true;
 };
 struct Sum {
     static float init() { return -0.0f; }
     static float add(float m, float v) { return m + v; }
     static V16 add(V16 m, V16 v) { return m + v; }
+    static V16 add_number(V16 m, V16 v) { return m + v; }
     static constexpr bool kPadded = true;  // a padded tap adds +0.0
+    static constexpr bool kNumbers = false;
 };
 
 // Tap t's first channel's element, or -1 for a padded tap (kept only when Op::kPadded).
-// W = 16 * B channels: the accumulators stay in registers across the taps.
+// W = 16 * B channels: the accumulators stay in registers across the taps. Max first
+// assumes numbers (add_number) while summing v - v per lane (0 for a finite v, NaN for a NaN
+// or an infinity, and a NaN stays): a block where that sum is not 0 is done again with add.
 template <class Op, int B>
 inline void block(float* m, const float* x, const int64_t* offs, int64_t nt) {
     V16 acc[B];
+    if (Op::kNumbers) {
+        V16 bad[B];
+        for (int i = 0; i < B; ++i) acc[i] = V16{} + Op::init();
+        for (int i = 0; i < B; ++i) bad[i] = V16{};
+        for (int64_t t = 0; t < nt; ++t) {
+            const float* v = x + offs[t];  // (no padded taps: kPadded is false)
+            for (int i = 0; i < B; ++i) {
+                const V16 u = load16(v + 16 * i);
+                acc[i] = Op::add_number(acc[i], u);
+                bad[i] += u - u;
+            }
+        }
+        V16 any = bad[0];
+        for (int i = 1; i < B; ++i) any += bad[i];
+        bool numbers = true;
+        for (int j = 0; j < 16; ++j) numbers &= any[j] == 0.0f;
+        if (numbers) {
+            for (int i = 0; i < B; ++i) std::memcpy(m + 16 * i, &acc[i], sizeof acc[i]);
+            return;
+        }
+    }
     for (int i = 0; i < B; ++i) acc[i] = V16{} + Op::init();
     for (int64_t t = 0; t < nt; ++t) {
         if (offs[t] < 0) {
@@ -76,7 +107,19 @@ void pool(const int64_t* a, const float* x, float* y) {
     {
         const int64_t nth = omp_get_num_threads(), tid = omp_get_thread_num();
         const int64_t r0 = rows * tid / nth, r1 = rows * (tid + 1) / nth;
-        int64_t* offs = (int64_t*)std::malloc((size_t)taps * sizeof(int64_t));
+        int64_t* offs = (int64_t*)std::malloc((size_t)(2 * taps) * sizeof(int64_t));
+        int64_t* delta = offs + taps;  // each tap's distance from the first
+        {
+            int64_t t = 0;
+            for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                    for (int64_t k2 = 0; k2 < k[2]; ++k2)
+                        delta[t++] =
+                            k0 * dil[0] * st[1] + k1 * dil[1] * st[2] + k2 * dil[2] * st[3];
+        }
+        // a window lies inside x when its first tap's coordinates lie in [0, hi)
+        const int64_t hi0 = in[0] - (k[0] - 1) * dil[0], hi1 = in[1] - (k[1] - 1) * dil[1];
+        const int64_t hi2 = in[2] - (k[2] - 1) * dil[2];
         for (int64_t r = r0; r < r1; ++r) {
             int64_t q = r;
             const int64_t o2 = q % out[2];
@@ -84,20 +127,27 @@ void pool(const int64_t* a, const float* x, float* y) {
             const int64_t o1 = q % out[1];
             q /= out[1];
             const int64_t o0 = q % out[0], b = q / out[0];
+            const int64_t s0 = o0 * stride[0] - lo[0], s1 = o1 * stride[1] - lo[1];
+            const int64_t s2 = o2 * stride[2] - lo[2];
             int64_t nt = 0;  // the taps in order (padded ones only when they count)
-            for (int64_t k0 = 0; k0 < k[0]; ++k0) {
-                const int64_t i0 = o0 * stride[0] + k0 * dil[0] - lo[0];
-                const bool in0 = i0 >= 0 && i0 < in[0];
-                for (int64_t k1 = 0; k1 < k[1]; ++k1) {
-                    const int64_t i1 = o1 * stride[1] + k1 * dil[1] - lo[1];
-                    const bool in01 = in0 && i1 >= 0 && i1 < in[1];
-                    const int64_t line = b * st[0] + i0 * st[1] + i1 * st[2];
-                    for (int64_t k2 = 0; k2 < k[2]; ++k2) {
-                        const int64_t i2 = o2 * stride[2] + k2 * dil[2] - lo[2];
-                        if (in01 && i2 >= 0 && i2 < in[2])
-                            offs[nt++] = line + i2 * st[3];
-                        else if (Op::kPadded)
-                            offs[nt++] = -1;
+            if (s0 >= 0 && s0 < hi0 && s1 >= 0 && s1 < hi1 && s2 >= 0 && s2 < hi2) {
+                const int64_t first = b * st[0] + s0 * st[1] + s1 * st[2] + s2 * st[3];
+                for (; nt < taps; ++nt) offs[nt] = first + delta[nt];
+            } else {  // a window at the border
+                for (int64_t k0 = 0; k0 < k[0]; ++k0) {
+                    const int64_t i0 = o0 * stride[0] + k0 * dil[0] - lo[0];
+                    const bool in0 = i0 >= 0 && i0 < in[0];
+                    for (int64_t k1 = 0; k1 < k[1]; ++k1) {
+                        const int64_t i1 = o1 * stride[1] + k1 * dil[1] - lo[1];
+                        const bool in01 = in0 && i1 >= 0 && i1 < in[1];
+                        const int64_t line = b * st[0] + i0 * st[1] + i1 * st[2];
+                        for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                            const int64_t i2 = o2 * stride[2] + k2 * dil[2] - lo[2];
+                            if (in01 && i2 >= 0 && i2 < in[2])
+                                offs[nt++] = line + i2 * st[3];
+                            else if (Op::kPadded)
+                                offs[nt++] = -1;
+                        }
                     }
                 }
             }

@@ -374,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(256)
                         continue;
                     }
                     const float v = b0[(((b * in[0] + i0) * in[1] + i1) * in[2] + i2) * C + c];
-                    m = sum ? m + v : (v > m || v != v ? v : m);
+                    m = sum ? m + v : (m > v || m != m ? m : v);  // numpy's maximum(m, v)
                 }
             }
         }
