@@ -683,13 +683,14 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
 @pytest.mark.parametrize("padding,dilation", [
     (((3, 3), (3, 3)), (1, 1)),    # a ResNet stem: runs of k * C floats read in place
     (((2, -1), (-2, 2)), (1, 1)),  # negative lo / hi: crops
-    (((0, 0), (-12, 14)), (1, 1)),  # cropped past x's end: lines of zeros only
+    (((0, 0), (-38, 40)), (1, 1)),  # cropped past x's end: lines of zeros only
     (((0, 4), (1, 0)), (2, 1)),    # dilated first dim only: still runs
     (((1, 1), (2, 2)), (1, 2)),    # dilated last dim: each row's taps gathered
 ])
 def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padding, dilation):
     """Few input channels (mode 5): without a dilated last dim x is copied channels-last
-    with its padding as zeros and a kernel row's taps read as one run, with one each row's
+    (an NHWC line as one run, an NCHW image's three planes interleaved) with its padding as
+    zeros and a kernel row's taps read as one run, with one each row's
     taps are gathered; against the direct reference (1e-4), against the in-place implicit
     GEMM on the channels padded with zeros to 48 (the same sums: 1e-5), and bit for bit
     with x strided as an NCHW image."""
@@ -700,7 +701,8 @@ def test_cpu_conv_few_input_channels_pads_crops_and_dilations(backend_name, padd
     from braze.graph.ops import conv_attrs
 
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 13, 11, 3)).astype(np.float32)
+    # 37 positions a line: an NCHW image's planes interleave 16 at a time, then one by one
+    x = rng.standard_normal((2, 13, 37, 3)).astype(np.float32)
     w = rng.standard_normal((70, 5, 4, 3)).astype(np.float32)
     attrs = conv_attrs(2, stride=(2, 1), padding=tuple(zip(*padding)),
                        kernel_dilation=dilation, input_dilation=(1, 1), groups=1, flip=False)

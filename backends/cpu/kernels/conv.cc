@@ -509,6 +509,36 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
+// Three planes' first n floats interleaved into dst (p0[0], p1[0], p2[0], p0[1], ...), 16
+// positions at a time (two two-vector shuffles per 16 floats written); returns the positions
+// done (a multiple of 16).
+inline int64_t interleave3(const float* p0, const float* p1, const float* p2, int64_t n,
+                           float* dst) {
+    typedef float V __attribute__((vector_size(64)));
+    typedef int I __attribute__((vector_size(64)));
+    // out k's lane j holds element e = 16 k + j of the stream: plane e % 3, position e / 3;
+    // the first shuffle takes planes 0 and 1, the second puts plane 2's in
+    I ab[3], c2[3];
+    for (int k = 0; k < 3; ++k)
+        for (int j = 0; j < 16; ++j) {
+            const int e = 16 * k + j, pos = e / 3, pl = e % 3;
+            ab[k][j] = pl == 0 ? pos : pl == 1 ? 16 + pos : 0;
+            c2[k][j] = pl == 2 ? 16 + pos : j;
+        }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16, dst += 48) {
+        V a, b, c;
+        std::memcpy(&a, p0 + i, sizeof a);
+        std::memcpy(&b, p1 + i, sizeof b);
+        std::memcpy(&c, p2 + i, sizeof c);
+        for (int k = 0; k < 3; ++k) {
+            const V o = __builtin_shuffle(__builtin_shuffle(a, b, ab[k]), c, c2[k]);
+            std::memcpy(dst + 16 * k, &o, sizeof o);
+        }
+    }
+    return i;
+}
+
 // x (element strides st: batch, d0, d1, d2, channel) copied channels-last into dst with each
 // spatial dim i P[i] positions long, x's position 0 at lo[i] and zeros around it (a negative lo
 // crops); dst's element strides to cl. Lines (b, p0, p1) split between the threads (no divisions
@@ -531,6 +561,17 @@ void channels_last(const Geometry& g, const float* x, const int64_t* st, const i
         if (e < a) e = a;  // (cropped past x's end: a line of zeros)
         for (int64_t j = 0; j < a * C; ++j) dst[j] = 0.0f;
         for (int64_t j = e * C; j < P[2] * C; ++j) dst[j] = 0.0f;
+        if (st[4] == 1 && st[3] == C) {  // already channels-last: one run
+            std::memcpy(dst + a * C, src + (a - lo[2]) * C, (size_t)((e - a) * C) * sizeof(float));
+            continue;
+        }
+        if (C == 3 && st[3] == 1) {  // an RGB image's planes (NCHW): 16 positions at a time
+            const float* s0 = src + (a - lo[2]);
+            int64_t p2 = interleave3(s0, s0 + st[4], s0 + 2 * st[4], e - a, dst + a * C);
+            for (; p2 < e - a; ++p2)
+                for (int64_t c = 0; c < 3; ++c) dst[(a + p2) * 3 + c] = s0[c * st[4] + p2];
+            continue;
+        }
         for (int64_t c = 0; c < C; ++c) {
             const float* sc = src + c * st[4] + (a - lo[2]) * st[3];
             float* dc = dst + a * C + c;
