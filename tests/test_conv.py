@@ -651,13 +651,103 @@ def test_cpu_conv_with_rows_4k_apart_matches_the_reference(backend_name, shape, 
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 2), h=st.integers(6, 16), w=st.integers(6, 16),
+       cin=st.sampled_from([16, 20, 33, 64, 130]), cout=st.sampled_from([16, 20, 70, 130]),
+       pads=st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 2), st.integers(0, 2)),
+       epilogue=st.sampled_from(["none", "bias_relu", "bias_residual_clip"]),
+       seed=st.integers(0, 2**16))
+def test_cpu_conv_winograd_matches_direct_and_reference(backend_name, n, h, w, cin, cout, pads,
+                                                        epilogue, seed):
+    """3x3 convolutions at stride 1 (mode 7, Winograd F(2x2, 3x3)): odd and even sizes
+    (tiles past the edge), any padding, channel counts off the vector width, each epilogue;
+    against the direct convolution (mode 2 on the same call: 1e-5 of the largest output) and
+    the float64 reference (1e-4), and the same bits on one thread and on two."""
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    from braze import _core
+    from braze.backends.cpu import conv as cpu_conv
+    from braze.graph.ops import conv_attrs
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, h, w, cin)).astype(np.float32)
+    wt = (rng.standard_normal((cout, 3, 3, cin)) / math.sqrt(9 * cin)).astype(np.float32)
+    padding = ((pads[0], pads[1]), (pads[2], pads[3]))
+    attrs = conv_attrs(2, stride=(1, 1), padding=tuple(zip(*padding)), kernel_dilation=(1, 1),
+                       input_dilation=(1, 1), groups=1, flip=False)
+    shape = CONV.infer((x.shape, wt.shape), (x.dtype, wt.dtype), attrs)[0]
+    extra = []
+    if epilogue != "none":
+        attrs = {**attrs, "bias": True, "act": "clip",
+                 "clip": (0.0, math.inf) if epilogue == "bias_relu" else (-0.5, 0.5)}
+        extra.append(rng.standard_normal(cout).astype(np.float32))
+        if epilogue == "bias_residual_clip":
+            attrs["residual"] = True
+            extra.append(rng.standard_normal(shape).astype(np.float32))
+    if min(shape[1:3]) < cpu_conv.WINOGRAD_SIZE:
+        return  # (too small an output for mode 7)
+
+    def launch(winograd, threads):
+        cpu_conv.WINOGRAD, before = winograd, cpu_conv.WINOGRAD
+        try:
+            mode, args, scratch = cpu_conv._launch(attrs, x.shape, wt.shape, shape, threads)
+        finally:
+            cpu_conv.WINOGRAD = before
+        assert (mode == 7) == winograd
+        out = np.empty(shape, np.float32)
+        _core.launch(cpu_conv._KERNELS.handle(),
+                     [x, wt, *extra, out, *(np.empty(b, np.uint8) for b in scratch),
+                      cpu_conv._prepacked(mode, 1, wt)], args)
+        return out
+
+    got = launch(True, 2)
+    np.testing.assert_array_equal(launch(True, 1), got)
+    direct = launch(False, 2)
+    scale = max(float(np.abs(direct).max()), 1.0)
+    np.testing.assert_allclose(got, direct, rtol=0, atol=1e-5 * scale)
+    want = direct_conv(x, wt, (1, 1), list(padding), (1, 1), (1, 1), 1, False)
+    if epilogue != "none":
+        want = want + extra[0].astype(np.float64)
+        if epilogue == "bias_residual_clip":
+            want = np.clip(want + extra[1], -0.5, 0.5)
+        else:
+            want = np.maximum(want, 0.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * scale)
+
+
+def test_cpu_conv_picks_winograd_for_3x3_stride_1(backend_name):
+    """bz.conv2d's 3x3 convolutions at stride 1 with enough channels run as mode 7 (eager
+    and in a replay plan); strided, dilated, grouped or narrow ones stay direct."""
+    if backend_name != "cpu":
+        pytest.skip("the cpu backend's native convolution")
+    impl = bz.backends.get("cpu").library["conv"]
+    rng = np.random.default_rng(3)
+    x = bz.asarray(rng.standard_normal((1, 12, 12, 32)).astype(np.float32))
+    w = bz.asarray(rng.standard_normal((48, 3, 3, 32)).astype(np.float32) / 17)
+    before = impl.calls["winograd"]
+    y = np.asarray(bz.conv2d(x, w, padding=1))
+    assert impl.calls["winograd"] == before + 1
+    f = bz.compile(lambda a: bz.maximum(bz.conv2d(a, w, padding=1), 0.0))
+    for _ in range(3):  # trace, then replays: the same bits as eager
+        np.testing.assert_array_equal(np.asarray(f(x)), np.maximum(y, 0.0))
+    before = impl.calls["winograd"]
+    for kw in (dict(stride=2, padding=1), dict(dilation=2, padding=2), dict(groups=2)):
+        ww = w if "groups" not in kw else bz.asarray(rng.standard_normal((48, 3, 3, 16))
+                                                     .astype(np.float32))
+        np.asarray(bz.conv2d(x, ww, **kw))
+    np.asarray(bz.conv2d(bz.asarray(rng.standard_normal((1, 12, 12, 8)).astype(np.float32)),
+                         bz.asarray(rng.standard_normal((48, 3, 3, 8)).astype(np.float32))))
+    assert impl.calls["winograd"] == before
+
+
 _TIER_PROBE = """
 import hashlib, numpy as np, braze as bz
 rng = np.random.default_rng(0)
 for shape, w, kw in [((1, 9, 9, 16), (24, 3, 3, 16), dict(padding=1)),
                      ((2, 7, 7, 8), (16, 1, 1, 8), {}),
                      ((1, 15, 15, 3), (8, 5, 5, 3), dict(stride=2, padding=2)),
-                     ((1, 8, 8, 8), (8, 3, 3, 4), dict(groups=2))]:
+                     ((1, 8, 8, 8), (8, 3, 3, 4), dict(groups=2)),
+                     ((2, 9, 10, 20), (70, 3, 3, 20), dict(padding=1))]:  # Winograd, tails
     x = rng.standard_normal(shape).astype(np.float32)
     ww = rng.standard_normal(w).astype(np.float32)
     y = np.asarray(bz.conv2d(bz.asarray(x), bz.asarray(ww), **kw))
@@ -680,7 +770,7 @@ def test_cpu_conv_gives_the_same_bits_on_every_isa_level(backend_name):
             continue  # this CPU has no AVX2
         assert r.returncode == 0, r.stderr[-2000:]
         outs[level] = r.stdout.split()
-    assert len(outs["native"]) == 4
+    assert len(outs["native"]) == 5
     assert all(v == outs["native"] for v in outs.values()), outs
 
 

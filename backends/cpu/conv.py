@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import weakref
 from typing import Any
 
@@ -71,6 +72,17 @@ ALIAS_ROWS = 8
 # the implicit GEMM computes bands of rows whose slice of x (taps * C_in floats per row) is
 # about this size, every output channel of a band before the next (the band stays in L2)
 BAND_BYTES = 256 << 10
+# 3x3 convolutions at stride 1 run as Winograd F(2x2, 3x3) with at least this many input and
+# output channels and outputs at least this many positions wide (BRAZE_WINOGRAD=0: never):
+# 0.5-0.7x the direct convolution's time from 32 channels on (ResNet-50's 3x3s), about the
+# same at 55x55, 16 -> 64 (the transforms cost what the products save); a 7x7 output (a
+# quarter of its 2x2 tiles past the edge) gained 4 %, not worth its weight's 16/9 the
+# memory (ResNet-50's last stage: +22 MB)
+WINOGRAD = os.environ.get("BRAZE_WINOGRAD", "1") != "0"
+WINOGRAD_CHANNELS = 16
+WINOGRAD_SIZE = 8
+# F(2x2, 3x3)'s weight transform: U = G g G^T per (output, input) channel pair
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 _F32 = np.dtype(np.float32)
 _CONV_ARGS = 42  # one convolution's args (kernels/conv.cc: kConvArgs)
 
@@ -119,6 +131,11 @@ def _prepacked(mode: int, groups: int, w: np.ndarray,
             if w.dtype != _F32 else w.reshape(-1)[:math.prod(shape)].reshape(shape)
     if mode == 1:
         return np.ascontiguousarray(w.reshape(w.shape[0], -1).T)
+    if mode == 7:  # U[xi] = (G g G^T)[xi] as (C_out, 1, C_in), panels per xi
+        g = _WINOGRAD_G
+        u = np.einsum("ai,oijc,bj->aboc", g, w.astype(np.float64), g).astype(_F32)
+        return np.concatenate([pack_panels(u[a, b][:, None, :], 1, _tile()[1])
+                               for a in range(4) for b in range(4)])
     return pack_panels(w, groups, _tile()[1])
 
 
@@ -141,6 +158,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     rows = math.prod(out_shape[:-1])
     if groups == cin == cout and taps > 1:
         mode = 1
+    elif _winograd(attrs, x_shape, w_shape, out_shape, x_strides):
+        mode = 7
     elif groups == 1 and taps > 1 and (cin < SMALL_CHANNELS or (
             cin <= RUN_CHANNELS and _runs(w_shape, attrs["kernel_dilation"]))):
         mode = 5
@@ -191,8 +210,30 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
         gathered = x_shape[0] * padded * cin * 4
         run = ks[2]
     offsets_bytes = nt * band * kr * taps * 8  # tap offsets per thread
+    if mode == 7:  # bands of tiles (2x2 outputs): their V and M in the thread's scratch
+        tiles = x_shape[0] * -(-out_shape[1] // 2) * -(-out_shape[2] // 2)
+        per_tile = 16 * (cin + cout) * 4
+        tband = max(kr, BAND_BYTES // per_tile // kr * kr)
+        tband = min(tband, -(-tiles // (nt * kr)) * kr)  # (every thread a band at least)
+        args[39] = tband
+        gathered = nt * tband * per_tile
     scratch = (offsets_bytes, (run * cin // groups + 16) * 4, gathered)
     return mode, args, scratch
+
+
+def _winograd(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+              out_shape: tuple[int, ...], x_strides: tuple[int, ...] | None) -> bool:
+    """Whether a convolution runs as Winograd F(2x2, 3x3) (``kernels/conv.cc`` mode 7): a
+    2-d 3x3 kernel at stride 1, undilated, one group, x contiguous, channels and outputs
+    enough for its 2.25x fewer multiplies to outweigh the transforms (``WINOGRAD``)."""
+    if not WINOGRAD or len(w_shape) != 4 or tuple(w_shape[1:3]) != (3, 3) or \
+            attrs["groups"] != 1 or tuple(attrs["stride"]) != (1, 1) or \
+            tuple(attrs["kernel_dilation"]) != (1, 1):
+        return False
+    if x_strides is not None and tuple(x_strides) != View.contiguous(x_shape).strides:
+        return False
+    return x_shape[-1] >= WINOGRAD_CHANNELS and w_shape[0] >= WINOGRAD_CHANNELS and \
+        min(out_shape[1:3]) >= WINOGRAD_SIZE
 
 
 class Conv(NativeOp):
@@ -208,11 +249,11 @@ class Conv(NativeOp):
     """
 
     op = "conv"
-    _MODES = {1: "depthwise", 2: "implicit", 5: "im2col"}
+    _MODES = {1: "depthwise", 2: "implicit", 5: "im2col", 7: "winograd"}
 
     def __init__(self, backend: Any = None) -> None:
         super().__init__(backend)
-        self.calls.update({"depthwise": 0, "implicit": 0, "im2col": 0})
+        self.calls.update({"depthwise": 0, "implicit": 0, "im2col": 0, "winograd": 0})
         # packed read-only (constant) weights for eager calls, keyed by the array's id (an
         # ndarray is unhashable), the entry dropped when the array dies: (weakref, mode,
         # groups, flip, packed)
@@ -364,6 +405,9 @@ def _packed_floats(mode: int, shape: tuple[int, ...], groups: int) -> int:
     """Floats of one packed weight (``_prepacked``), rounded up to 64 bytes."""
     if mode == 1:
         n = math.prod(shape)
+    elif mode == 7:
+        cols = _tile()[1]
+        n = 16 * -(-shape[0] // cols) * cols * shape[-1]
     else:
         cols = _tile()[1]
         og = shape[0] // groups

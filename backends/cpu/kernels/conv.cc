@@ -509,6 +509,179 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
+// One vector (T = WX::F) or one float (the last channels) of Winograd's transforms: the same
+// additions in the same order either way.
+template <class T>
+inline T wino_ld(const float* p) {
+    if constexpr (sizeof(T) == sizeof(float))
+        return *p;
+    else
+        return WX::loadu(p);
+}
+template <class T>
+inline void wino_st(float* p, T v) {
+    if constexpr (sizeof(T) == sizeof(float))
+        *p = v;
+    else
+        WX::store(p, v);
+}
+// V = B^T d B for channels [c, c + |T|) of the patch's 16 rows d (zeros outside x), xi's
+// values sx apart
+template <class T>
+inline void wino_in(const float* const* d, int64_t c, float* v, int64_t sx) {
+    T e[4][4];
+    for (int q = 0; q < 4; ++q) {  // B^T d
+        const T d0 = wino_ld<T>(d[q] + c), d1 = wino_ld<T>(d[4 + q] + c);
+        const T d2 = wino_ld<T>(d[8 + q] + c), d3 = wino_ld<T>(d[12 + q] + c);
+        e[0][q] = d0 - d2;
+        e[1][q] = d1 + d2;
+        e[2][q] = d2 - d1;
+        e[3][q] = d1 - d3;
+    }
+    for (int r = 0; r < 4; ++r) {  // (B^T d) B
+        wino_st<T>(v + (4 * r + 0) * sx + c, e[r][0] - e[r][2]);
+        wino_st<T>(v + (4 * r + 1) * sx + c, e[r][1] + e[r][2]);
+        wino_st<T>(v + (4 * r + 2) * sx + c, e[r][2] - e[r][1]);
+        wino_st<T>(v + (4 * r + 3) * sx + c, e[r][1] - e[r][3]);
+    }
+}
+struct WinoOut {
+    const Epilogue& ep;
+    const float* const* res;  // the 4 outputs' residual rows (null: none)
+    float* const* y;          // the 4 outputs' rows
+    bool right, below;        // whether the tile's second column / row exists
+};
+// Y = A^T M A for channels [c, c + |T|) (M's 16 values sx apart), + bias, + residual, the
+// activation (as the tile's epilogue: NaN stays), stored
+template <class T>
+inline void wino_out(const float* m, int64_t sx, int64_t c, const WinoOut& w) {
+    T s[2][4];
+    for (int q = 0; q < 4; ++q) {  // A^T M
+        const T u0 = wino_ld<T>(m + q * sx + c), u1 = wino_ld<T>(m + (4 + q) * sx + c);
+        const T u2 = wino_ld<T>(m + (8 + q) * sx + c), u3 = wino_ld<T>(m + (12 + q) * sx + c);
+        s[0][q] = u0 + u1 + u2;
+        s[1][q] = u1 - u2 - u3;
+    }
+    T a[4];
+    for (int r = 0; r < 2; ++r) {  // (A^T M) A
+        a[2 * r] = s[r][0] + s[r][1] + s[r][2];
+        a[2 * r + 1] = s[r][1] - s[r][2] - s[r][3];
+    }
+    const Epilogue& ep = w.ep;
+    for (int k = 0; k < 4; ++k) {
+        if (((k & 1) && !w.right) || ((k >> 1) && !w.below)) continue;
+        T o = a[k];
+        if (ep.bias) o = o + wino_ld<T>(ep.bias + c);
+        if (w.res[k]) o = o + wino_ld<T>(w.res[k] + c);
+        if constexpr (sizeof(T) == sizeof(float)) {
+            if (ep.act == 1)
+                o = o < 0.0f ? 0.0f : o;
+            else if (ep.act == 2)
+                o = o < ep.lo ? ep.lo : (o > ep.hi ? ep.hi : o);
+        } else {
+            if (ep.act == 1)
+                o = WX::max(WX::zero(), o);
+            else if (ep.act == 2)
+                o = WX::min(WX::set1(ep.hi), WX::max(WX::set1(ep.lo), o));
+        }
+        wino_st<T>(w.y[k] + c, o);
+    }
+}
+
+// Mode 7, Winograd F(2x2, 3x3) (a 3x3 kernel at stride 1, one group, x contiguous
+// channels-last): each 2x2 block of outputs ("tile") reads the 4x4 patch of x around it (zeros
+// outside x); V = B^T d B per channel, then for each of the 16 positions xi of the 4x4 the
+// products M[xi] = V[xi] (tiles x C_in) . U[xi] (C_in x C_out) through the implicit GEMM's
+// register tile, U = G g G^T the weight transformed (by backends/cpu/conv.py, packed in panels
+// per xi), and the outputs Y = A^T M A + bias (+ residual), then the activation: 4 multiplies
+// where the direct convolution does 9, at the price of the transforms' additions and float
+// sums in another order (a few ulps from the direct convolution's; the same bits at any thread
+// count and ISA: the transforms are additions in a fixed order, the products the tile's FMA
+// chains). Tiles in bands of ``band`` (V and M of a band in the thread's scratch, in L2),
+// the bands split between the threads.
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1]
+void winograd(const Geometry& g, const float* __restrict x, float* zeros, const float* U,
+              float* out, const Epilogue& ep, float* scratch_all, int64_t band, int64_t threads) {
+    const int64_t C = g.c, O = ep.cout, H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+    const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, tiles = g.n * TH * TW;
+    const int64_t nb = (O + kCols - 1) / kCols, nbands = (tiles + band - 1) / band;
+    // V and M of a band: (16, band, C) and (16, band, O) (the tile reads rows C apart and
+    // writes rows O apart), or (band, 16, C) and (band, 16, O)
+    const int64_t vC = band * C, mO = band * O;
+    // V and M by tile (a tile's 16 values side by side) from 128 channels on: faster there
+    // (28x28x128: 0.77x the time), slower below (56x56x64: 1.10x)
+    const bool by_tile = C >= 128;
+    const int64_t sxv = by_tile ? C : vC, siv = by_tile ? 16 * C : C;
+    const int64_t sxm = by_tile ? O : mO, sim = by_tile ? 16 * O : O;
+    Epilogue plain = ep;  // the products: stored as they are
+    plain.bias = nullptr;
+    plain.residual = nullptr;
+    plain.act = 0;
+    for (int64_t c = 0; c < C; ++c) zeros[c] = 0.0f;  // (a tap outside x)
+#pragma omp parallel num_threads((int)threads) if (threads > 1)
+    {
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        float* V = scratch_all + tid * 16 * (vC + mO);
+        float* M = V + 16 * vC;
+        const float* ptrs[kRows];
+        const int64_t b0 = nbands * tid / nth, b1 = nbands * (tid + 1) / nth;
+        for (int64_t bi = b0; bi < b1; ++bi) {
+            const int64_t t0 = bi * band, nt = tiles - t0 < band ? tiles - t0 : band;
+            for (int64_t i = 0; i < nt; ++i) {  // the input transform
+                const int64_t t = t0 + i, tx = t % TW, ty = t / TW % TH, b = t / TW / TH;
+                const float* d[16];
+                for (int r = 0; r < 4; ++r)
+                    for (int q = 0; q < 4; ++q) {
+                        const int64_t iy = 2 * ty + r - g.lo[1], ix = 2 * tx + q - g.lo[2];
+                        d[4 * r + q] = iy >= 0 && iy < H && ix >= 0 && ix < W
+                                           ? x + ((b * H + iy) * W + ix) * C
+                                           : zeros;
+                    }
+                float* v = V + i * siv;
+                int64_t c = 0;
+                for (; c + WX::L <= C; c += WX::L) wino_in<WX::F>(d, c, v, sxv);
+                for (; c < C; ++c) wino_in<float>(d, c, v, sxv);
+            }
+            for (int64_t xi = 0; xi < 16; ++xi)  // the 16 products, kRows tiles at a time
+                for (int64_t p = 0; p < nb; ++p) {
+                    const int64_t j0 = p * kCols, nv = O - j0 < kCols ? O - j0 : kCols;
+                    const int64_t nvec = (nv + WX::L - 1) / WX::L;
+                    const float* pn = U + (xi * nb + p) * C * kCols;
+                    for (int64_t r0 = 0; r0 < nt; r0 += kRows) {
+                        const int64_t R = nt - r0 < kRows ? nt - r0 : kRows;
+                        for (int64_t r = 0; r < kRows; ++r)
+                            ptrs[r] = V + xi * sxv + (r0 + (r < R ? r : 0)) * siv;
+                        float* o = M + xi * sxm + r0 * sim + j0;
+                        bz_dispatch<kRows>(R, [&](auto rc) {
+                            constexpr int RC = decltype(rc)::value;
+                            bz_dispatch<kVec>(nvec, [&](auto vc) {
+                                constexpr int VC = decltype(vc)::value;
+                                tile<RC, 1, VC>(ptrs, C, 0, C, pn, nv, o, nullptr, sim, nullptr,
+                                                plain, true, true);
+                            });
+                        });
+                    }
+                }
+            for (int64_t i = 0; i < nt; ++i) {  // the output transform and the epilogue
+                const int64_t t = t0 + i, tx = t % TW, ty = t / TW % TH, b = t / TW / TH;
+                const float* __restrict m = M + i * sim;
+                const bool right = 2 * tx + 1 < OW, below = 2 * ty + 1 < OH;
+                const int64_t row = (b * OH + 2 * ty) * OW + 2 * tx;  // the tile's first output
+                float* y[4] = {out + row * ep.ldo, out + (row + 1) * ep.ldo,
+                               out + (row + OW) * ep.ldo, out + (row + OW + 1) * ep.ldo};
+                const float* res[4] = {nullptr, nullptr, nullptr, nullptr};
+                if (ep.residual)
+                    for (int k = 0; k < 4; ++k)
+                        res[k] = ep.residual + (row + (k & 1) + (k >> 1) * OW) * O;
+                const WinoOut wo{ep, res, y, right, below};
+                int64_t c = 0;
+                for (; c + WX::L <= O; c += WX::L) wino_out<WX::F>(m, sxm, c, wo);
+                for (; c < O; ++c) wino_out<float>(m, sxm, c, wo);
+            }
+        }
+    }
+}
+
 // Three planes' first n floats interleaved into dst (p0[0], p1[0], p2[0], p0[1], ...), 16
 // positions at a time (two two-vector shuffles per 16 floats written); returns the positions
 // done (a multiple of 16).
@@ -654,6 +827,11 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         packed = own;
     }
     const int64_t* st = a + 33;
+    if (mode == 7 && a[32]) {  // Winograd (the transformed weight always given)
+        winograd(g, x, zeros, packed, out, ep, cols, a[39], threads);
+        std::free(own);
+        return;
+    }
     int64_t cl[5];
     bool rowwise = mode == 5;
     float* pack = mode == 5 || a[38] ? cols : nullptr;
