@@ -492,7 +492,7 @@ def compile(fn: Callable[..., Any] | None = None, *, shapeless: bool = False,  #
     >>> no_cse = bz.compile(lambda x: bz.sin(x) + bz.sin(x), disable_passes=("cse",))
     >>> [name for name, _ in bz.explain(no_cse, bz.asarray([1.0, 2.0])).passes]
     ['constant_folding', 'identities', 'layout', 'small_reductions', 'conv_epilogue',
-     'conv_concat', 'dce', 'fuse', 'plan_memory']
+     'conv_concat', 'conv_pool', 'dce', 'fuse', 'plan_memory']
     """
     if fn is None:
         if opt_level is not None or disable_passes:  # bad names or levels raise at the call,

@@ -20,6 +20,7 @@ layout: no rewrites
 small_reductions: no rewrites
 conv_epilogue: no epilogues fused
 conv_concat: no concatenations of convolutions
+conv_pool: no pools of convolutions
 dce: 2 nodes removed
 fuse: 3 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 256 bytes

@@ -29,6 +29,7 @@ layout: no rewrites
 small_reductions: no rewrites
 conv_epilogue: no epilogues fused
 conv_concat: no concatenations of convolutions
+conv_pool: no pools of convolutions
 dce: 1 node removed
 fuse: 2 ops -> 1 kernel
 plan_memory: 1 buffer in 1 storage, peak 16 bytes

@@ -129,8 +129,9 @@ def test_concatenated_branches_equal_the_graph_without_the_pass(backend_name, ca
         got, plain = np.asarray(on(*args)), np.asarray(off(*args))
         if backend_name == "cpu":
             np.testing.assert_array_equal(got, plain)
-        else:
-            np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+        else:  # (another summation order: within 1e-5 of the largest output)
+            scale = max(float(np.abs(plain).max()), 1.0)
+            np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5 * scale)
     with bz.backend("numpy"):
         want = np.asarray(f(*args))
     k = max(b[0][0].size for b in branches)

@@ -76,7 +76,8 @@ def x32():
 def test_the_registry_holds_the_basic_passes_in_pipeline_order() -> None:
     assert [(p.name, p.level) for p in PASSES.values()] == [
         ("constant_folding", 1), ("identities", 1), ("cse", 1), ("layout", 3),
-        ("small_reductions", 2), ("conv_epilogue", 2), ("conv_concat", 2), ("dce", 1)]
+        ("small_reductions", 2), ("conv_epilogue", 2), ("conv_concat", 2), ("conv_pool", 2),
+        ("dce", 1)]
     assert MAX_LEVEL == 3
     assert PassConfig().names() == tuple(PASSES)
     assert make_config(opt_level=0).names() == ()
@@ -88,7 +89,7 @@ def test_the_registry_holds_the_basic_passes_in_pipeline_order() -> None:
 def test_unknown_pass_names_and_levels_are_refused_naming_the_passes() -> None:
     with pytest.raises(ValueError, match="unknown pass 'csee'; passes: constant_folding, "
                                          "identities, cse, layout, small_reductions, "
-                                         "conv_epilogue, conv_concat, dce"):
+                                         "conv_epilogue, conv_concat, conv_pool, dce"):
         make_config(disable_passes=["csee"])
     with pytest.raises(ValueError, match="unknown pass"):
         bz.compile(lambda x: x, disable_passes=("nope",))
@@ -219,6 +220,7 @@ def test_explain_lists_the_passes_and_what_they_changed(x32) -> None:
         ("small_reductions", "no rewrites"),
         ("conv_epilogue", "no epilogues fused"),
         ("conv_concat", "no concatenations of convolutions"),
+        ("conv_pool", "no pools of convolutions"),
         ("dce", "4 nodes removed"),
         ("fuse", "3 ops -> 1 kernel"),
         ("plan_memory", "1 buffer in 1 storage, peak 512 bytes"),

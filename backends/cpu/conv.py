@@ -84,7 +84,7 @@ WINOGRAD_SIZE = 8
 # F(2x2, 3x3)'s weight transform: U = G g G^T per (output, input) channel pair
 _WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 _F32 = np.dtype(np.float32)
-_CONV_ARGS = 42  # one convolution's args (kernels/conv.cc: kConvArgs)
+_CONV_ARGS = 53  # one convolution's args (kernels/conv.cc: kConvArgs)
 
 source, _KERNELS = file_kernel(__package__, "kernels/conv.cc", "bz_conv_f32")
 
@@ -151,7 +151,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
             ) -> tuple[int, np.ndarray, tuple[int, int, int]]:
     """(mode, args, scratch byte sizes) of one call (see ``kernels/conv.cc``); x's element
     strides default to contiguous; ``out_slice``: (row stride, first channel) of the wider
-    output the call writes channels of ((0, 0): out is its own)."""
+    output the call writes channels of ((0, 0): out is its own). ``out_shape`` is the
+    convolution's, before ``attrs['pool']`` (a max pool of it: the conv_pool pass)."""
     n = len(x_shape) - 2
     cin, cout, groups = x_shape[-1], w_shape[0], attrs["groups"]
     taps = math.prod(w_shape[1:-1])
@@ -196,8 +197,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
     bands = min(nrb, bands if bands == 1 else -(-bands // nt) * nt)
     band = -(-nrb // max(bands, 1))  # (the largest band's blocks: the scratch per thread)
     args = np.array([nt, mode, *geo, groups, cout, act, *bits, bool(attrs.get("bias")),
-                     bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands, *out_slice],
-                    np.int64)
+                     bool(attrs.get("residual")), *offsets, 1, *st5, pack, bands,
+                     *[0] * 10, -1, *out_slice], np.int64)
     # gathered rows per thread; mode 5 also x channels-last after them (NCHW images), or
     # (rows of runs, see _runs) only x channels-last with its padding as zeros
     gathered = nt * band * kr * k * 4 + (math.prod(x_shape) * 4 if mode == 5 else 0) \
@@ -217,6 +218,24 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
         tband = min(tband, -(-tiles // (nt * kr)) * kr)  # (every thread a band at least)
         args[39] = tband
         gathered = nt * tband * per_tile
+    if attrs.get("pool"):
+        p = dict(attrs["pool"])
+        pooled = [*p["kernel_size"], *p["stride"], *p["dilation"],
+                  *[lo for lo, _ in p["padding"]],
+                  *(((o + lo + hi - (k - 1) * d - 1) // s_ + 1) for o, k, s_, d, (lo, hi) in
+                    zip(out_shape[1:3], p["kernel_size"], p["stride"], p["dilation"],
+                        p["padding"]))]
+        args[40:50] = pooled
+        if len(x_shape) == 4 and groups == 1 and not attrs.get("residual") and (
+                mode == 2 and not pack or mode == 5 and _runs(w_shape, attrs["kernel_dilation"])):
+            # each thread's ring of the convolution's lines, after x's channels-last copy
+            ring_lines = (pooled[0] - 1) * pooled[4] + 1
+            gathered += nt * ring_lines * out_shape[2] * cout * 4
+            lines = -(-out_shape[2] // kr) * kr
+            offsets_bytes = max(offsets_bytes, nt * lines * taps * 8)
+        else:  # the whole convolution first, after what its own call uses there
+            args[50] = -(-gathered // 64) * 16
+            gathered = args[50] * 4 + math.prod(out_shape) * 4
     scratch = (offsets_bytes, (run * cin // groups + 16) * 4, gathered)
     return mode, args, scratch
 
@@ -279,7 +298,8 @@ class Conv(NativeOp):
         x = np.ascontiguousarray(x)
         shape = op.infer((x.shape, w.shape, *(e.shape for e in epilogue)),  # type: ignore[misc]
                          (x.dtype, w.dtype, *(e.dtype for e in epilogue)), attrs)[0]
-        mode, args, scratch = _launch(attrs, x.shape, w.shape, shape, self._num_threads())
+        conv_shape = _unpooled(attrs, x, w, epilogue)
+        mode, args, scratch = _launch(attrs, x.shape, w.shape, conv_shape, self._num_threads())
         self.calls[self._MODES[mode]] += 1
         out = np.empty(shape, _F32)
         bufs = [x, np.ascontiguousarray(w), *(np.ascontiguousarray(e) for e in epilogue), out,
@@ -321,12 +341,25 @@ class Conv(NativeOp):
         offsets = (xv.offset, ep[0] if attrs.get("bias") else 0,
                    ep[-1] if attrs.get("residual") else 0)
         contiguous = xv.is_contiguous()
-        mode, args, scratch = _launch(attrs, xv.shape, wv.shape, out[0], self._num_threads(),
-                                      offsets, None if contiguous else xv.strides)
+        conv_shape = out[0] if not attrs.get("pool") else OPS["conv_fused"].infer(  # type: ignore[misc]
+            tuple(v.shape for v, _ in inputs), tuple(d for _, d in inputs),
+            {k: v for k, v in attrs.items() if k != "pool"})[0]
+        mode, args, scratch = _launch(attrs, xv.shape, wv.shape, conv_shape,
+                                      self._num_threads(), offsets,
+                                      None if contiguous else xv.strides)
         if mode != 5 and not contiguous:  # (only the im2col gather reads x strided)
             return None
         return NativeLibraryCall(h, args, scratch, derived=(
             functools.partial(_derived, mode, attrs["groups"], wv.shape), (1,), 32))
+
+
+def _unpooled(attrs: dict[str, Any], x: np.ndarray, w: np.ndarray,
+              epilogue: tuple[np.ndarray, ...]) -> tuple[int, ...]:
+    """The convolution's result shape, before ``attrs['pool']``."""
+    op = OPS["conv_fused" if "act" in attrs else "conv"]
+    return op.infer((x.shape, w.shape, *(e.shape for e in epilogue)),  # type: ignore[misc]
+                    (x.dtype, w.dtype, *(e.dtype for e in epilogue)),
+                    {k: v for k, v in attrs.items() if k != "pool"})[0]
 
 
 def _derived(mode: int, groups: int, shape: tuple[int, ...], w: np.ndarray) -> np.ndarray:

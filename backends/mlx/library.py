@@ -184,32 +184,40 @@ def _conv(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array
         y = mx.minimum(mx.maximum(y, attrs["clip"][0]), attrs["clip"][1])
     elif attrs.get("act") not in (None, "clip"):
         return None  # (the epilogue's other activations: the reference)
+    if attrs.get("pool"):  # (the conv_pool pass)
+        y = _windows("max_pool", dict(attrs["pool"]), y)
     return _out(y, out_dtype)
+
+
+def _windows(op: str, attrs: dict[str, Any], x: mx.array) -> mx.array:
+    """``max_pool`` / ``window_sum`` of x (see ``_pool``)."""
+    from ...graph.ops import pool_windows
+
+    crop = [slice(None)] + [slice(0, x.shape[1 + i] + min(hi, 0))
+                            for i, (_, hi) in enumerate(attrs["padding"])]
+    x = x[tuple(crop)]
+    widths = [(0, 0)] + [(lo, max(hi, 0)) for lo, hi in attrs["padding"]] + [(0, 0)]
+    if any(w != (0, 0) for w in widths):
+        x = mx.pad(x, widths, constant_values=-math.inf if op == "max_pool" else 0.0)
+    geo = [(x.shape[1 + i] - (k - 1) * d - 1) // s + 1 for i, (k, s, d) in
+           enumerate(zip(attrs["kernel_size"], attrs["stride"], attrs["dilation"]))]
+    views = pool_windows(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"], geo)
+    y = views[0]
+    for v in views[1:]:
+        y = mx.maximum(y, v) if op == "max_pool" else y + v
+    return y
 
 
 def _pool(op: str) -> Callable[[dict[str, Any], np.dtype, Operands], mx.array | None]:
     """``max_pool`` / ``window_sum``: x padded with -inf / zeros (a negative pad crops), then
     ``mx.maximum`` / ``+`` over the windows' strided slices in the reference's tap order
     (MLX's own pooling layers are built so)."""
-    from ...graph.ops import pool_windows
 
     def run(attrs: dict[str, Any], out_dtype: np.dtype, ops: Operands) -> mx.array | None:
         if not ops.fast(0):
             return None
         x = ops.mx(0) if op == "max_pool" else _f32(ops.mx(0))
-        crop = [slice(None)] + [slice(0, x.shape[1 + i] + min(hi, 0))
-                                for i, (_, hi) in enumerate(attrs["padding"])]
-        x = x[tuple(crop)]
-        widths = [(0, 0)] + [(lo, max(hi, 0)) for lo, hi in attrs["padding"]] + [(0, 0)]
-        if any(w != (0, 0) for w in widths):
-            x = mx.pad(x, widths, constant_values=-math.inf if op == "max_pool" else 0.0)
-        geo = [(x.shape[1 + i] - (k - 1) * d - 1) // s + 1 for i, (k, s, d) in
-               enumerate(zip(attrs["kernel_size"], attrs["stride"], attrs["dilation"]))]
-        views = pool_windows(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"], geo)
-        y = views[0]
-        for v in views[1:]:
-            y = mx.maximum(y, v) if op == "max_pool" else y + v
-        return _out(y, out_dtype)
+        return _out(_windows(op, attrs, x), out_dtype)
 
     return run
 

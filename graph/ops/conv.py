@@ -235,7 +235,7 @@ CONV = declare(OpDef(
 
 # ---------------------------------------------------------------- with its epilogue
 def _fused_ref(x, w, *rest, stride, padding, kernel_dilation, input_dilation, groups, flip,
-               bias, residual, act, clip):
+               bias, residual, act, clip, pool=None):
     out = conv_ref(x, w, stride=stride, padding=padding, kernel_dilation=kernel_dilation,
                    input_dilation=input_dilation, groups=groups, flip=flip)
     rest = list(rest)
@@ -246,6 +246,8 @@ def _fused_ref(x, w, *rest, stride, padding, kernel_dilation, input_dilation, gr
     if act == "clip":
         lo, hi = (out.dtype.type(v) for v in clip)
         out = np.minimum(np.maximum(out, lo), hi)
+    if pool:  # a max pool of the result (the conv_pool pass)
+        out = _max_pool_ref(out, **dict(pool))
     return out
 
 
@@ -256,6 +258,10 @@ def _fused_infer(shapes, dtypes, attrs):
         raise ValueError(f"conv_fused: epilogue inputs {shapes[2:]} ({dtypes[2:]}) do not "
                          f"match bias {attrs['bias']} / residual {attrs['residual']} of a "
                          f"{shape} {dtype} result")
+    if attrs.get("pool"):
+        p = dict(attrs["pool"])
+        outs = _pool_outs(shape, p["kernel_size"], p["stride"], p["dilation"], p["padding"])
+        shape = (shape[0], *outs, shape[-1])
     return shape, dtype
 
 
@@ -264,7 +270,8 @@ CONV_FUSED = declare(OpDef(
     public=False,
     doc="conv with its epilogue, made by the conv_epilogue pass (never recorded by users): "
         "+ bias (C_out,), + residual (the result's shape), then clip to attrs['clip'] "
-        "(ReLU: (0, inf)) when attrs['act'] == 'clip'.",
+        "(ReLU: (0, inf)) when attrs['act'] == 'clip'; attrs['pool'] (the conv_pool pass: "
+        "max_pool's attributes as sorted items), when set, max-pools that result.",
 ))
 
 

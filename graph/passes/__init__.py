@@ -26,13 +26,14 @@ plan_memory.
 
 >>> list(PASSES)
 ['constant_folding', 'identities', 'cse', 'layout', 'small_reductions', 'conv_epilogue',
- 'conv_concat', 'dce']
+ 'conv_concat', 'conv_pool', 'dce']
 """
 
 # each pass module registers its pass (the pipeline order is each pass's ``order``)
 from . import (
     conv_concat,
     conv_epilogue,
+    conv_pool,
     cse,
     dce,
     fold,
@@ -58,4 +59,4 @@ from .rewrite import Const, Match, Pat, Rule, RuleSet
 __all__ = ["LEVELS", "LOWERING", "MAX_LEVEL", "PASSES", "Const", "Match", "Pass", "PassConfig",
            "Pat", "Rule", "RuleSet", "config_from_env", "cse", "dce", "fold", "identities",
            "make_config", "register", "registry", "rewrite", "small_reductions", "conv_epilogue",
-           "conv_concat", "layout"]
+           "conv_concat", "conv_pool", "layout"]

@@ -33,13 +33,13 @@ default comes from ``BRAZE_OPT_LEVEL`` (default: the highest) and
 >>> from braze.graph import passes
 >>> [(p.name, p.level) for p in passes.PASSES.values()]
 [('constant_folding', 1), ('identities', 1), ('cse', 1), ('layout', 3), ('small_reductions', 2),
- ('conv_epilogue', 2), ('conv_concat', 2), ('dce', 1)]
+ ('conv_epilogue', 2), ('conv_concat', 2), ('conv_pool', 2), ('dce', 1)]
 >>> make_config(opt_level=1, disable_passes="cse").names()
 ('constant_folding', 'identities', 'dce')
 >>> make_config(disable_passes=["fold"])
 Traceback (most recent call last):
 ValueError: unknown pass 'fold'; passes: constant_folding, identities, cse, layout,
-small_reductions, conv_epilogue, conv_concat, dce
+small_reductions, conv_epilogue, conv_concat, conv_pool, dce
 """
 
 from __future__ import annotations

@@ -509,6 +509,115 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
+// Pooled line py of batch b (pool args pa as conv_pool's) from the convolution's lines, each
+// line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
+// result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
+// kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped).
+inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t line_floats,
+                      int64_t OH, int64_t OW, int64_t O, const int64_t* pa, int64_t b, int64_t py,
+                      float* out) {
+    const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
+    const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
+    for (int64_t px = 0; px < POW; ++px) {
+        float* m = out + ((b * POH + py) * POW + px) * O;
+        for (int64_t c = 0; c < O; ++c) m[c] = -__builtin_inff();
+        for (int64_t i = 0; i < pk0; ++i) {
+            const int64_t cy = py * ps0 - plo0 + i * pd0;
+            if (cy < 0 || cy >= OH) continue;
+            const float* line = wrap ? lines + (cy % (wrap / line_floats)) * line_floats
+                                     : lines + b * base_b + cy * line_floats;
+            for (int64_t j = 0; j < pk1; ++j) {
+                const int64_t cx = px * ps1 - plo1 + j * pd1;
+                if (cx < 0 || cx >= OW) continue;
+                const float* v = line + cx * O;
+                for (int64_t c = 0; c < O; ++c) m[c] = m[c] > v[c] || m[c] != m[c] ? m[c] : v[c];
+            }
+        }
+    }
+}
+
+// attrs['pool'] (the conv_pool pass), modes 2 (x in place) and 5 (rows of runs), two spatial
+// dims, one group: out = max_pool(conv(x)), pooled lines split between the threads; each
+// computes the convolution's lines its windows read (the tile and epilogue of implicit_gemm,
+// row by row the same bits) into a ring of lines in its scratch, in cache, and pools them
+// there: the convolution's result is never written whole (a line at a thread's first pooled
+// line may be computed by both threads). Pool args pa: kernel[2], stride[2], dilation[2],
+// pad lo[2], pooled out[2]; the taps combined as kernels/pool.cc does (numpy's maximum).
+void conv_pool(const Geometry& g, const float* x, const int64_t* st, const float* panels,
+               float* out, const Epilogue& ep, const int64_t* pa, int64_t* offs_all, float* zeros,
+               float* ring_all, int64_t threads) {
+    const int64_t taps = g.k[0] * g.k[1] * g.k[2], cg = g.c, K = taps * cg;
+    const int64_t O = ep.cout, nb = (O + kCols - 1) / kCols, panel = K * kCols;
+    const int64_t OH = g.out[1], OW = g.out[2], owr = (OW + kRows - 1) / kRows * kRows;
+    const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
+    const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
+    const int64_t R = (pk0 - 1) * pd0 + 1, lines = g.n * POH;  // ring lines; pooled lines
+    const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
+    for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
+#pragma omp parallel num_threads((int)threads) if (threads > 1)
+    {
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        int64_t* offs = offs_all + tid * owr * taps;
+        float* ring = ring_all + tid * R * OW * O;
+        const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
+        int64_t* delta = (int64_t*)std::malloc((size_t)(taps + R) * sizeof(int64_t));
+        int64_t* held = delta + taps;  // the convolution line (b * OH + y) each ring line holds
+        for (int64_t i = 0; i < R; ++i) held[i] = -1;
+        const TapTable table(g, st, delta);
+        const int64_t l0 = lines * tid / nth, l1 = lines * (tid + 1) / nth;
+        for (int64_t l = l0; l < l1; ++l) {
+            const int64_t b = l / POH, py = l % POH;
+            for (int64_t i = 0; i < pk0; ++i) {  // the convolution's lines the windows read
+                const int64_t cy = py * ps0 - plo0 + i * pd0;
+                if (cy < 0 || cy >= OH || held[cy % R] == b * OH + cy) continue;
+                held[cy % R] = b * OH + cy;
+                float* line = ring + (cy % R) * OW * O;
+                RowPos q = row_pos(g, (b * OH + cy) * OW);
+                for (int64_t r = 0; r < owr; ++r) {
+                    int64_t* o = offs + r * taps;
+                    if (r < OW) {
+                        table.row(g, st, q, o);
+                        next_row(g, q);
+                    } else {
+                        for (int64_t t = 0; t < taps; ++t) o[t] = -1;
+                    }
+                }
+                for (int64_t p = 0; p < nb; ++p) {
+                    const int64_t j0 = p * kCols, nv = O - j0 < kCols ? O - j0 : kCols;
+                    const int64_t nvec = (nv + WX::L - 1) / WX::L;
+                    const float* bias = ep.bias ? ep.bias + j0 : nullptr;
+                    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                        const int64_t k1 = k0 + kc < K ? k0 + kc : K;
+                        const int64_t t0 = k0 / cg, t1 = (k1 - 1) / cg + 1;
+                        for (int64_t r0 = 0; r0 < OW; r0 += kRows) {
+                            const int64_t RR = OW - r0 < kRows ? OW - r0 : kRows;
+                            const int64_t* ob = offs + r0 * taps;
+                            for (int64_t t = t0; t < t1; ++t)
+                                for (int64_t r = 0; r < kRows; ++r) {
+                                    const int64_t v = r < RR ? ob[r * taps + t] : -1;
+                                    ptrs[t * kRows + r] = v < 0 ? zeros : x + v;
+                                }
+                            float* o = line + r0 * O + j0;
+                            const bool f = k0 == 0, last = k1 == K;
+                            bz_dispatch<kRows>(RR, [&](auto rc) {
+                                constexpr int RC = decltype(rc)::value;
+                                bz_dispatch<kVec>(nvec, [&](auto vc) {
+                                    constexpr int VC = decltype(vc)::value;
+                                    tile<RC, 1, VC>(ptrs, cg, k0, k1, panels + p * panel, nv, o,
+                                                    nullptr, O, bias, ep, f, last);
+                                });
+                            });
+                        }
+                    }
+                }
+            }
+            pool_line(ring, R * OW * O, 0, OW * O, OH, OW, O, pa, b, py, out);
+        }
+        std::free(ptrs);
+        std::free(delta);
+    }
+}
+
 // One vector (T = WX::F) or one float (the last channels) of Winograd's transforms: the same
 // additions in the same order either way.
 template <class T>
@@ -771,9 +880,12 @@ void channels_last(const Geometry& g, const float* x, const int64_t* st, const i
 // has bias, has residual, element offsets of x, bias and residual in their buffers, whether the
 // packed weight is given (a replay plan's derived buffer; 0: packed here, per call), x's element
 // strides (batch, d0, d1, d2, channel: gathered rows read any; in place needs x contiguous),
-// whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm),
-// out's row stride (0: C_out; more: the call writes channels of a wider output) and the element
-// offset of its first channel there.
+// whether mode 2 gathers its rows (one group), the number of bands of rows (see implicit_gemm;
+// mode 7: tiles per band), a max pool of the result (kernel[2], stride[2], dilation[2], pad
+// lo[2], pooled out[2]: see conv_pool; kernel[0] = 0: none; then -1, or the float offset in the
+// gathered-rows scratch where the whole result goes first: run_conv_then_pool), out's row
+// stride (0: C_out; more: the call writes channels of a wider output) and the element offset
+// of its first channel there.
 // Buffers: x, w (C_out, taps, C_in/groups), [bias (C_out)], [residual (rows, C_out)], out
 // (rows, C_out or that stride), then scratch (band: the largest band's row blocks): tap offsets
 // (threads * band * kRows * taps int64), a zero row (C_in/groups + 16 floats; mode 5 k[2] * C_in +
@@ -789,10 +901,37 @@ void channels_last(const Geometry& g, const float* x, const int64_t* st, const i
 // and offset set), the buffer index of its x (its w, bias and residual follow), the float offset
 // of its packed weight. Buffers: the n inputs, out, the three scratch buffers (each as large as
 // the largest convolution's), the packed weights.
-constexpr int64_t kConvArgs = 42, kConcatArgs = kConvArgs + 2;
+constexpr int64_t kConvArgs = 53, kConcatArgs = kConvArgs + 2;
+
+void run_conv(void** bufs, const int64_t* a, int64_t threads);
+
+// A max-pooled call whose convolution cannot pool its lines in place (a[50]: the float offset
+// of its whole result in the third scratch buffer): the convolution there, then the pool.
+void run_conv_then_pool(void** bufs, const int64_t* a, int64_t threads) {
+    int64_t c[kConvArgs];
+    std::memcpy(c, a, sizeof c);
+    c[40] = 0;  // (no pool)
+    c[51] = c[52] = 0;
+    const int b = 2 + (a[27] ? 1 : 0) + (a[28] ? 1 : 0);  // out's buffer
+    void* sub[12];
+    for (int i = 0; i < b + 5; ++i) sub[i] = bufs[i];
+    float* conv = (float*)bufs[b + 3] + a[50];
+    sub[b] = conv;
+    run_conv(sub, c, threads);
+    const Geometry g = geometry(a);
+    const int64_t O = a[23], OH = g.out[1], OW = g.out[2], lines = g.n * a[48];
+    float* out = (float*)bufs[b] + a[52];
+#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
+    for (int64_t l = 0; l < lines; ++l)
+        pool_line(conv, 0, OH * OW * O, OW * O, OH, OW, O, a + 40, l / a[48], l % a[48], out);
+}
 
 void run_conv(void** bufs, const int64_t* a, int64_t threads) {
     const int64_t mode = a[1];
+    if (a[40] > 0 && a[50] >= 0) {
+        run_conv_then_pool(bufs, a, threads);
+        return;
+    }
     Geometry g = geometry(a);
     double lo, hi;
     std::memcpy(&lo, a + 25, sizeof lo);
@@ -800,7 +939,7 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
     int b = 2;
     Epilogue ep;
     ep.cout = a[23];
-    ep.ldo = a[40] > 0 ? a[40] : a[23];
+    ep.ldo = a[51] > 0 ? a[51] : a[23];
     ep.bias = a[27] ? (const float*)bufs[b++] + a[30] : nullptr;
     ep.residual = a[28] ? (const float*)bufs[b++] + a[31] : nullptr;
     ep.act = a[24];
@@ -808,7 +947,7 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
     ep.hi = (float)hi;
     const float* x = (const float*)bufs[0] + a[29];
     const float* w = (const float*)bufs[1];
-    float* out = (float*)bufs[b] + a[41];
+    float* out = (float*)bufs[b] + a[52];
     int64_t* offs = (int64_t*)bufs[b + 1];
     float* zeros = (float*)bufs[b + 2];
     float* cols = (float*)bufs[b + 3];
@@ -835,6 +974,7 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
     int64_t cl[5];
     bool rowwise = mode == 5;
     float* pack = mode == 5 || a[38] ? cols : nullptr;
+    float* ring = cols;  // (a pooled call's ring of lines: after x's channels-last copy)
     if (mode == 5 && g.dil[2] == 1 && g.k[2] > 1) {  // few channels (an image): rows of runs
         int64_t P[3];
         for (int i = 0; i < 3; ++i) {
@@ -842,6 +982,7 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
             P[i] = g.lo[i] + (last + 1 > g.in[i] ? last + 1 : g.in[i]);
         }
         channels_last(g, x, st, P, g.lo, cols, cl, threads);
+        ring = cols + g.n * P[0] * P[1] * P[2] * g.c;
         for (int i = 0; i < 3; ++i) {
             g.in[i] = P[i];
             g.lo[i] = 0;
@@ -863,6 +1004,11 @@ void run_conv(void** bufs, const int64_t* a, int64_t threads) {
         channels_last(g, x, st, g.in, none, xc, cl, threads);
         x = xc;
         st = cl;
+    }
+    if (a[40] > 0 && !rowwise && !pack && groups == 1) {  // max-pooled (a[40..49])
+        conv_pool(g, x, st, packed, out, ep, a + 40, offs, zeros, ring, threads);
+        std::free(own);
+        return;
     }
     implicit_gemm(g, x, st, packed, out, groups, ep, offs, zeros, pack, rowwise,
                   a[39] > 0 ? a[39] : 1, threads);
