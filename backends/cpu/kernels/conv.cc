@@ -513,26 +513,54 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
 // line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
 // result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
 // kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped).
+// m[c] = numpy's maximum of m[c] and each of the nt taps' channel c, in order (NaN stays),
+// 16 channels in registers across the taps
+inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
+    typedef float V __attribute__((vector_size(64)));
+    int64_t c = 0;
+    for (; c + 16 <= O; c += 16) {
+        V a, u;
+        std::memcpy(&a, m + c, sizeof a);
+        for (int64_t t = 0; t < nt; ++t) {
+            std::memcpy(&u, tap[t] + c, sizeof u);
+            a = (a > u) | (a != a) ? a : u;
+        }
+        std::memcpy(m + c, &a, sizeof a);
+    }
+    for (; c < O; ++c) {
+        float a = m[c];
+        for (int64_t t = 0; t < nt; ++t) a = a > tap[t][c] || a != a ? a : tap[t][c];
+        m[c] = a;
+    }
+}
+
 inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t line_floats,
                       int64_t OH, int64_t OW, int64_t O, const int64_t* pa, int64_t b, int64_t py,
                       float* out) {
     const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
     const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
+    constexpr int64_t kTaps = 64;  // (more taps: in chunks of this many)
+    const float* tap[kTaps];
+    const float inf = __builtin_inff();
     for (int64_t px = 0; px < POW; ++px) {
         float* m = out + ((b * POH + py) * POW + px) * O;
-        for (int64_t c = 0; c < O; ++c) m[c] = -__builtin_inff();
-        for (int64_t i = 0; i < pk0; ++i) {
+        for (int64_t c = 0; c < O; ++c) m[c] = -inf;
+        int64_t nt = 0;
+        for (int64_t i = 0; i <= pk0; ++i) {
             const int64_t cy = py * ps0 - plo0 + i * pd0;
-            if (cy < 0 || cy >= OH) continue;
-            const float* line = wrap ? lines + (cy % (wrap / line_floats)) * line_floats
-                                     : lines + b * base_b + cy * line_floats;
-            for (int64_t j = 0; j < pk1; ++j) {
+            const bool row = i < pk0 && cy >= 0 && cy < OH;
+            const float* line = !row   ? nullptr
+                                : wrap ? lines + (cy % (wrap / line_floats)) * line_floats
+                                       : lines + b * base_b + cy * line_floats;
+            for (int64_t j = 0; row && j < pk1; ++j) {
                 const int64_t cx = px * ps1 - plo1 + j * pd1;
-                if (cx < 0 || cx >= OW) continue;
-                const float* v = line + cx * O;
-                for (int64_t c = 0; c < O; ++c) m[c] = m[c] > v[c] || m[c] != m[c] ? m[c] : v[c];
+                if (cx >= 0 && cx < OW) tap[nt++] = line + cx * O;
+                if (nt < kTaps) continue;
+                max_taps(tap, nt, O, m);
+                nt = 0;
             }
         }
+        max_taps(tap, nt, O, m);
     }
 }
 
