@@ -509,10 +509,6 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
-// Pooled line py of batch b (pool args pa as conv_pool's) from the convolution's lines, each
-// line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
-// result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
-// kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped).
 // m[c] = numpy's maximum of m[c] and each of the nt taps' channel c, in order (NaN stays),
 // 16 channels in registers across the taps
 inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
@@ -534,6 +530,10 @@ inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
     }
 }
 
+// Pooled line py of batch b (pool args pa as conv_pool's) from the convolution's lines, each
+// line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
+// result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
+// kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped).
 inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t line_floats,
                       int64_t OH, int64_t OW, int64_t O, const int64_t* pa, int64_t b, int64_t py,
                       float* out) {
@@ -546,18 +546,18 @@ inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t 
         float* m = out + ((b * POH + py) * POW + px) * O;
         for (int64_t c = 0; c < O; ++c) m[c] = -inf;
         int64_t nt = 0;
-        for (int64_t i = 0; i <= pk0; ++i) {
+        for (int64_t i = 0; i < pk0; ++i) {
             const int64_t cy = py * ps0 - plo0 + i * pd0;
-            const bool row = i < pk0 && cy >= 0 && cy < OH;
-            const float* line = !row   ? nullptr
-                                : wrap ? lines + (cy % (wrap / line_floats)) * line_floats
-                                       : lines + b * base_b + cy * line_floats;
-            for (int64_t j = 0; row && j < pk1; ++j) {
+            if (cy < 0 || cy >= OH) continue;
+            const float* line = wrap ? lines + (cy % (wrap / line_floats)) * line_floats
+                                     : lines + b * base_b + cy * line_floats;
+            for (int64_t j = 0; j < pk1; ++j) {
                 const int64_t cx = px * ps1 - plo1 + j * pd1;
                 if (cx >= 0 && cx < OW) tap[nt++] = line + cx * O;
-                if (nt < kTaps) continue;
-                max_taps(tap, nt, O, m);
-                nt = 0;
+                if (nt == kTaps) {
+                    max_taps(tap, nt, O, m);
+                    nt = 0;
+                }
             }
         }
         max_taps(tap, nt, O, m);
