@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from ...graph.ops import OPS, concat_branches, dilate_and_pad, reference_eval
+from ...graph.ops import OPS, concat_branches, dilate_and_pad, pool_outs, reference_eval
 from ...graph.view import View
 from ..replay import NativeLibraryCall
 from . import build as _build
@@ -222,9 +222,8 @@ def _launch(attrs: dict[str, Any], x_shape: tuple[int, ...], w_shape: tuple[int,
         p = dict(attrs["pool"])
         pooled = [*p["kernel_size"], *p["stride"], *p["dilation"],
                   *[lo for lo, _ in p["padding"]],
-                  *(((o + lo + hi - (k - 1) * d - 1) // s_ + 1) for o, k, s_, d, (lo, hi) in
-                    zip(out_shape[1:3], p["kernel_size"], p["stride"], p["dilation"],
-                        p["padding"]))]
+                  *pool_outs(out_shape, p["kernel_size"], p["stride"], p["dilation"],
+                             p["padding"])]
         args[40:50] = pooled
         if len(x_shape) == 4 and groups == 1 and not attrs.get("residual") and (
                 mode == 2 and not pack or mode == 5 and _runs(w_shape, attrs["kernel_dilation"])):
@@ -298,7 +297,8 @@ class Conv(NativeOp):
         x = np.ascontiguousarray(x)
         shape = op.infer((x.shape, w.shape, *(e.shape for e in epilogue)),  # type: ignore[misc]
                          (x.dtype, w.dtype, *(e.dtype for e in epilogue)), attrs)[0]
-        conv_shape = _unpooled(attrs, x, w, epilogue)
+        conv_shape = _unpooled(attrs, (x.shape, w.shape, *(e.shape for e in epilogue)),
+                               (x.dtype, w.dtype, *(e.dtype for e in epilogue)))
         mode, args, scratch = _launch(attrs, x.shape, w.shape, conv_shape, self._num_threads())
         self.calls[self._MODES[mode]] += 1
         out = np.empty(shape, _F32)
@@ -341,9 +341,8 @@ class Conv(NativeOp):
         offsets = (xv.offset, ep[0] if attrs.get("bias") else 0,
                    ep[-1] if attrs.get("residual") else 0)
         contiguous = xv.is_contiguous()
-        conv_shape = out[0] if not attrs.get("pool") else OPS["conv_fused"].infer(  # type: ignore[misc]
-            tuple(v.shape for v, _ in inputs), tuple(d for _, d in inputs),
-            {k: v for k, v in attrs.items() if k != "pool"})[0]
+        conv_shape = _unpooled(attrs, tuple(v.shape for v, _ in inputs),
+                               tuple(d for _, d in inputs))
         mode, args, scratch = _launch(attrs, xv.shape, wv.shape, conv_shape,
                                       self._num_threads(), offsets,
                                       None if contiguous else xv.strides)
@@ -353,12 +352,12 @@ class Conv(NativeOp):
             functools.partial(_derived, mode, attrs["groups"], wv.shape), (1,), 32))
 
 
-def _unpooled(attrs: dict[str, Any], x: np.ndarray, w: np.ndarray,
-              epilogue: tuple[np.ndarray, ...]) -> tuple[int, ...]:
-    """The convolution's result shape, before ``attrs['pool']``."""
+def _unpooled(attrs: dict[str, Any], shapes: tuple[tuple[int, ...], ...],
+              dtypes: tuple[np.dtype, ...]) -> tuple[int, ...]:
+    """The convolution's result shape (inputs ``shapes`` / ``dtypes``), before
+    ``attrs['pool']``."""
     op = OPS["conv_fused" if "act" in attrs else "conv"]
-    return op.infer((x.shape, w.shape, *(e.shape for e in epilogue)),  # type: ignore[misc]
-                    (x.dtype, w.dtype, *(e.dtype for e in epilogue)),
+    return op.infer(shapes, dtypes,  # type: ignore[misc]
                     {k: v for k, v in attrs.items() if k != "pool"})[0]
 
 

@@ -55,6 +55,7 @@ from .conv import (
     conv_ref,
     dilate_and_pad,
     pool_fill,
+    pool_outs,
     pool_windows,
 )
 from .elementwise import BITCAST, CAST, WHERE
@@ -91,7 +92,7 @@ __all__ = [
     "BITCAST", "BROADCAST", "CAST", "CONCAT", "CONSTANT", "CONV", "CONV_CONCAT", "CONV_FUSED",
     "MAX_POOL", "WINDOW_SUM", "concat_branches", "conv",
     "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "DOMAINS", "GATHER", "MATMUL",
-    "OPS", "pool_fill", "pool_windows",
+    "OPS", "pool_fill", "pool_outs", "pool_windows",
     "PARAMETER", "PERMUTE", "QUANTIZED_MATMUL", "QUANT_ACT_MODES", "QUANT_BITS", "QUANT_GROUPS",
     "RANDOM_BITS",
     "RESHAPE", "ROPE", "SCATTER", "SDPA", "SLICE", "SLICE_UPDATE", "VALUE", "WHERE", "Infer",

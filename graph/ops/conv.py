@@ -35,7 +35,7 @@ from .shapes import Shape
 
 __all__ = ["CONV", "CONV_CONCAT", "CONV_FUSED", "MAX_POOL", "WINDOW_SUM", "concat_branches",
            "conv_attrs", "conv_out_size", "conv_ref", "dilate_and_pad", "pool_fill",
-           "pool_windows"]
+           "pool_outs", "pool_windows"]
 
 
 def _per_dim(name: str, v: Any, n: int, lo: int) -> tuple[int, ...]:
@@ -260,7 +260,7 @@ def _fused_infer(shapes, dtypes, attrs):
                          f"{shape} {dtype} result")
     if attrs.get("pool"):
         p = dict(attrs["pool"])
-        outs = _pool_outs(shape, p["kernel_size"], p["stride"], p["dilation"], p["padding"])
+        outs = pool_outs(shape, p["kernel_size"], p["stride"], p["dilation"], p["padding"])
         shape = (shape[0], *outs, shape[-1])
     return shape, dtype
 
@@ -344,14 +344,19 @@ def pool_windows(xp: Any, kernel_size, stride, dilation, outs) -> list[Any]:
     return [xp[key] for key in _window_keys(kernel_size, stride, dilation, outs)]
 
 
-def _pool_outs(shape: Shape, kernel_size, stride, dilation, padding) -> list[int]:
+def pool_outs(shape: Shape, kernel_size, stride, dilation, padding) -> list[int]:
+    """The output sizes of a pool over channels-last ``shape``'s spatial dims.
+
+    >>> pool_outs((1, 111, 111, 64), (3, 3), (2, 2), (1, 1), ((0, 0), (0, 0)))
+    [55, 55]
+    """
     return [(size + lo + hi - ((k - 1) * d + 1)) // s + 1 for size, k, s, d, (lo, hi)
             in zip(shape[1:-1], kernel_size, stride, dilation, padding)]
 
 
 def _max_pool_ref(x, *, kernel_size, stride, dilation, padding):
     xp = dilate_and_pad(x, padding, (1,) * len(stride), fill=pool_fill(x.dtype))
-    outs = _pool_outs(x.shape, kernel_size, stride, dilation, padding)
+    outs = pool_outs(x.shape, kernel_size, stride, dilation, padding)
     views = pool_windows(xp, kernel_size, stride, dilation, outs)
     out = views[0].copy()
     for v in views[1:]:
@@ -366,7 +371,7 @@ def _pool_infer(op: str) -> Any:
         if len(x) != n + 2:
             raise ValueError(f"{op}: expected x (N, *spatial, C) with {n} spatial dims, got "
                              f"shape {x}")
-        outs = _pool_outs(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"],
+        outs = pool_outs(x, attrs["kernel_size"], attrs["stride"], attrs["dilation"],
                           attrs["padding"])
         if any(o < 1 for o in outs):
             raise ValueError(f"{op}: x {x} with kernel {attrs['kernel_size']} and padding "
@@ -429,7 +434,7 @@ MAX_POOL = declare(OpDef(
 # ---------------------------------------------------------------- window sums (average pooling)
 def _window_sum_ref(x, *, kernel_size, stride, dilation, padding):
     xp = dilate_and_pad(x, padding, (1,) * len(stride), fill=0)
-    outs = _pool_outs(x.shape, kernel_size, stride, dilation, padding)
+    outs = pool_outs(x.shape, kernel_size, stride, dilation, padding)
     views = pool_windows(xp, kernel_size, stride, dilation, outs)
     out = views[0].copy()
     for v in views[1:]:
