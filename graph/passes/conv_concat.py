@@ -30,7 +30,7 @@ from collections import Counter
 from .. import dtypes as dt
 from ..ir import GNode, Graph
 from .conv_epilogue import fused_attrs
-from .registry import Pass, fused_summary, register
+from .registry import Pass, fused_summary, rebuild, register
 
 NAME = "conv_concat"
 _CONV = ("conv", "conv_fused")
@@ -53,14 +53,11 @@ def conv_concat(g: Graph, changes: Counter[str] | None = None) -> Graph:
     """``g`` with concatenations of convolutions as ``conv_concat`` nodes (the replaced
     nodes stay: see ``dce``)."""
     uses = g.live_uses()
-    out = Graph(n_inputs=g.n_inputs)
-    remap: list[int] = []
-    for n in g.nodes:
+
+    def replace(n: GNode, remap: list[int]) -> GNode | None:
         convs = _branches(g, n, uses)
         if convs is None:
-            remap.append(out.add(GNode(n.op, tuple(remap[j] for j in n.inputs), n.attrs,
-                                       n.shape, n.dtype, n.value)))
-            continue
+            return None
         ins: list[int] = []
         branches = []
         for c in convs:
@@ -69,10 +66,10 @@ def conv_concat(g: Graph, changes: Counter[str] | None = None) -> Graph:
             branches.append((len(own), tuple(sorted(fused_attrs(c).items()))))
         if changes is not None:
             changes[f"concat of {len(convs)} convolutions"] += 1
-        remap.append(out.add(GNode("conv_concat", tuple(ins), {"branches": tuple(branches)},
-                                   n.shape, n.dtype)))
-    out.outputs = [remap[i] for i in g.outputs]
-    return out
+        return GNode("conv_concat", tuple(ins), {"branches": tuple(branches)}, n.shape,
+                     n.dtype)
+
+    return rebuild(g, replace)
 
 
 PASS = register(Pass(NAME, 2, 125, "convolutions concatenated along their channels write "

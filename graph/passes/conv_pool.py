@@ -27,7 +27,7 @@ from collections import Counter
 from .. import dtypes as dt
 from ..ir import GNode, Graph
 from .conv_epilogue import fused_attrs
-from .registry import Pass, fused_summary, register
+from .registry import Pass, fused_summary, rebuild, register
 
 NAME = "conv_pool"
 _CONV = ("conv", "conv_fused")
@@ -49,22 +49,19 @@ def conv_pool(g: Graph, changes: Counter[str] | None = None) -> Graph:
     """``g`` with max pools of convolutions folded into them (the replaced nodes stay: see
     ``dce``)."""
     uses = g.live_uses()
-    out = Graph(n_inputs=g.n_inputs)
-    remap: list[int] = []
-    for n in g.nodes:
+
+    def replace(n: GNode, remap: list[int]) -> GNode | None:
         c = _pooled(g, n, uses)
         if c is None:
-            remap.append(out.add(GNode(n.op, tuple(remap[j] for j in n.inputs), n.attrs,
-                                       n.shape, n.dtype, n.value)))
-            continue
+            return None
         own = c.inputs if c.op == "conv_fused" else c.inputs[:2]
-        attrs = {**fused_attrs(c), "pool": tuple(sorted(n.attrs.items()))}
         if changes is not None:
             changes["max pool of a convolution"] += 1
-        remap.append(out.add(GNode("conv_fused", tuple(remap[j] for j in own), attrs,
-                                   n.shape, n.dtype)))
-    out.outputs = [remap[i] for i in g.outputs]
-    return out
+        return GNode("conv_fused", tuple(remap[j] for j in own),
+                     {**fused_attrs(c), "pool": tuple(sorted(n.attrs.items()))}, n.shape,
+                     n.dtype)
+
+    return rebuild(g, replace)
 
 
 PASS = register(Pass(NAME, 2, 126, "a convolution's max pool as its last step", run=conv_pool,

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..ir import Graph
+from ..ir import GNode, Graph
 from .rewrite import RuleSet, rewrite
 
 LEVELS = {0: "none", 1: "basic", 2: "extended", 3: "layout"}
@@ -81,6 +81,35 @@ def fused_summary(none: str) -> Callable[[Counter[str]], str]:
             return none
         return f"{n} fused ({', '.join(f'{k}: {v}' for k, v in c.most_common())})"
     return summary
+
+
+def rebuild(g: Graph, replace: Callable[[GNode, list[int]], GNode | None]) -> Graph:
+    """``g``'s nodes in order into a new graph: node n as ``replace(n, remap)`` where that
+    gives a node (its inputs already numbered in the new graph: ``remap`` maps the old
+    numbers), else as itself with its inputs renumbered; the outputs renumbered. The
+    replaced nodes' own inputs stay (see ``dce``).
+
+    >>> from braze.graph.ir import GNode, Graph
+    >>> import numpy as np
+    >>> g = Graph(n_inputs=1)
+    >>> x = g.add(GNode("input", (), {"index": 0}, (2,), np.dtype(np.float32)))
+    >>> y = g.add(GNode("negative", (x,), {}, (2,), np.dtype(np.float32)))
+    >>> g.outputs = [y]
+    >>> h = rebuild(g, lambda n, remap: GNode("abs", (remap[n.inputs[0]],), {}, n.shape,
+    ...                                        n.dtype) if n.op == "negative" else None)
+    >>> [n.op for n in h.nodes]
+    ['input', 'abs']
+    """
+    out = Graph(n_inputs=g.n_inputs)
+    remap: list[int] = []
+    for n in g.nodes:
+        new = replace(n, remap)
+        if new is None:
+            new = GNode(n.op, tuple(remap[j] for j in n.inputs), n.attrs, n.shape, n.dtype,
+                        n.value)
+        remap.append(out.add(new))
+    out.outputs = [remap[i] for i in g.outputs]
+    return out
 
 
 @dataclass(frozen=True)
