@@ -51,6 +51,7 @@ struct WX {
 };
 #include "dispatch.h"
 #endif
+#include "taps.h"
 
 namespace {
 
@@ -509,23 +510,16 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     }
 }
 
-// m[c] = numpy's maximum of m[c] and each of the nt taps' channel c, in order (NaN stays),
-// 16 channels in registers across the taps
+// m[c] = numpy's maximum of the nt taps' channel c, in order (NaN stays; -inf for no tap):
+// 64 then 16 channels at a time (taps.h), the last few one by one
 inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
-    typedef float V __attribute__((vector_size(64)));
     int64_t c = 0;
-    for (; c + 16 <= O; c += 16) {
-        V a, u;
-        std::memcpy(&a, m + c, sizeof a);
-        for (int64_t t = 0; t < nt; ++t) {
-            std::memcpy(&u, tap[t] + c, sizeof u);
-            a = (a > u) | (a != a) ? a : u;
-        }
-        std::memcpy(m + c, &a, sizeof a);
-    }
+    const auto at = [&](int64_t t) { return tap[t] + c; };
+    for (; c + 64 <= O; c += 64) tap_block<Max, 4>(m + c, at, nt);
+    for (; c + 16 <= O; c += 16) tap_block<Max, 1>(m + c, at, nt);
     for (; c < O; ++c) {
-        float a = m[c];
-        for (int64_t t = 0; t < nt; ++t) a = a > tap[t][c] || a != a ? a : tap[t][c];
+        float a = Max::init();
+        for (int64_t t = 0; t < nt; ++t) a = Max::add(a, tap[t][c]);
         m[c] = a;
     }
 }
@@ -539,12 +533,8 @@ inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t 
                       float* out) {
     const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
     const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
-    constexpr int64_t kTaps = 64;  // (more taps: in chunks of this many)
-    const float* tap[kTaps];
-    const float inf = __builtin_inff();
+    const float** tap = (const float**)std::malloc((size_t)(pk0 * pk1) * sizeof(float*));
     for (int64_t px = 0; px < POW; ++px) {
-        float* m = out + ((b * POH + py) * POW + px) * O;
-        for (int64_t c = 0; c < O; ++c) m[c] = -inf;
         int64_t nt = 0;
         for (int64_t i = 0; i < pk0; ++i) {
             const int64_t cy = py * ps0 - plo0 + i * pd0;
@@ -554,14 +544,11 @@ inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t 
             for (int64_t j = 0; j < pk1; ++j) {
                 const int64_t cx = px * ps1 - plo1 + j * pd1;
                 if (cx >= 0 && cx < OW) tap[nt++] = line + cx * O;
-                if (nt == kTaps) {
-                    max_taps(tap, nt, O, m);
-                    nt = 0;
-                }
             }
         }
-        max_taps(tap, nt, O, m);
+        max_taps(tap, nt, O, out + ((b * POH + py) * POW + px) * O);
     }
+    std::free(tap);
 }
 
 // attrs['pool'] (the conv_pool pass), modes 2 (x in place) and 5 (rows of runs), two spatial

@@ -7,7 +7,7 @@
 // place (no padded copy of x): max (mode 0) starts at -inf and takes each tap inside x as
 // m = m > v || m != m ? m : v, numpy's maximum (NaN propagates; of two equal values, -0.0 and
 // +0.0, the later tap's stays; a padded tap holds -inf and changes nothing, so it is skipped;
-// a block of channels first assumes no NaN: see block); sum (mode 1) starts at
+// a block of channels first assumes no NaN: see tap_block in taps.h); sum (mode 1) starts at
 // -0.0 (x + -0.0 = x for every x) and adds each tap, +0.0 for a padded one (the reference sums
 // a zero-padded input: a -0.0 sum becomes +0.0 there). The reference's bits. Blocks of 64 (then
 // 16) channels keep their accumulators in registers across the taps; output positions are split
@@ -22,79 +22,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include "taps.h"
 
 extern "C" int omp_get_thread_num(void);
 extern "C" int omp_get_num_threads(void);
 
 namespace {
-
-// 16 floats (GCC's vector extension: one AVX-512 register, two AVX2 or four NEON ones)
-typedef float V16 __attribute__((vector_size(64)));
-inline V16 load16(const float* p) {
-    V16 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-struct Max {
-    static float init() { return -__builtin_inff(); }
-    // numpy's maximum(m, v): a NaN stays, and of two equal values (-0.0 and +0.0) v wins
-    static float add(float m, float v) { return m > v || m != m ? m : v; }
-    static V16 add(V16 m, V16 v) { return (m > v) | (m != m) ? m : v; }
-    // add() where no NaN comes: one max instruction (x86's max(m, v) is m > v ? m : v);
-    // the NaNs are looked for apart (see block)
-    static V16 add_number(V16 m, V16 v) { return m > v ? m : v; }
-    static constexpr bool kPadded = false;  // padded taps change nothing: skipped
-    static constexpr bool kNumbers = true;
-};
-struct Sum {
-    static float init() { return -0.0f; }
-    static float add(float m, float v) { return m + v; }
-    static V16 add(V16 m, V16 v) { return m + v; }
-    static V16 add_number(V16 m, V16 v) { return m + v; }
-    static constexpr bool kPadded = true;  // a padded tap adds +0.0
-    static constexpr bool kNumbers = false;
-};
-
-// Tap t's first channel's element, or -1 for a padded tap (kept only when Op::kPadded).
-// W = 16 * B channels: the accumulators stay in registers across the taps. Max first
-// assumes numbers (add_number) while summing v - v per lane (0 for a finite v, NaN for a NaN
-// or an infinity, and a NaN stays): a block where that sum is not 0 is done again with add.
-template <class Op, int B>
-inline void block(float* m, const float* x, const int64_t* offs, int64_t nt) {
-    V16 acc[B];
-    if (Op::kNumbers) {
-        V16 bad[B];
-        for (int i = 0; i < B; ++i) acc[i] = V16{} + Op::init();
-        for (int i = 0; i < B; ++i) bad[i] = V16{};
-        for (int64_t t = 0; t < nt; ++t) {
-            const float* v = x + offs[t];  // (no padded taps: kPadded is false)
-            for (int i = 0; i < B; ++i) {
-                const V16 u = load16(v + 16 * i);
-                acc[i] = Op::add_number(acc[i], u);
-                bad[i] += u - u;
-            }
-        }
-        V16 any = bad[0];
-        for (int i = 1; i < B; ++i) any += bad[i];
-        bool numbers = true;
-        for (int j = 0; j < 16; ++j) numbers &= any[j] == 0.0f;
-        if (numbers) {
-            for (int i = 0; i < B; ++i) std::memcpy(m + 16 * i, &acc[i], sizeof acc[i]);
-            return;
-        }
-    }
-    for (int i = 0; i < B; ++i) acc[i] = V16{} + Op::init();
-    for (int64_t t = 0; t < nt; ++t) {
-        if (offs[t] < 0) {
-            for (int i = 0; i < B; ++i) acc[i] = Op::add(acc[i], V16{});
-            continue;
-        }
-        const float* v = x + offs[t];
-        for (int i = 0; i < B; ++i) acc[i] = Op::add(acc[i], load16(v + 16 * i));
-    }
-    for (int i = 0; i < B; ++i) std::memcpy(m + 16 * i, &acc[i], sizeof acc[i]);
-}
 
 template <class Op>
 void pool(const int64_t* a, const float* x, float* y) {
@@ -154,8 +87,12 @@ void pool(const int64_t* a, const float* x, float* y) {
             float* m = y + r * C;
             int64_t c = 0;
             if (st[4] == 1) {
-                for (; c + 64 <= C; c += 64) block<Op, 4>(m + c, x + c, offs, nt);
-                for (; c + 16 <= C; c += 16) block<Op, 1>(m + c, x + c, offs, nt);
+                const auto tap = [&](int64_t t) -> const float* {
+                    if (Op::kPadded && offs[t] < 0) return nullptr;
+                    return x + c + offs[t];
+                };
+                for (; c + 64 <= C; c += 64) tap_block<Op, 4>(m + c, tap, nt);
+                for (; c + 16 <= C; c += 16) tap_block<Op, 1>(m + c, tap, nt);
             }
             for (int64_t j = c; j < C; ++j) {  // (strided channels, or the last few)
                 float v = Op::init();
