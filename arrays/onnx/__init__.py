@@ -83,7 +83,9 @@ class _Input:
     def __init__(self, name: str, dtype: np.dtype | None, shape: tuple[int | None, ...] | None):
         self.name, self.dtype, self.shape = name, dtype, shape
 
-    def check(self, x: Any) -> Array:
+    def check(self, x: Any, copy: bool | None = None) -> Array:
+        """``x`` as this input's array; ``copy=False``: a numpy buffer read in place (a
+        compiled call reads it during the call only)."""
         if not isinstance(x, Array):
             is_array = isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__")
             x = np.asarray(x) if is_array else np.asarray(x, dtype=self.dtype)
@@ -96,7 +98,7 @@ class _Input:
                 want_s = tuple("?" if d is None else d for d in self.shape)
                 raise ValueError(f"input {self.name!r}: expected shape {want_s} "
                                  f"('?' any size), got {got}")
-        return x if isinstance(x, Array) else asarray(x)
+        return x if isinstance(x, Array) else asarray(x, copy=copy)
 
 
 def _value_info(onnx: Any, vi: Any) -> _Input:
@@ -249,27 +251,35 @@ class OnnxModel:
 
     def __call__(self, *inputs: Any, **named: Any) -> list[Array]:
         """Run the model: inputs positionally or by name; a list of braze arrays."""
-        xs = self._bind(inputs, named)
+        raw = self._bind(inputs, named)
         if self.backend is None:
-            return self._call(xs)
+            return self._call(raw)
         from ...backends import backend as _backend
 
         with _backend(self.backend):
-            return self._call(xs)
+            return self._call(raw)
 
-    def _call(self, xs: list[Array]) -> list[Array]:
-        if not self.compiled:
-            return self._run(*xs)
-        try:
-            return self._fn(*xs)
-        except DataDependentError as e:
-            # a shape read from data: cannot be traced; this model runs eagerly from now on
-            warnings.warn(f"bz.onnx: {e}; running the model eagerly (no bz.compile)",
-                          RuntimeWarning, stacklevel=3)
-            self.compiled = False
-            return self._run(*xs)
+    def _call(self, raw: list[Any]) -> list[Array]:
+        if self.compiled:
+            # the replay reads numpy inputs during the call only: no copy of them (a
+            # fresh read-only view each call), and an output that is a view of one (a
+            # model that only reshapes) copied, so a later write to the input never shows
+            xs = [spec.check(x, copy=False) for spec, x in zip(self._inputs, raw)]
+            try:
+                outs = self._fn(*xs)
+            except DataDependentError as e:
+                # a shape read from data: cannot be traced; this model runs eagerly from now on
+                warnings.warn(f"bz.onnx: {e}; running the model eagerly (no bz.compile)",
+                              RuntimeWarning, stacklevel=3)
+                self.compiled = False
+            else:
+                held = [x for x in raw if isinstance(x, np.ndarray)]
+                return [asarray(np.array(v)) if any(np.may_share_memory(v, x) for x in held)
+                        else o for o, v in ((o, o._value()) for o in outs)] if held else outs
+        return self._run(*[spec.check(x) for spec, x in zip(self._inputs, raw)])
 
-    def _bind(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[Array]:
+    def _bind(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[Any]:
+        """The inputs in ``input_names`` order (as given)."""
         if inputs and named:
             raise TypeError("bz.onnx model: pass the inputs either positionally or by name")
         if named:
@@ -284,7 +294,7 @@ class OnnxModel:
         if len(inputs) != len(self._inputs):
             raise ValueError(f"bz.onnx model: expected {len(self._inputs)} inputs "
                              f"{self.input_names}, got {len(inputs)}")
-        return [spec.check(x) for spec, x in zip(self._inputs, inputs)]
+        return list(inputs)
 
     def __repr__(self) -> str:
         return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
