@@ -309,8 +309,8 @@ class ReplayPlan:
         self._const_outputs = [j for j, o in enumerate(s.output_slots)
                                if root[o] in s.const_slots]
         # numpy floating-point warnings are off while replaying, as in run_schedule; a plan
-        # of native kernels and matmuls only skips the (measurable) context switch
-        self._errstate = any(k[0] != "native" and not (
+        # of native kernels, matmuls and views only skips the (measurable) context switch
+        self._errstate = any(k[0] not in ("native", "view") and not (
             k[0] == "library" and self._writes_into(s, k[1], library)) for k in kinds)
         self.ops = self._ops(kinds, run_kernel, library, native_slots, dynamic)
 

@@ -67,6 +67,21 @@ def test_view_and_input_outputs() -> None:
         assert float(c) == 7.0
 
 
+def test_native_and_view_plans_skip_the_errstate_switch() -> None:
+    """A plan of native calls and views runs without numpy's errstate context (nothing in
+    it raises numpy warnings); one with a Python-run step switches warnings off."""
+    if not _uses_plans() or bz.backends.current().name != "cpu":
+        pytest.skip("native replay plans: cpu backend")
+    f = bz.compile(lambda x: bz.reshape(bz.tanh(x) * 2, (-1,))[3:9])
+    x = bz.asarray(data(30, 7))
+    for _ in range(3):
+        out = f(x)
+    np.testing.assert_allclose(np.asarray(out), (np.tanh(data(30, 7)) * 2).reshape(-1)[3:9],
+                               rtol=1e-6)
+    (plan,) = _plans(f)
+    assert plan.n_python_kernels == 0 and not plan._errstate
+
+
 def test_writing_into_a_result_does_not_change_the_next_call() -> None:
     @bz.compile
     def f(x):

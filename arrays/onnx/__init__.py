@@ -213,7 +213,14 @@ class OnnxModel:
         if self.compiled:
             from ..compile import compile as _compile
 
-            self._fn = _compile(self._run, opt_level=None if opt_level is None else level)
+            run = self._run
+
+            def traced(*xs: Array) -> list[Array]:
+                # (bz.compile looks for captured arrays in the closure and in the globals
+                # the code names at every call: here one cell, no names)
+                return run(*xs)
+
+            self._fn = _compile(traced, opt_level=None if opt_level is None else level)
 
     def _check_supported(self, model: Any) -> None:
         missing: dict[str, list[str]] = {}
@@ -273,9 +280,7 @@ class OnnxModel:
                               RuntimeWarning, stacklevel=3)
                 self.compiled = False
             else:
-                held = [x for x in raw if isinstance(x, np.ndarray)]
-                return [asarray(np.array(v)) if any(np.may_share_memory(v, x) for x in held)
-                        else o for o, v in ((o, o._value()) for o in outs)] if held else outs
+                return _unshared(outs, raw)
         return self._run(*[spec.check(x) for spec, x in zip(self._inputs, raw)])
 
     def _bind(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[Any]:
@@ -300,6 +305,15 @@ class OnnxModel:
         return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
                 f"opset={self.opset}, nodes={len(self._nodes)}, "
                 f"runtime_nodes={len(self._runtime)}, compiled={self.compiled})")
+
+
+def _unshared(outs: list[Array], inputs: list[Any]) -> list[Array]:
+    """``outs``, each one that may share memory with a numpy array of ``inputs`` copied."""
+    held = [x for x in inputs if isinstance(x, np.ndarray)]
+    if not held:
+        return outs
+    return [asarray(np.array(v)) if any(np.may_share_memory(v, x) for x in held) else o
+            for o, v in ((o, o._value()) for o in outs)]
 
 
 def _level(opt_level: int | str | None) -> int:
