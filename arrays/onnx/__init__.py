@@ -308,12 +308,14 @@ class OnnxModel:
 
 
 def _unshared(outs: list[Array], inputs: list[Any]) -> list[Array]:
-    """``outs``, each one that may share memory with a numpy array of ``inputs`` copied."""
+    """``outs``, each one that may share memory with a numpy array of ``inputs`` copied
+    (an output's data as it is: nothing evaluated or moved off a device)."""
     held = [x for x in inputs if isinstance(x, np.ndarray)]
     if not held:
         return outs
-    return [asarray(np.array(v)) if any(np.may_share_memory(v, x) for x in held) else o
-            for o, v in ((o, o._value()) for o in outs)]
+    return [asarray(np.array(v)) if isinstance(v, np.ndarray) and
+            any(np.may_share_memory(v, x) for x in held) else o
+            for o, v in ((o, o._node.data) for o in outs)]
 
 
 def _level(opt_level: int | str | None) -> int:
