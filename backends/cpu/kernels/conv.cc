@@ -527,13 +527,13 @@ inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
 // Pooled line py of batch b (pool args pa as conv_pool's) from the convolution's lines, each
 // line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
 // result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
-// kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped).
+// kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped); tap: the
+// caller's room for one window's tap pointers (kernel[0] * kernel[1]).
 inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t line_floats,
                       int64_t OH, int64_t OW, int64_t O, const int64_t* pa, int64_t b, int64_t py,
-                      float* out) {
+                      float* out, const float** tap) {
     const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
     const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
-    const float** tap = (const float**)std::malloc((size_t)(pk0 * pk1) * sizeof(float*));
     for (int64_t px = 0; px < POW; ++px) {
         int64_t nt = 0;
         for (int64_t i = 0; i < pk0; ++i) {
@@ -548,7 +548,6 @@ inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t 
         }
         max_taps(tap, nt, O, out + ((b * POH + py) * POW + px) * O);
     }
-    std::free(tap);
 }
 
 // attrs['pool'] (the conv_pool pass), modes 2 (x in place) and 5 (rows of runs), two spatial
@@ -578,6 +577,7 @@ void conv_pool(const Geometry& g, const float* x, const int64_t* st, const float
         int64_t* delta = (int64_t*)std::malloc((size_t)(taps + R) * sizeof(int64_t));
         int64_t* held = delta + taps;  // the convolution line (b * OH + y) each ring line holds
         for (int64_t i = 0; i < R; ++i) held[i] = -1;
+        const float** tap = (const float**)std::malloc((size_t)(pk0 * pk1) * sizeof(float*));
         const TapTable table(g, st, delta);
         const int64_t l0 = lines * tid / nth, l1 = lines * (tid + 1) / nth;
         for (int64_t l = l0; l < l1; ++l) {
@@ -626,10 +626,11 @@ void conv_pool(const Geometry& g, const float* x, const int64_t* st, const float
                     }
                 }
             }
-            pool_line(ring, R * OW * O, 0, OW * O, OH, OW, O, pa, b, py, out);
+            pool_line(ring, R * OW * O, 0, OW * O, OH, OW, O, pa, b, py, out, tap);
         }
         std::free(ptrs);
         std::free(delta);
+        std::free(tap);
     }
 }
 
@@ -936,9 +937,15 @@ void run_conv_then_pool(void** bufs, const int64_t* a, int64_t threads) {
     const Geometry g = geometry(a);
     const int64_t O = a[23], OH = g.out[1], OW = g.out[2], lines = g.n * a[48];
     float* out = (float*)bufs[b] + a[52];
-#pragma omp parallel for num_threads((int)threads) if (threads > 1) schedule(static)
-    for (int64_t l = 0; l < lines; ++l)
-        pool_line(conv, 0, OH * OW * O, OW * O, OH, OW, O, a + 40, l / a[48], l % a[48], out);
+#pragma omp parallel num_threads((int)threads) if (threads > 1)
+    {
+        const float** tap = (const float**)std::malloc((size_t)(a[40] * a[41]) * sizeof(float*));
+#pragma omp for schedule(static)
+        for (int64_t l = 0; l < lines; ++l)
+            pool_line(conv, 0, OH * OW * O, OW * O, OH, OW, O, a + 40, l / a[48], l % a[48], out,
+                      tap);
+        std::free(tap);
+    }
 }
 
 void run_conv(void** bufs, const int64_t* a, int64_t threads) {
