@@ -100,6 +100,7 @@ def _cases() -> list[tuple[str, str, list[str], dict[str, object]]]:
         cases.append(("dispatch.h", isa, flags, {}))
         cases.append(("f16.h", isa, flags, {}))
         cases.append(("taps.h", isa, flags, {}))
+        cases.append(("work_split.h", isa, flags, {}))
     for name in ("attention.cc", "rope.cc"):  # no libmvec
         cases.append((name, next(iter(ISAS)), next(iter(ISAS.values())), {"BZ_MVEC": 0, **SYM}))
     if X86:

@@ -52,6 +52,7 @@ struct WX {
 #include "dispatch.h"
 #endif
 #include "taps.h"
+#include "work_split.h"
 
 namespace {
 
@@ -418,17 +419,17 @@ void implicit_gemm(const Geometry& g, const float* x, const int64_t* st, const f
     const int64_t total = nbands * per_band;
     const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
     for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
+    WorkSplit work(total, threads);
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
-        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int tid = omp_get_thread_num();
         int64_t* offs = offs_all + tid * band * kRows * taps;
         float* pack = pack_all ? pack_all + tid * band * kRows * K : nullptr;
         const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
         int64_t* delta = (int64_t*)std::malloc((size_t)taps * sizeof(int64_t));
         const TapTable table(g, st, delta);
-        const int64_t i0 = total * tid / nth, i1 = total * (tid + 1) / nth;
         int64_t cur = -1;
-        for (int64_t item = i0; item < i1; ++item) {
+        for (int64_t item; (item = work.next(tid)) >= 0;) {
             const int64_t bi = item / per_band, pb = item % per_band;
             const int64_t rb0 = bi * nrb / nbands, rb1 = (bi + 1) * nrb / nbands;
             if (bi != cur && rowwise) {  // this thread's first item of the band: its rows
@@ -528,24 +529,28 @@ inline void max_taps(const float* const* tap, int64_t nt, int64_t O, float* m) {
 // line_floats long: a ring (wrap: its floats; line y at slot y % lines in it) or the whole
 // result (wrap 0; batch b's lines base_b apart); each channel's taps in row-major order as
 // kernels/pool.cc combines them (numpy's maximum, NaN staying; taps outside skipped); tap: the
-// caller's room for one window's tap pointers (kernel[0] * kernel[1]).
+// caller's room for one window's tap pointers and its rows' lines (kernel[0] * (kernel[1] + 1)).
 inline void pool_line(const float* lines, int64_t wrap, int64_t base_b, int64_t line_floats,
                       int64_t OH, int64_t OW, int64_t O, const int64_t* pa, int64_t b, int64_t py,
                       float* out, const float** tap) {
     const int64_t pk0 = pa[0], pk1 = pa[1], ps0 = pa[2], ps1 = pa[3], pd0 = pa[4], pd1 = pa[5];
     const int64_t plo0 = pa[6], plo1 = pa[7], POH = pa[8], POW = pa[9];
+    const int64_t ring_lines = wrap ? wrap / line_floats : 0;
+    const float** row = tap + pk0 * pk1;  // the window rows' lines (the same for every px)
+    int64_t nr = 0;
+    for (int64_t i = 0; i < pk0; ++i) {
+        const int64_t cy = py * ps0 - plo0 + i * pd0;
+        if (cy >= 0 && cy < OH)
+            row[nr++] = wrap ? lines + (cy % ring_lines) * line_floats
+                             : lines + b * base_b + cy * line_floats;
+    }
     for (int64_t px = 0; px < POW; ++px) {
         int64_t nt = 0;
-        for (int64_t i = 0; i < pk0; ++i) {
-            const int64_t cy = py * ps0 - plo0 + i * pd0;
-            if (cy < 0 || cy >= OH) continue;
-            const float* line = wrap ? lines + (cy % (wrap / line_floats)) * line_floats
-                                     : lines + b * base_b + cy * line_floats;
+        for (int64_t i = 0; i < nr; ++i)
             for (int64_t j = 0; j < pk1; ++j) {
                 const int64_t cx = px * ps1 - plo1 + j * pd1;
-                if (cx >= 0 && cx < OW) tap[nt++] = line + cx * O;
+                if (cx >= 0 && cx < OW) tap[nt++] = row[i] + cx * O;
             }
-        }
         max_taps(tap, nt, O, out + ((b * POH + py) * POW + px) * O);
     }
 }
@@ -568,19 +573,19 @@ void conv_pool(const Geometry& g, const float* x, const int64_t* st, const float
     const int64_t R = (pk0 - 1) * pd0 + 1, lines = g.n * POH;  // ring lines; pooled lines
     const int64_t kc = K <= kChunk * 3 / 2 ? K : kChunk;
     for (int64_t c = 0; c < cg; ++c) zeros[c] = 0.0f;
+    WorkSplit work(lines, threads);
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
-        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int tid = omp_get_thread_num();
         int64_t* offs = offs_all + tid * owr * taps;
         float* ring = ring_all + tid * R * OW * O;
         const float** ptrs = (const float**)std::malloc((size_t)(taps * kRows) * sizeof(float*));
         int64_t* delta = (int64_t*)std::malloc((size_t)(taps + R) * sizeof(int64_t));
         int64_t* held = delta + taps;  // the convolution line (b * OH + y) each ring line holds
         for (int64_t i = 0; i < R; ++i) held[i] = -1;
-        const float** tap = (const float**)std::malloc((size_t)(pk0 * pk1) * sizeof(float*));
+        const float** tap = (const float**)std::malloc((size_t)(pk0 * (pk1 + 1)) * sizeof(float*));
         const TapTable table(g, st, delta);
-        const int64_t l0 = lines * tid / nth, l1 = lines * (tid + 1) / nth;
-        for (int64_t l = l0; l < l1; ++l) {
+        for (int64_t l; (l = work.next(tid)) >= 0;) {
             const int64_t b = l / POH, py = l % POH;
             for (int64_t i = 0; i < pk0; ++i) {  // the convolution's lines the windows read
                 const int64_t cy = py * ps0 - plo0 + i * pd0;
@@ -743,14 +748,14 @@ void winograd(const Geometry& g, const float* __restrict x, float* zeros, const 
     plain.residual = nullptr;
     plain.act = 0;
     for (int64_t c = 0; c < C; ++c) zeros[c] = 0.0f;  // (a tap outside x)
+    WorkSplit work(nbands, threads);
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
-        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int tid = omp_get_thread_num();
         float* V = scratch_all + tid * 16 * (vC + mO);
         float* M = V + 16 * vC;
         const float* ptrs[kRows];
-        const int64_t b0 = nbands * tid / nth, b1 = nbands * (tid + 1) / nth;
-        for (int64_t bi = b0; bi < b1; ++bi) {
+        for (int64_t bi; (bi = work.next(tid)) >= 0;) {
             const int64_t t0 = bi * band, nt = tiles - t0 < band ? tiles - t0 : band;
             for (int64_t i = 0; i < nt; ++i) {  // the input transform
                 const int64_t t = t0 + i, tx = t % TW, ty = t / TW % TH, b = t / TW / TH;
@@ -937,11 +942,13 @@ void run_conv_then_pool(void** bufs, const int64_t* a, int64_t threads) {
     const Geometry g = geometry(a);
     const int64_t O = a[23], OH = g.out[1], OW = g.out[2], lines = g.n * a[48];
     float* out = (float*)bufs[b] + a[52];
+    WorkSplit work(lines, threads);
 #pragma omp parallel num_threads((int)threads) if (threads > 1)
     {
-        const float** tap = (const float**)std::malloc((size_t)(a[40] * a[41]) * sizeof(float*));
-#pragma omp for schedule(static)
-        for (int64_t l = 0; l < lines; ++l)
+        const int tid = omp_get_thread_num();
+        const float** tap =
+            (const float**)std::malloc((size_t)(a[40] * (a[41] + 1)) * sizeof(float*));
+        for (int64_t l; (l = work.next(tid)) >= 0;)
             pool_line(conv, 0, OH * OW * O, OW * O, OH, OW, O, a + 40, l / a[48], l % a[48], out,
                       tap);
         std::free(tap);
