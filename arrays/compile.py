@@ -38,7 +38,7 @@ import builtins
 import functools
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -234,11 +234,39 @@ class CompiledFunction:
                 self._static_ints = True
                 return self(*args, **kwargs)
             self._entries[(struct, self._signature(leaves, captured), self._static_ints)] = entry
-        if not kwargs and not self.shapeless and all(type(a) is Array for a in args):
-            fkey = [(a._node.shape, a._node.dtype) for a in args]
+        if not kwargs and not self.shapeless and \
+                all(type(a) is Array or type(a) is np.ndarray for a in args):
+            # (the entry serves numpy arrays of these shapes and dtypes too: replay_numpy)
+            fkey = [(a._node.shape, a._node.dtype) if type(a) is Array else (a.shape, a.dtype)
+                    for a in args]
             fkey += [(arr.shape, arr.dtype) for _, arr in captured]
             self._fast[(tuple(fkey), len(captured))] = entry
         return self._replay(entry, leaves, captured)
+
+    def replay_numpy(self, arrays: Sequence[np.ndarray]) -> Any:
+        """The function's result for positional numpy ``arrays`` (read in place during the
+        call) replayed from a trace made for their shapes and dtypes, or None when there is
+        none yet (or the function takes state or is shapeless): then call it. A shortcut
+        for callers that hold numpy inputs (:func:`braze.onnx.load`'s models): no braze
+        array is made for them.
+
+        >>> import numpy as np, braze as bz
+        >>> f = bz.compile(lambda x: x * 2)
+        >>> x = np.ones(3, np.float32)
+        >>> f.replay_numpy([x]) is None  # (no trace for these shapes yet)
+        True
+        >>> f(x).tolist(), f.replay_numpy([x]).tolist()
+        ([2.0, 2.0, 2.0], [2.0, 2.0, 2.0])
+        """
+        if TRACING.get() or self._state_in or self._state_out or self.shapeless:
+            return None
+        captured = self._captured()
+        fkey = [(a.shape, a.dtype) for a in arrays]
+        fkey += [(arr.shape, arr.dtype) for _, arr in captured]
+        entry = self._fast.get((tuple(fkey), len(captured)))
+        if entry is None:
+            return None
+        return self._replay(entry, list(arrays), captured)
 
     # ------------------------------------------------------------ implicit state
     def _call_with_state(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -223,3 +223,21 @@ def test_a_captured_array_indexed_inside_follows_its_rebinding() -> None:
     table = bz.asarray(np.full((4, 3), 5, dtype=np.float32))  # noqa: F841 (read by f)
     bz.eval(table)
     np.testing.assert_array_equal(np.asarray(row_times_two(one)), [11, 11, 11])
+
+
+def test_replay_numpy_serves_traced_shapes_only():
+    """replay_numpy replays a trace made for the arrays' shapes and dtypes (read in place:
+    a write between calls shows), and answers None where there is none."""
+    f = bz.compile(lambda a, b: a * b + 1)
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.full(3, 2, np.float32)
+    assert f.replay_numpy([x, y]) is None
+    np.testing.assert_array_equal(np.asarray(f(bz.asarray(x), bz.asarray(y))), x * y + 1)
+    np.testing.assert_array_equal(np.asarray(f.replay_numpy([x, y])), x * y + 1)
+    x += 1
+    np.testing.assert_array_equal(np.asarray(f.replay_numpy([x, y])), x * y + 1)
+    assert f.replay_numpy([x[:1], y]) is None  # (another shape)
+    assert f.replay_numpy([x.astype(np.float64), y]) is None  # (another dtype)
+    assert f.trace_count == 1
+    g = bz.compile(lambda a: a * 2)
+    np.testing.assert_array_equal(np.asarray(g(x)), x * 2)  # numpy in: the entry serves both
+    np.testing.assert_array_equal(np.asarray(g.replay_numpy([x])), x * 2)

@@ -225,6 +225,29 @@ def test_numpy_inputs_read_in_place_never_alias_the_outputs():
     assert x.flags.writeable  # (the caller's array is left as it was)
 
 
+def test_numpy_inputs_replay_without_braze_arrays(monkeypatch):
+    """After a model's first call, numpy inputs of the same shapes go straight to the
+    replay (no braze array made for them); a new shape traces again the general way."""
+    from braze.arrays.onnx import _Input
+
+    m = bz.onnx.load(_mlp(4))
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    want = np.asarray(m(x)[0])
+    made = []
+    check = _Input.check
+
+    def counted(self: _Input, *a: object, **k: object) -> object:
+        made.append(1)
+        return check(self, *a, **k)
+
+    monkeypatch.setattr(_Input, "check", counted)
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(m(x)[0]), want)
+    assert made == []
+    np.testing.assert_array_equal(np.asarray(m(bz.asarray(x))[0]), want)  # (braze in: checked)
+    assert made == [1]
+
+
 def test_bad_inputs():
     m = bz.onnx.load(_mlp(4))
     x = np.ones((4, 3), np.float32)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,6 +86,23 @@ class _Input:
     def check(self, x: Any, copy: bool | None = None) -> Array:
         """``x`` as this input's array; ``copy=False``: a numpy buffer read in place (a
         compiled call reads it during the call only)."""
+        x = self.checked(x)
+        return x if isinstance(x, Array) else asarray(x, copy=copy)
+
+    def read_in_place(self, x: Any) -> np.ndarray | None:
+        """``x`` as a numpy array a compiled call reads in place (a writeable buffer through
+        a fresh read-only view: the replay never holds it from one call to the next), or
+        None for a braze array."""
+        x = self.checked(x)
+        if isinstance(x, Array):
+            return None
+        if x.flags.writeable:
+            x = x.view()
+            x.flags.writeable = False
+        return x
+
+    def checked(self, x: Any) -> Any:
+        """``x`` (an Array, or else as a numpy array) after checking its dtype and shape."""
         if not isinstance(x, Array):
             is_array = isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__")
             x = np.asarray(x) if is_array else np.asarray(x, dtype=self.dtype)
@@ -98,7 +115,7 @@ class _Input:
                 want_s = tuple("?" if d is None else d for d in self.shape)
                 raise ValueError(f"input {self.name!r}: expected shape {want_s} "
                                  f"('?' any size), got {got}")
-        return x if isinstance(x, Array) else asarray(x, copy=copy)
+        return x
 
 
 def _value_info(onnx: Any, vi: Any) -> _Input:
@@ -210,6 +227,7 @@ class OnnxModel:
         # buffers, shared (a backend may cache what it derives from them: packed weights)
         self._arrays = {k: asarray(v, copy=False) for k, v in self._consts.items()}
         self._fn = self._run
+        self._replay_numpy: Callable[[Sequence[Any]], Any] | None = None
         if self.compiled:
             from ..compile import compile as _compile
 
@@ -220,7 +238,8 @@ class OnnxModel:
                 # the code names at every call: here one cell, no names)
                 return run(*xs)
 
-            self._fn = _compile(traced, opt_level=None if opt_level is None else level)
+            replayed = _compile(traced, opt_level=None if opt_level is None else level)
+            self._fn, self._replay_numpy = replayed, replayed.replay_numpy
 
     def _check_supported(self, model: Any) -> None:
         missing: dict[str, list[str]] = {}
@@ -271,6 +290,11 @@ class OnnxModel:
             # the replay reads numpy inputs during the call only: no copy of them (a
             # fresh read-only view each call), and an output that is a view of one (a
             # model that only reshapes) copied, so a later write to the input never shows
+            views = [spec.read_in_place(x) for spec, x in zip(self._inputs, raw)]
+            if self._replay_numpy and all(v is not None for v in views):  # numpy in:
+                outs = self._replay_numpy(views)  # straight to a replay for these shapes
+                if outs is not None:
+                    return _unshared(outs, raw)
             xs = [spec.check(x, copy=False) for spec, x in zip(self._inputs, raw)]
             try:
                 outs = self._fn(*xs)
