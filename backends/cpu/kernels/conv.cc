@@ -812,31 +812,28 @@ void winograd(const Geometry& g, const float* __restrict x, float* zeros, const 
     }
 }
 
-// Three planes' first n floats interleaved into dst (p0[0], p1[0], p2[0], p0[1], ...), 16
-// positions at a time (two two-vector shuffles per 16 floats written); returns the positions
-// done (a multiple of 16).
+// Three planes' first n floats interleaved into dst (p0[0], p1[0], p2[0], p0[1], ...), one
+// register (kLanes positions, taps.h) at a time (two two-vector shuffles per register written);
+// returns the positions done (a multiple of kLanes).
 inline int64_t interleave3(const float* p0, const float* p1, const float* p2, int64_t n,
                            float* dst) {
-    typedef float V __attribute__((vector_size(64)));
-    typedef int I __attribute__((vector_size(64)));
-    // out k's lane j holds element e = 16 k + j of the stream: plane e % 3, position e / 3;
+    constexpr int L = kLanes;
+    typedef int I __attribute__((vector_size(L * sizeof(int))));
+    // out k's lane j holds element e = L k + j of the stream: plane e % 3, position e / 3;
     // the first shuffle takes planes 0 and 1, the second puts plane 2's in
     I ab[3], c2[3];
     for (int k = 0; k < 3; ++k)
-        for (int j = 0; j < 16; ++j) {
-            const int e = 16 * k + j, pos = e / 3, pl = e % 3;
-            ab[k][j] = pl == 0 ? pos : pl == 1 ? 16 + pos : 0;
-            c2[k][j] = pl == 2 ? 16 + pos : j;
+        for (int j = 0; j < L; ++j) {
+            const int e = L * k + j, pos = e / 3, pl = e % 3;
+            ab[k][j] = pl == 0 ? pos : pl == 1 ? L + pos : 0;
+            c2[k][j] = pl == 2 ? L + pos : j;
         }
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16, dst += 48) {
-        V a, b, c;
-        std::memcpy(&a, p0 + i, sizeof a);
-        std::memcpy(&b, p1 + i, sizeof b);
-        std::memcpy(&c, p2 + i, sizeof c);
+    for (; i + L <= n; i += L, dst += 3 * L) {
+        const VN a = load_vn(p0 + i), b = load_vn(p1 + i), c = load_vn(p2 + i);
         for (int k = 0; k < 3; ++k) {
-            const V o = __builtin_shuffle(__builtin_shuffle(a, b, ab[k]), c, c2[k]);
-            std::memcpy(dst + 16 * k, &o, sizeof o);
+            const VN o = __builtin_shuffle(__builtin_shuffle(a, b, ab[k]), c, c2[k]);
+            std::memcpy(dst + L * k, &o, sizeof o);
         }
     }
     return i;
