@@ -7,8 +7,11 @@
 #include "qmatmul_common.h"
 #include "qmatmul_float.h"
 #include "qmatmul_int8.h"
+#include "work_split.h"
 
 #define BZ_I8_MMAX 8
+/* weight rows per item of a matvec path's work split (a multiple of BZ_I8_RB: whole passes) */
+#define BZ_ITEM_ROWS 32
 
 /* bufs: x (M, K) float32, wq (N, K*bits/8 bytes), scales (N, G), biases (N, G),
    out (M, N) float32, scratch (M, K) float32 (the de-interleaved x at 4 bits).
@@ -139,10 +142,16 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         for (int64_t m = 0; m < M; ++m)
             bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp);
         const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
+        WorkSplit work((N + BZ_ITEM_ROWS - 1) / BZ_ITEM_ROWS, nt);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
-            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-            bz_i8_part(wq, sc, bi, qx, M, N, K, N * t / T, N * (t + 1) / T, out);
+            const int64_t t = omp_get_thread_num();
+            float* scratch = (float*)malloc(sizeof(float) * (size_t)bz_i8_scratch_floats(qx));
+            for (int64_t i; (i = work.next(t)) >= 0;) {
+                const int64_t a = i * BZ_ITEM_ROWS, e = a + BZ_ITEM_ROWS < N ? a + BZ_ITEM_ROWS : N;
+                bz_i8_part(wq, sc, bi, qx, M, N, K, a, e, out, scratch);
+            }
+            free(scratch);
         }
         free(qb);
         free(dx);
@@ -153,6 +162,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #endif
     float* bz_xT = nullptr; /* the pre-fill path's shared panels of x */
     (void)bz_xT;
+    WorkSplit rows((N + BZ_ITEM_ROWS - 1) / BZ_ITEM_ROWS, nt); /* (the untiled path's items) */
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -216,27 +226,30 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             free(tile);
         } else
 #endif
-        {
-            for (int64_t m0 = 0; m0 < M; m0 += BZ_MB) {
-                const int64_t mb = M - m0 < BZ_MB ? M - m0 : BZ_MB;
-                const float* xm = xp + m0 * K;
-                for (int64_t n = n0; n < n1; ++n) {
-                    if (n + BZ_PF_ROWS < n1) {
-                        bz_prefetch(wq + (n + BZ_PF_ROWS) * rowbytes, rowbytes);
-                        bz_prefetch(sc + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
-                        bz_prefetch(bi + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
+        { /* items of BZ_ITEM_ROWS weight rows, stolen by a thread done with its own; the
+             prefetch runs ahead up to row N */
+            for (int64_t i; (i = rows.next(t)) >= 0;)
+                for (int64_t m0 = 0; m0 < M; m0 += BZ_MB) {
+                    const int64_t mb = M - m0 < BZ_MB ? M - m0 : BZ_MB;
+                    const float* xm = xp + m0 * K;
+                    const int64_t i1 = (i + 1) * BZ_ITEM_ROWS < N ? (i + 1) * BZ_ITEM_ROWS : N;
+                    for (int64_t n = i * BZ_ITEM_ROWS; n < i1; ++n) {
+                        if (n + BZ_PF_ROWS < N) {
+                            bz_prefetch(wq + (n + BZ_PF_ROWS) * rowbytes, rowbytes);
+                            bz_prefetch(sc + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
+                            bz_prefetch(bi + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));
+                        }
+                        bz_row_sb(sc, bi, n, G, sb, &s, &b);
+                        const uint8_t* wrow = wq + n * rowbytes;
+                        float* o = out + m0 * N + n;
+                        bz_dispatch<4>(mb, [&](auto r) {
+                            if (inv)
+                                bz_rows<decltype(r)::value, true>(wrow, s, b, xm, K, G, o, N);
+                            else
+                                bz_rows<decltype(r)::value, false>(wrow, s, b, xm, K, G, o, N);
+                        });
                     }
-                    bz_row_sb(sc, bi, n, G, sb, &s, &b);
-                    const uint8_t* wrow = wq + n * rowbytes;
-                    float* o = out + m0 * N + n;
-                    bz_dispatch<4>(mb, [&](auto r) {
-                        if (inv)
-                            bz_rows<decltype(r)::value, true>(wrow, s, b, xm, K, G, o, N);
-                        else
-                            bz_rows<decltype(r)::value, false>(wrow, s, b, xm, K, G, o, N);
-                    });
                 }
-            }
         }
         free(sb);
     }

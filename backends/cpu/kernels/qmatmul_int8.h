@@ -481,16 +481,23 @@ static BZ_INLINE void bz_i8_rows(const uint8_t* wrow, int64_t rowbytes, const st
 #define BZ_I8_RB 4 /* weight rows per pass */
 #endif
 
-/* Rows [n0, n1) of the output for every row of x (M <= BZ_I8_MMAX). */
+/* floats of bz_i8_part's scratch (a thread's, reused across its calls) */
+static int64_t bz_i8_scratch_floats(const QX& qx) {
+    return 4 * BZ_I8_RB * (qx.Gp + QV::L) + 4 * BZ_I8_RB * QV::L;
+}
+
+/* Rows [n0, n1) of the output for every row of x (M <= BZ_I8_MMAX); scratch: see above. The
+   prefetch runs ahead up to row N (past n1: the rows a thread's next item or another thread
+   reads). */
 static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, const QX& qx, int64_t M,
-                       int64_t N, int64_t K, int64_t n0, int64_t n1, float* out) {
+                       int64_t N, int64_t K, int64_t n0, int64_t n1, float* out, float* scratch) {
     const int64_t rowbytes = K * BZ_BITS / 8;
-    float* cs = (float*)malloc(sizeof(float) * (size_t)(4 * BZ_I8_RB * (qx.Gp + QV::L)));
-    float* bb = (float*)malloc(sizeof(float) * (size_t)(4 * BZ_I8_RB * QV::L));
+    float* cs = scratch;
+    float* bb = scratch + 4 * BZ_I8_RB * (qx.Gp + QV::L);
     for (int64_t n = n0; n < n1;) {
         const int R = n1 - n >= BZ_I8_RB ? BZ_I8_RB : 1;
         const uint8_t* wrow = wq + n * rowbytes;
-        if (n + BZ_PF_ROWS + R <= n1) {
+        if (n + BZ_PF_ROWS + R <= N) {
             bz_prefetch(wrow + BZ_PF_ROWS * rowbytes, R * rowbytes);
             bz_prefetch(sc + (n + BZ_PF_ROWS) * qx.G, R * qx.G * (int64_t)sizeof(stype));
             bz_prefetch(bi + (n + BZ_PF_ROWS) * qx.G, R * qx.G * (int64_t)sizeof(stype));
@@ -515,8 +522,6 @@ static void bz_i8_part(const uint8_t* wq, const stype* sc, const stype* bi, cons
         }
         n += R;
     }
-    free(cs);
-    free(bb);
 }
 
 #if BZ_VNNI == 2 || BZ_VNNI == 3
