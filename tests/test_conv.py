@@ -606,11 +606,12 @@ def banded_cases(draw):
 
 
 @settings(max_examples=30, deadline=None)
-@given(case=banded_cases(), threads=st.sampled_from([1, 2, 3]))
+@given(case=banded_cases(), threads=st.sampled_from([1, 2, 3, 7]))
 def test_cpu_conv_bands_of_rows_give_the_bits_of_one_band(backend_name, case, threads):
     """The implicit GEMM's work in bands of rows (conv.BAND_BYTES: one block of rows per band
     here, then one band for all) gives the same bits at any thread count: each output sums
-    its taps and channels in one order whatever the band or thread."""
+    its taps and channels in one order whatever the band or thread (7 threads on fewer cores:
+    threads descheduled mid-region, their items taken by the others)."""
     if backend_name != "cpu":
         return
     from braze.backends.cpu import conv as cpu_conv

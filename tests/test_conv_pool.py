@@ -106,7 +106,7 @@ def test_pooled_convolutions_equal_the_graph_without_the_pass(backend_name, case
         assert [name for name, _ in calls] == ["conv_fused"]
 
 
-def test_pooled_lines_give_the_same_bits_on_one_thread_and_two(backend_name):
+def test_pooled_lines_give_the_same_bits_on_one_thread_and_more(backend_name):
     if backend_name != "cpu":
         pytest.skip("the cpu backend's native convolution")
     from braze import _core
@@ -126,7 +126,7 @@ def test_pooled_lines_give_the_same_bits_on_one_thread_and_two(backend_name):
                                          {k: v for k, v in attrs.items() if k != "pool"})[0]
     shape = OPS["conv_fused"].infer((x.shape, w.shape), (x.dtype, w.dtype), attrs)[0]
     outs = []
-    for threads in (1, 2):
+    for threads in (1, 2, 5):  # (5: more than the cores; lines taken over from late threads)
         mode, args, scratch = cpu_conv._launch(attrs, x.shape, w.shape, conv_shape, threads)
         assert mode == 5 and args[40] == 3 and args[50] == -1  # pooled in the lines
         out = np.empty(shape, np.float32)
@@ -135,6 +135,7 @@ def test_pooled_lines_give_the_same_bits_on_one_thread_and_two(backend_name):
                                                   cpu_conv._prepacked(mode, 1, w)], args)
         outs.append(out)
     np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
     y = bz.nn.max_pool(bz.maximum(bz.conv2d(bz.asarray(x), bz.asarray(w), stride=2,
                                             padding=3), 0.0), (3, 3), 2, 1)
     np.testing.assert_array_equal(outs[0], np.asarray(y))

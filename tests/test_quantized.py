@@ -274,7 +274,7 @@ def test_native_kernel_every_isa(backend_name, isa, bits, gs, half) -> None:
     for m in (1, 3, 5, 16, 21, 40, 45):  # fused with 1-4 rows per pass, tiled from 16;
                                          # 40, 45: last blocks of 8 and 13 rows (dot products)
         x = rng.standard_normal((m, k)).astype(np.float32)
-        for threads in (1, 2):
+        for threads in (1, 2, 5):  # (5: more threads than cores)
             y = qmatmul.quantized_matmul(x, wq, s, b, group_size=gs, bits=bits, isa=isa,
                                          num_threads=threads)
             check_qmm(y, x, wq, s, b, bits, gs)
@@ -490,9 +490,11 @@ def test_int8_path_same_on_1_and_2_threads(backend_name, bits) -> None:
     b = (rng.standard_normal((n, k // 32)) * 0.5).astype(np.float16)
     for m in (1, 2, 5, 8):
         x = rng.standard_normal((m, k)).astype(np.float32)
-        y1, y2 = (qmatmul.quantized_matmul(x, wq, s, b, bits=bits, act="int8", num_threads=t)
-                  for t in (1, 2))
+        y1, y2, y5 = (qmatmul.quantized_matmul(x, wq, s, b, bits=bits, act="int8",
+                                               num_threads=t)
+                      for t in (1, 2, 5))  # (5: more than the cores: rows taken over)
         np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(y1, y5)
         if qmatmul.int8_available(bits, 32, True):
             w64, _ = terms64(wq, s, b, bits, 32)
             err = np.abs(y1.astype(np.float64) - x.astype(np.float64) @ w64.T)
