@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 extern "C" int omp_get_thread_num(void);
-extern "C" int omp_get_num_threads(void);
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)) || \
     (defined(__aarch64__) && defined(__ARM_NEON))
 #include "gemm_tile.h"

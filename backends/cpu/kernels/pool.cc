@@ -26,7 +26,6 @@
 #include "work_split.h"
 
 extern "C" int omp_get_thread_num(void);
-extern "C" int omp_get_num_threads(void);
 
 namespace {
 
@@ -40,7 +39,7 @@ void pool(const int64_t* a, const float* x, float* y) {
     // items of kChunk rows (a few microseconds each: the stealing's one atomic per item is
     // nothing beside them)
     constexpr int64_t kChunk = 8;
-    WorkSplit work((rows + kChunk - 1) / kChunk, parallel ? threads : 1);
+    WorkSplit work(rows, parallel ? threads : 1, kChunk);
 #pragma omp parallel num_threads((int)threads) if (parallel)
     {
         const int64_t tid = omp_get_thread_num();
@@ -57,9 +56,8 @@ void pool(const int64_t* a, const float* x, float* y) {
         // a window lies inside x when its first tap's coordinates lie in [0, hi)
         const int64_t hi0 = in[0] - (k[0] - 1) * dil[0], hi1 = in[1] - (k[1] - 1) * dil[1];
         const int64_t hi2 = in[2] - (k[2] - 1) * dil[2];
-        for (int64_t item; (item = work.next(tid)) >= 0;)
-            for (int64_t r = item * kChunk, r1 = r + kChunk < rows ? r + kChunk : rows; r < r1;
-                 ++r) {
+        for (int64_t r0, r1; work.next(tid, &r0, &r1);)
+            for (int64_t r = r0; r < r1; ++r) {
                 int64_t q = r;
                 const int64_t o2 = q % out[2];
                 q /= out[2];

@@ -142,15 +142,13 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         for (int64_t m = 0; m < M; ++m)
             bz_quant_row(x + m * K, K, Kp, qb + m * Kp, dx + m * Gp, ez + m * Gp, sx + m * Gp);
         const QX qx = {qb, dx, ez, sx, Kp, Gp, K / 32, K / BZ_GS};
-        WorkSplit work((N + BZ_ITEM_ROWS - 1) / BZ_ITEM_ROWS, nt);
+        WorkSplit work(N, nt, BZ_ITEM_ROWS);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t t = omp_get_thread_num();
             float* scratch = (float*)malloc(sizeof(float) * (size_t)bz_i8_scratch_floats(qx));
-            for (int64_t i; (i = work.next(t)) >= 0;) {
-                const int64_t a = i * BZ_ITEM_ROWS, e = a + BZ_ITEM_ROWS < N ? a + BZ_ITEM_ROWS : N;
+            for (int64_t a, e; work.next(t, &a, &e);)
                 bz_i8_part(wq, sc, bi, qx, M, N, K, a, e, out, scratch);
-            }
             free(scratch);
         }
         free(qb);
@@ -162,7 +160,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #endif
     float* bz_xT = nullptr; /* the pre-fill path's shared panels of x */
     (void)bz_xT;
-    WorkSplit rows((N + BZ_ITEM_ROWS - 1) / BZ_ITEM_ROWS, nt); /* (the untiled path's items) */
+    WorkSplit rows(N, nt, BZ_ITEM_ROWS); /* (the untiled path's items) */
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -228,12 +226,11 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #endif
         { /* items of BZ_ITEM_ROWS weight rows, stolen by a thread done with its own; the
              prefetch runs ahead up to row N */
-            for (int64_t i; (i = rows.next(t)) >= 0;)
+            for (int64_t i0, i1; rows.next(t, &i0, &i1);)
                 for (int64_t m0 = 0; m0 < M; m0 += BZ_MB) {
                     const int64_t mb = M - m0 < BZ_MB ? M - m0 : BZ_MB;
                     const float* xm = xp + m0 * K;
-                    const int64_t i1 = (i + 1) * BZ_ITEM_ROWS < N ? (i + 1) * BZ_ITEM_ROWS : N;
-                    for (int64_t n = i * BZ_ITEM_ROWS; n < i1; ++n) {
+                    for (int64_t n = i0; n < i1; ++n) {
                         if (n + BZ_PF_ROWS < N) {
                             bz_prefetch(wq + (n + BZ_PF_ROWS) * rowbytes, rowbytes);
                             bz_prefetch(sc + (n + BZ_PF_ROWS) * G, G * (int64_t)sizeof(stype));

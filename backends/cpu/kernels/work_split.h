@@ -18,12 +18,15 @@ namespace {
 class WorkSplit {
 public:
     // before the region; ``threads``: the most threads it may run (fewer take the rest by
-    // stealing: with one, thread 0 takes every range in turn)
-    WorkSplit(int64_t n, int64_t threads) : threads_(threads > 1 ? threads : 1) {
+    // stealing: with one, thread 0 takes every range in turn); items of ``chunk`` consecutive
+    // indices of [0, n) (the last one shorter)
+    WorkSplit(int64_t n, int64_t threads, int64_t chunk = 1)
+        : threads_(threads > 1 ? threads : 1), n_(n), chunk_(chunk) {
+        const int64_t items = (n + chunk - 1) / chunk;
         ranges_ = (Range*)std::aligned_alloc(sizeof(Range), sizeof(Range) * (size_t)threads_);
         for (int64_t t = 0; t < threads_; ++t) {
-            const uint64_t lo = (uint64_t)(n * t / threads_),
-                           hi = (uint64_t)(n * (t + 1) / threads_);
+            const uint64_t lo = (uint64_t)(items * t / threads_),
+                           hi = (uint64_t)(items * (t + 1) / threads_);
             new (&ranges_[t].fb) std::atomic<uint64_t>(lo << 32 | hi);
         }
     }
@@ -31,26 +34,25 @@ public:
     WorkSplit(const WorkSplit&) = delete;
     WorkSplit& operator=(const WorkSplit&) = delete;
 
-    // the next item for thread ``tid``, or -1 when every range is empty; ``stolen`` tells
-    // whether it came from another thread's range
-    int64_t next(int64_t tid, bool* stolen = nullptr) {
+    // the next item for thread ``tid``, or -1 when every range is empty
+    int64_t next(int64_t tid) {
         if (tid < threads_) {
             const int64_t i = take(ranges_[tid], true);
-            if (i >= 0) {
-                if (stolen) *stolen = false;
-                return i;
-            }
+            if (i >= 0) return i;
         }
-        for (int64_t k = 1; k <= threads_; ++k) {
-            const int64_t v = (tid + k) % threads_;
-            if (v == tid) continue;
-            const int64_t i = take(ranges_[v], false);
-            if (i >= 0) {
-                if (stolen) *stolen = true;
-                return i;
-            }
+        for (int64_t k = 1; k < threads_; ++k) {
+            const int64_t i = take(ranges_[(tid + k) % threads_], false);
+            if (i >= 0) return i;
         }
         return -1;
+    }
+    // the next item's indices [*lo, *hi) for thread ``tid``; false when none is left
+    bool next(int64_t tid, int64_t* lo, int64_t* hi) {
+        const int64_t i = next(tid);
+        if (i < 0) return false;
+        *lo = i * chunk_;
+        *hi = *lo + chunk_ < n_ ? *lo + chunk_ : n_;
+        return true;
     }
 
 private:
@@ -69,7 +71,7 @@ private:
                 return (int64_t)(front ? f : b - 1);
         }
     }
-    int64_t threads_;
+    int64_t threads_, n_, chunk_;
     Range* ranges_;
 };
 
