@@ -215,9 +215,7 @@ class CompiledFunction:
                 fkey.append((node.shape, node.dtype))
             else:
                 captured = self._captured()
-                for _, arr in captured:
-                    fkey.append((arr.shape, arr.dtype))
-                entry = self._fast.get((tuple(fkey), len(captured)))
+                entry = self._fast.get(_fast_key(fkey, captured))
                 if entry is not None:
                     return self._replay(entry, list(args), captured)
         leaves, struct = flatten((args, kwargs))
@@ -239,8 +237,7 @@ class CompiledFunction:
             # (the entry serves numpy arrays of these shapes and dtypes too: replay_numpy)
             fkey = [(a._node.shape, a._node.dtype) if type(a) is Array else (a.shape, a.dtype)
                     for a in args]
-            fkey += [(arr.shape, arr.dtype) for _, arr in captured]
-            self._fast[(tuple(fkey), len(captured))] = entry
+            self._fast[_fast_key(fkey, captured)] = entry
         return self._replay(entry, leaves, captured)
 
     def replay_numpy(self, arrays: Sequence[np.ndarray]) -> Any:
@@ -261,9 +258,7 @@ class CompiledFunction:
         if TRACING.get() or self._state_in or self._state_out or self.shapeless:
             return None
         captured = self._captured()
-        fkey = [(a.shape, a.dtype) for a in arrays]
-        fkey += [(arr.shape, arr.dtype) for _, arr in captured]
-        entry = self._fast.get((tuple(fkey), len(captured)))
+        entry = self._fast.get(_fast_key([(a.shape, a.dtype) for a in arrays], captured))
         if entry is None:
             return None
         return self._replay(entry, list(arrays), captured)
@@ -406,6 +401,12 @@ class CompiledFunction:
         t = Trace((sigs, tuple(entry.outputs)), entry.leaves, rows, entry.outputs)
         s = entry.schedules[shapes] = CACHE.get_or_build(t.key, t.build, self.pass_config)
         return s
+
+
+def _fast_key(args: list[tuple[Any, Any]], captured: list[tuple[Any, Array]]) -> Any:
+    """The fast-path key of a call: its positional arrays' and the captured arrays' (shape,
+    dtype) pairs."""
+    return (tuple(args + [(arr.shape, arr.dtype) for _, arr in captured]), len(captured))
 
 
 def _donation_pairs(trace_leaves: list[Node], bindings: list[Any], out_leaves: list[Any],

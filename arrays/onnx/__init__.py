@@ -89,18 +89,6 @@ class _Input:
         x = self.checked(x)
         return x if isinstance(x, Array) else asarray(x, copy=copy)
 
-    def read_in_place(self, x: Any) -> np.ndarray | None:
-        """``x`` as a numpy array a compiled call reads in place (a writeable buffer through
-        a fresh read-only view: the replay never holds it from one call to the next), or
-        None for a braze array."""
-        x = self.checked(x)
-        if isinstance(x, Array):
-            return None
-        if x.flags.writeable:
-            x = x.view()
-            x.flags.writeable = False
-        return x
-
     def checked(self, x: Any) -> Any:
         """``x`` (an Array, or else as a numpy array) after checking its dtype and shape."""
         if not isinstance(x, Array):
@@ -290,12 +278,13 @@ class OnnxModel:
             # the replay reads numpy inputs during the call only: no copy of them (a
             # fresh read-only view each call), and an output that is a view of one (a
             # model that only reshapes) copied, so a later write to the input never shows
-            views = [spec.read_in_place(x) for spec, x in zip(self._inputs, raw)]
-            if self._replay_numpy and all(v is not None for v in views):  # numpy in:
-                outs = self._replay_numpy(views)  # straight to a replay for these shapes
+            vals = [spec.checked(x) for spec, x in zip(self._inputs, raw)]
+            if self._replay_numpy and not any(isinstance(v, Array) for v in vals):
+                # numpy in: straight to a replay for these shapes (no braze arrays made)
+                outs = self._replay_numpy([_read_only_view(v) for v in vals])
                 if outs is not None:
                     return _unshared(outs, raw)
-            xs = [spec.check(x, copy=False) for spec, x in zip(self._inputs, raw)]
+            xs = [v if isinstance(v, Array) else asarray(v, copy=False) for v in vals]
             try:
                 outs = self._fn(*xs)
             except DataDependentError as e:
@@ -329,6 +318,17 @@ class OnnxModel:
         return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
                 f"opset={self.opset}, nodes={len(self._nodes)}, "
                 f"runtime_nodes={len(self._runtime)}, compiled={self.compiled})")
+
+
+def _read_only_view(x: np.ndarray) -> np.ndarray:
+    """``x`` read in place by a compiled call: a writeable buffer through a fresh read-only
+    view (what ``asarray(x, copy=False)`` wraps), so the replay never holds it from one call
+    to the next."""
+    if not x.flags.writeable:
+        return x
+    v = x.view()
+    v.flags.writeable = False
+    return v
 
 
 def _unshared(outs: list[Array], inputs: list[Any]) -> list[Array]:
