@@ -58,6 +58,22 @@ static BZ_INLINE void bz_prefetch(const void* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
 #endif
 }
+/* A thread's read of [next, end) prefetched a fixed distance ahead of where it computes,
+   a few lines per step of its inner loop: one burst per tile (a tile of 16 rows at once)
+   stalled the loop on the fill buffers while the memory sat idle during the compute. */
+#ifndef BZ_PF_AHEAD
+#define BZ_PF_AHEAD 16384 /* bytes */
+#endif
+struct BzStream {
+    const char* next;
+    const char* end;
+    /* prefetch (into L2) up to cur + BZ_PF_AHEAD */
+    BZ_INLINE void ahead(const void* cur) {
+        const char* lim = (const char*)cur + BZ_PF_AHEAD;
+        if (lim > end) lim = end;
+        for (; next < lim; next += 64) __builtin_prefetch(next, 0, 2);
+    }
+};
 #define BZ_MB 4                         /* rows of x per unpacked weight vector */
 #define BZ_GBYTES (BZ_GS * BZ_BITS / 8) /* packed bytes per group */
 

@@ -696,15 +696,19 @@ static BZ_INLINE __m512 bz_i8_epilogue(__m512i idot, float dx, float ez, __m512 
     acc = _mm512_fmadd_ps(tv, sv, acc);
     return gfirst ? _mm512_fmadd_ps(bv, _mm512_set1_ps(sx), acc) : acc;
 }
+/* pf: the thread's prefetch stream (or null), advanced to the tile's block blk (the tile at
+   tb, bpb bytes per block on average) */
 template <int MB>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
-                                    int64_t N, __mmask16 mask) {
+                                    int64_t N, __mmask16 mask, BzStream* pf = nullptr,
+                                    const char* tb = nullptr, int64_t bpb = 0) {
     const int64_t G32 = K / 32;
     constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
     __m512 acc[MB];
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t blk = 0; blk < G32; ++blk) {
+        if (pf) pf->ahead(tb + blk * bpb);
         __m512i w[8]; /* 4 bits: the low nibbles of 4 dwords, then the high ones */
 #pragma GCC unroll 8
         for (int j = 0; j < BZ_GDW; ++j)
@@ -853,15 +857,17 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
         if (BZ_BITS == 4) codes = (uint8_t*)aligned_alloc(64, (size_t)(K / 32 * 512 + 64));
     }
 #endif
+    /* prepacked: the thread's tiles stream into L2 a few blocks ahead, in the loop over the
+       blocks of the first row block (a tile or two whole at once, into L1 or L2, stalled on
+       the fill buffers) */
+    BzStream pf = {(const char*)(packed + t0 * words), (const char*)(packed + t1 * words)};
+    const int64_t bpb = words * 4 / (K / 32);
     for (int64_t ti = t0; ti < t1; ++ti) {
         const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
         GT t;
         if (packed) {
             t = bz_tile_at((uint32_t*)packed + ti * words, K);
-            if (ti + 2 < t1) /* the tile after next streams into L2 while this one computes
-                                (the next one whole into L1 at once stalled on the fill
-                                buffers: one-row decode ~10 % slower) */
-                bz_prefetch_l2(packed + (ti + 2) * words, words * 4);
+            if (M16 && ti + 2 < t1) bz_prefetch_l2(packed + (ti + 2) * words, words * 4);
         } else {
             if (ti + 1 < t1)
                 bz_prefetch(wq + (n0 + BZ_GT) * rowbytes,
@@ -881,8 +887,10 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
             for (int64_t m0 = 0; m0 < M16; m0 += 16) bz_amx_block(t, b, qx, m0, K, o, N, mask);
         }
 #endif
+        const char* tb = (const char*)(packed + ti * words);
         bz_row_blocks<BZ_GM>(M - M16, [&](int64_t m0, auto r) {
-            bz_gemm_block<decltype(r)::value>(t, qx, M16 + m0, K, o, N, mask);
+            bz_gemm_block<decltype(r)::value>(t, qx, M16 + m0, K, o, N, mask,
+                                              packed && m0 == 0 ? &pf : nullptr, tb, bpb);
         });
     }
     free(own);
@@ -1002,9 +1010,12 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
             t.b[g * BZ_GT + r] = r < nr ? bi[(n0 + r) * G + g] : stype(0);
     }
 }
+/* pf: the thread's prefetch stream (or null), advanced through the tile at tb (bpb bytes per
+   block on average) over the two halves' passes */
 template <int MB>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
-                                    int64_t N, int64_t nr) {
+                                    int64_t N, int64_t nr, BzStream* pf = nullptr,
+                                    const char* tb = nullptr, int64_t bpb = 0) {
     const int64_t G32 = K / 32;
     constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
     const __m256i f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
@@ -1013,6 +1024,7 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
 #pragma GCC unroll 4
         for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
         for (int64_t blk = 0; blk < G32; ++blk) {
+            if (pf) pf->ahead(tb + (h * G32 + blk) * bpb / 2);
             __m256i w[8]; /* the low nibbles of 4 dwords per row (even elements), then high */
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
@@ -1064,18 +1076,21 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
     const int64_t words = bz_tile_words(K);
     uint32_t* own =
         packed ? nullptr : (uint32_t*)aligned_alloc(64, (size_t)((words * 4 + 63) / 64 * 64));
+    BzStream pf = {(const char*)(packed + t0 * words), (const char*)(packed + t1 * words)};
+    const int64_t bpb = words * 4 / (K / 32);
     for (int64_t ti = t0; ti < t1; ++ti) {
         const int64_t n0 = ti * BZ_GT, nr = N - n0 < BZ_GT ? N - n0 : BZ_GT;
         GT t;
         if (packed) {
             t = bz_tile_at((uint32_t*)packed + ti * words, K);
-            if (ti + 2 < t1) bz_prefetch_l2(packed + (ti + 2) * words, words * 4);
         } else {
             t = bz_tile_at(own, K);
             bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
         }
+        const char* tb = (const char*)(packed + ti * words);
         bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
-            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr);
+            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr,
+                                              packed && m0 == 0 ? &pf : nullptr, tb, bpb);
         });
     }
     free(own);
