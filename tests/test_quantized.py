@@ -452,14 +452,22 @@ def test_int8_switch(backend_name, monkeypatch) -> None:
             np.testing.assert_array_equal(sw[bits]["int8"], sw[bits]["float"])
     if qmatmul.int8_available(4, 32, True):
         np.testing.assert_array_equal(sw[4]["auto"], sw[4]["int8"])  # auto: int8 at 4 bits
-    np.testing.assert_array_equal(sw[8]["auto"], sw[8]["float"])  # and float at 8
-    # more than INT8_MAX_M rows: the exact path under auto, and at 8 bits whatever the
-    # mode; the int8 GEMM at 4 bits under "int8" only
+    # and at 8 bits 16-bit activations where the kernel has them, else float
+    x16 = qmatmul._paths(8, 32, True, None, 1, "auto")[4]
+    np.testing.assert_array_equal(
+        sw[8]["auto"], qmatmul.quantized_matmul(x, wq, s, b, bits=8, act="int16" if x16
+                                                else "float"))
+    assert x16 == (qmatmul.PREPACK and qmatmul._levels(8, 32, True, None)[1] == 2)
+    # more than INT8_MAX_M rows: 16-bit activations under auto where compiled (else the
+    # exact path), and at 8 bits under "int8"; the int8 GEMM at 4 bits under "int8" only
     wq = pack(rng.integers(0, 16, (n, k)), 4)
     s, b = np.full((n, k // 32), 0.01, np.float32), np.zeros((n, k // 32), np.float32)
     x9 = rng.standard_normal((qmatmul.INT8_MAX_M + 1, k)).astype(np.float32)
+    x16 = qmatmul._paths(4, 32, False, None, len(x9), "auto")[4]
+    assert x16 == (qmatmul.PREPACK and qmatmul._levels(4, 32, False, None)[1] in (2, 3))
     np.testing.assert_array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="auto"),
-                                  qmatmul.quantized_matmul(x9, wq, s, b, act="float"))
+                                  qmatmul.quantized_matmul(x9, wq, s, b,
+                                                           act="int16" if x16 else "float"))
     if qmatmul.int8_available(4, 32, False):
         assert not np.array_equal(qmatmul.quantized_matmul(x9, wq, s, b, act="int8"),
                                   qmatmul.quantized_matmul(x9, wq, s, b, act="float"))
@@ -541,6 +549,60 @@ def test_int8_gemm_within_stated_bound(backend_name, p) -> None:
         np.testing.assert_array_equal(
             qmatmul.quantized_matmul(x[-9:], wq, s, b, group_size=gs, bits=4, isa=isa,
                                      act="int8", num_threads=2), y1[-9:])
+
+
+def int16_bound(x: np.ndarray, wq: np.ndarray, s: np.ndarray, b: np.ndarray, bits: int,
+                gs: int) -> np.ndarray:
+    """The stated bound of 16-bit activations: int8's with x's step dx = amax / 32639."""
+    x64 = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
+    dx8 = np.abs(x64.reshape(len(x64), -1, 32)).max(axis=-1) / 127.0
+    dx16 = dx8 * 127.0 / 32639.0
+    z = 8.0 if bits == 4 else 128.0
+    q = unpack(wq, bits).astype(np.float64)
+    s64 = np.abs(np.repeat(np.asarray(s, np.float64), gs, axis=-1))
+    cen = (np.abs(q - z) * s64).reshape(q.shape[0], -1, 32).sum(-1)
+    return int8_bound(x, wq, s, b, bits, gs) - 0.5 * (1 + 1e-4) * (dx8 - dx16) @ cen.T
+
+
+@needs_cpu
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([4, 8]), st.sampled_from([32, 64, 128]), st.integers(1, 12),
+       st.sampled_from([1, 5, 16, 17, 45, 301]), st.sampled_from([1, 2, 3, 9, 16, 17, 40]),
+       st.data())
+def test_int16_path_within_stated_bound(backend_name, bits, gs, blocks, n, m, data) -> None:
+    """act="int16": x per block of 32 as 16-bit integers (two int8 planes) through the GEMM
+    over the weight's tiles where compiled (AVX-512 VNNI; AVX2 at 4 bits), else the exact
+    path: within int8's bound at dx = amax / 32639, the same bits on 1 and 2 threads, and
+    each row the same whatever other rows run with it."""
+    if backend_name != "cpu":
+        pytest.skip("runs once, with the cpu backend's module pass")
+    from braze.backends.cpu import qmatmul
+
+    k = gs * blocks
+    rng, x, s, b = _int8_operands(data.draw, m, n, k, gs)
+    wq = pack(rng.integers(0, 1 << bits, (n, k)), bits)
+    w64, _ = terms64(wq, s, b, bits, gs)
+    want = x.astype(np.float64) @ w64.T
+    bound = int16_bound(x, wq, s, b, bits, gs)
+    half = s.dtype == np.float16
+    for isa in (0, 1, 2):
+        if qmatmul.kernel_isa(bits, gs, half, isa) != isa:
+            continue
+
+        def run(rows: np.ndarray, threads: int = 2, isa: int = isa) -> np.ndarray:
+            return qmatmul.quantized_matmul(rows, wq, s, b, group_size=gs, bits=bits, isa=isa,
+                                            act="int16", num_threads=threads)
+
+        y = run(x)
+        np.testing.assert_array_equal(run(x, 1), y)
+        if not qmatmul._paths(bits, gs, half, isa, m, "int16")[4]:  # not compiled: exact
+            check_qmm(y, x, wq, s, b, bits, gs)
+            continue
+        err = np.abs(y.astype(np.float64) - want)
+        worst = np.unravel_index(np.argmax(err / bound), err.shape)
+        assert np.all(err <= bound), f"isa {isa}: error {err[worst]} > bound {bound[worst]}"
+        np.testing.assert_array_equal(run(x[::-1])[::-1], y)  # rows in other blocks
+        np.testing.assert_array_equal(run(x[-1:]), y[-1:])
 
 
 @st.composite

@@ -111,14 +111,25 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
   ``acc = fma(sum, s, acc)`` -- no approximation, ~4x smaller errors than the AVX-512 float
   path's; every row of x alike (the last block's missing rows are zeros). Figures: the
   README (``benchmarks/autotune.py``).
-* **Which activations** (``BRAZE_QMM_ACT`` = ``auto`` | ``int8`` | ``float``, read at
-  import, again by ``reload_env()``; ``act=`` overrides): the default ``auto`` runs int8
-  against 4-bit weights up to ``INT8_MAX_M`` rows and the exact path against 8-bit ones
-  and for more rows. At 4 bits the int8 error
-  (< 1 %) is far below the weights' own quantization error (~10 %) and the matvecs are
-  1.5-2.8x faster; at 8 bits it would double the weights' error for 1.2x (memory bound),
-  and on SmolLM2 it flips the greedy answer of ``tests/test_llm.py`` when the 8-bit
-  lm_head runs int8 (it does not with ``auto``).
+* **16-bit activations** (``act="int16"``; AVX-512 VNNI at 4 and 8 bits, AVX2 at 4 bits, else
+  the exact path): x per block of 32 rounded to integers ``v`` with ``|v| <= 32639``
+  (``dx = amax / 32639``) and stored as two int8 planes, ``hi = floor((v + 128) / 256)`` and
+  ``lo = v - 256 hi`` (both in -128..127), through the prepacked GEMM above: per block and
+  row two ``vpdpbusd`` chains (AVX2: two ``vpmaddubsw`` sums), ``256 * hi + lo`` in int32
+  (<= 255 * 32639 * 32 < 2^31), then the int8 epilogue. The int8 bound with that dx: ~250x
+  smaller than int8's (measured ~3e-5 relative against ~2e-7 for the exact path: a
+  thousandth of the 4-bit weights' own error), batch invariant, and the dot products at the
+  int8 GEMM's rate: pre-fill float32 x against 4-bit tiles is FMA-bound, the 8-bit lm_head
+  matvec's float dequantization was compute-bound at ~30 GB/s.
+* **Which activations** (``BRAZE_QMM_ACT`` = ``auto`` | ``int8`` | ``float`` | ``int16`` |
+  ``invariant``, read at import, again by ``reload_env()``; ``act=`` overrides): the default
+  ``auto`` runs int8 against 4-bit weights up to ``INT8_MAX_M`` rows and 16-bit activations
+  for more rows and against 8-bit weights where compiled (``BRAZE_QMM_PREPACK=0``: the
+  exact path there). At 4 bits the int8 error (< 1 %) is far below the weights' own
+  quantization error (~10 %) and the matvecs are 1.5-2.8x faster; at 8 bits it would double
+  the weights' error, and on SmolLM2 it flips the greedy answer of ``tests/test_llm.py``
+  when the 8-bit lm_head runs int8, as int8 pre-fill does ("L'Étoile" before "The
+  capital"): 16-bit activations do neither.
 * **Accuracy** (exact-float path): every weight is ``fma(code, s, b)``
   in float32 (the reference rounds ``code * s`` then adds ``b``: at most one ulp of
   the weight apart) and the products are summed in float32 in a different order than
@@ -189,7 +200,7 @@ PREPACK = os.environ.get("BRAZE_QMM_PREPACK", "1") != "0"
 # same bits as the AVX-512 VNNI path; float x against the tiles: bfloat16 parts, other bits);
 # BRAZE_QMM_AMX=0 (read at import, and by reload_env()): off
 AMX = os.environ.get("BRAZE_QMM_AMX", "1") != "0"
-DEFAULT_ACT = "auto"  # int8 activations against 4-bit weights, exact float against 8-bit
+DEFAULT_ACT = "auto"  # int8 for a few rows against 4-bit weights, else 16-bit where compiled
 
 
 def host_isa() -> int:
@@ -312,8 +323,8 @@ def _tactic_applies(rb: int, amx: bool, problem: Any) -> bool:
 
 def _tactic_key(bits: int, group_size: int, half: bool, isa: int | None, m: int, n: int,
                 k: int, int8: bool, num_threads: int, invariant: bool = False,
-                tiles: bool = False) -> str:
-    mode = ("inv-" if invariant else "") + ("int8" if int8 else "float")
+                tiles: bool = False, x16: bool = False) -> str:
+    mode = "int16" if x16 else ("inv-" if invariant else "") + ("int8" if int8 else "float")
     return (f"quantized_matmul:b{bits}:g{group_size}:{'f16' if half else 'f32'}:"
             f"isa{_build.target() if isa is None else isa}:M{_tactics_mod.bucket(m)}:N{n}:K{k}:"
             f"{mode}:T{num_threads}" + (":tiles" if tiles else ""))
@@ -353,16 +364,18 @@ def tactic_report(x_shape: tuple[int, ...], n: int, k: int, bits: int, group_siz
 
 
 def _paths(bits: int, group_size: int, half: bool, isa: int | None, m: int, act: str | None
-           ) -> tuple[bool, bool, bool, bool]:
-    """(int8, invariant, float_tiles, amx): which kernel paths an (M, K) x runs."""
+           ) -> tuple[bool, bool, bool, bool, bool]:
+    """(int8, invariant, float_tiles, amx, x16): which kernel paths an (M, K) x runs."""
     _, vnni, amx_ok = _levels(bits, group_size, half, isa)
     int8 = _int8(vnni, m, bits, act)
     invariant = _invariant(vnni, int8, bits, act)
+    x16 = not int8 and _x16(vnni, m, bits, act)
     # the int8 GEMM on 16+ rows of x, and float x against the tiles, can run their dot
-    # products on AMX (BRAZE_QMM_AMX)
+    # products on AMX (BRAZE_QMM_AMX); the 16-bit GEMM does not
     gemm = int8 and vnni == 2 and (invariant or (m > INT8_MAX_M and bits == 4))
-    float_tiles = _float_tiles(vnni, int8, m)
-    return int8, invariant, float_tiles, AMX and (gemm or float_tiles) and m >= 16 and amx_ok
+    float_tiles = _float_tiles(vnni, int8 or x16, m)
+    return (int8, invariant, float_tiles,
+            AMX and (gemm or float_tiles) and m >= 16 and amx_ok, x16)
 
 
 def _kernel_params(fn: str, bits: int, group_size: int, half: bool
@@ -383,9 +396,9 @@ def problem_key(bits: int, group_size: int, half: bool, isa: int | None, m: int,
     'quantized_matmul:b4:g32:f32:isa0:M4:N64:K64:float:T2'
     """
     _kernel_params("problem_key", bits, group_size, half)
-    int8, invariant, float_tiles, amx = _paths(bits, group_size, half, isa, m, act)
+    int8, invariant, float_tiles, amx, x16 = _paths(bits, group_size, half, isa, m, act)
     return _tactic_key(bits, group_size, half, isa, m, n, k, int8, num_threads, invariant,
-                       float_tiles) + (":amx" if amx else "")
+                       float_tiles, x16) + (":amx" if amx else "")
 
 
 def _levels(bits: int, group_size: int, half: bool, isa: int | None
@@ -441,7 +454,7 @@ def int8_available(bits: int = 4, group_size: int = 32, half: bool = False,
 def act_mode(act: str | None = None) -> str:
     """The activation mode a call runs with: ``act`` if given, else ``BRAZE_QMM_ACT``
     (read at import and by ``reload_env()``), else ``DEFAULT_ACT`` (``"auto"``: int8
-    against 4-bit weights, float against 8-bit ones).
+    for a few rows against 4-bit weights, else 16-bit integers where the kernel has them).
 
     >>> act_mode("float")
     'float'
@@ -590,6 +603,16 @@ def _int8(vnni: int, m: int, bits: int, act: str | None) -> bool:
         or (m > INT8_MAX_M and bits == 4 and mode == "int8"))
 
 
+def _x16(vnni: int, m: int, bits: int, act: str | None) -> bool:
+    """Whether a call runs 16-bit activations (act 3: the GEMM over the prepacked tiles,
+    where compiled: AVX-512 VNNI, and AVX2 at 4 bits): under "int16", and under "auto"
+    where int8 does not run (more than INT8_MAX_M rows at 4 bits; 8 bits) unless
+    ``BRAZE_QMM_PREPACK=0``."""
+    mode = act_mode(act)
+    return (mode == "int16" or (mode == "auto" and PREPACK and (bits == 8 or m > INT8_MAX_M))) \
+        and (vnni == 2 or (vnni == 3 and bits == 4))
+
+
 def _invariant(vnni: int, int8: bool, bits: int, act: str | None) -> bool:
     """Whether a call runs the kernel's batch-invariant path (act 2): under "invariant",
     and for int8 against 4-bit weights on AVX-512 VNNI and AVX2 (the prepacked GEMM at
@@ -607,18 +630,20 @@ class _Problem:
                  isa: int | None, num_threads: int, act: str | None) -> None:
         self.e, self.m, self.n, self.k = e, m, n, k
         self.bits, self.group_size, self.isa, self.num_threads = bits, group_size, isa, num_threads
-        int8, self.invariant, float_tiles, amx = _paths(bits, group_size, e.half, isa, m, act)
+        int8, self.invariant, float_tiles, amx, self.x16 = _paths(bits, group_size, e.half, isa,
+                                                                  m, act)
         self.int8 = int8
         # a parallel region costs more than a small problem: one thread below PARALLEL_WEIGHTS
         threads = 1 if n * k * (m // 4 or 1) < PARALLEL_WEIGHTS else min(num_threads, n)
-        self.scratch_len = m * k if bits == 4 and not int8 and not float_tiles else 0
+        self.scratch_len = m * k if bits == 4 and not (int8 or float_tiles or self.x16) else 0
         self.tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
         self.default = _default_tactic(self.tactics, threads, amx)
         self.problem = {"m": m, "n": n, "k": k, "int8": int(int8), "amx": int(amx)}
         self.key = problem_key(bits, group_size, e.half, isa, m, n, k, act, num_threads)
         # "invariant" with the int8 GEMM (AVX-512 VNNI), or float_tiles: the weight's tiles
         # repacked once
-        self.packed = int((self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles)
+        self.packed = int((self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles
+                          or self.x16)
 
     def handle(self, t: _tactics_mod.Tactic) -> int:
         v = t.params["variant"]
@@ -627,7 +652,7 @@ class _Problem:
 
     def args(self, t: _tactics_mod.Tactic) -> np.ndarray:
         return np.array([t.params["threads"], self.m, self.n, self.k,
-                         2 if self.invariant else int(self.int8), self.packed,
+                         3 if self.x16 else 2 if self.invariant else int(self.int8), self.packed,
                          int(t.params["amx"])], np.int64)
 
     def runner(self, operands: tuple[np.ndarray, ...]

@@ -19,14 +19,16 @@
    path up to BZ_I8_MMAX rows, then at 4 bits the GEMM; 2: batch invariant -- int8 where
    compiled, through one path at every M (the GEMM with AVX-512 VNNI, else the matvec
    path), else the float path untiled with the same accumulators at every M: a row's
-   result never depends on the other rows or their number).
+   result never depends on the other rows or their number; 3: 16-bit activations -- x per
+   block of 32 as 16-bit integers in two int8 planes (bz_quant_row's q2) through the GEMM at
+   every M, where compiled (AVX-512 VNNI; AVX2 at 4 bits), else the float path: one chain
+   per output whatever M, as act 2).
    args[5]: 1 when bufs[6] holds the weight's GEMM tiles repacked beforehand (M == -2 writes
-   them): act 2 then reads them instead of repacking, and act 0 at BZ_TILE_M+ rows runs float x
-   against them (bz_gemm_part_f32).
-   args[6]: 1 lets the GEMMs use AMX where the CPU and the OS allow it (qmatmul_amx.h): the
-   int8 GEMM's blocks of 16 rows of x (the same bits), and float x against the prepacked
-   tiles (bz_gemm_part_bf16 instead of bz_gemm_part_f32: other bits, a smaller error).
-   M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
+   them): acts 2 and 3 then read them instead of repacking, and act 0 at BZ_TILE_M+ rows runs float
+   x against them (bz_gemm_part_f32). args[6]: 1 lets the GEMMs use AMX where the CPU and the OS
+   allow it (qmatmul_amx.h): the int8 GEMM's blocks of 16 rows of x (the same bits), and float x
+   against the prepacked tiles (bz_gemm_part_bf16 instead of bz_gemm_part_f32: other bits, a smaller
+   error). M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
    and whether the GEMM can use AMX (compiled, and the OS granted the tile state) to
    ((int64_t*)bufs[0])[0], [1] and [2]. M == -3: write the size in bytes of N x K
    repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
@@ -79,20 +81,25 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     const bool tiled = BZ_TILED && M >= BZ_TILE_M && !inv;
 #if BZ_VNNI
 #if BZ_GEMM
-    if (act == 2 || (act == 1 && M > BZ_I8_MMAX && BZ_BITS == 4)) {
+    const bool x16 = act == 3 && (BZ_VNNI == 2 || BZ_BITS == 4);
+    if (act == 2 || x16 || (act == 1 && M > BZ_I8_MMAX && BZ_BITS == 4)) {
         const int64_t G32 = K / 32;
-        int8_t* qt = (int8_t*)malloc((size_t)(M * K)); /* x quantized, block-major (QXB) */
+        /* x quantized, block-major (QXB); 16-bit: a second plane */
+        int8_t* qt = (int8_t*)malloc((size_t)(M * K * (x16 ? 2 : 1)));
+        int8_t* qt2 = x16 ? qt + M * K : nullptr;
         float* dt = (float*)malloc(sizeof(float) * (size_t)(M * (2 * G32 + G) + 1));
-        const QXB qx = {qt, dt, dt + M * G32, dt + 2 * M * G32, M};
+        const QXB qx = {qt, dt, dt + M * G32, dt + 2 * M * G32, M, qt2};
         const int64_t NT = (N + BZ_GT - 1) / BZ_GT;
-        const uint32_t* packed = act == 2 && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
-        const bool amx = args[6] != 0 && M >= 16 && bz_amx_ready();
+        const uint32_t* packed =
+            (act == 2 || x16) && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
+        const bool amx = args[6] != 0 && M >= 16 && !x16 && bz_amx_ready();
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
             for (int64_t m = 0; m < M; ++m) /* each thread its weight groups of every row */
                 bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
-                             dt + 2 * M * G32 + m, M, G * t / T, G * (t + 1) / T);
+                             dt + 2 * M * G32 + m, M, G * t / T, G * (t + 1) / T,
+                             x16 ? qt2 + m * 32 : nullptr);
 #pragma omp barrier
             bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed, amx);
         }
@@ -133,7 +140,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     }
 #endif
 #endif
-    if (act >= 1) {
+    if (act == 1 || act == 2) {
         const int64_t Kp = (K + 63) / 64 * 64, Gp = bz_pad16(K / 32);
         int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
         float* dx = (float*)malloc(sizeof(float) * (size_t)(3 * M * Gp));

@@ -291,9 +291,13 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
    elements, then the odd ones) at q + g * blk * 32, dx, ez at [g * blk], sx at [g * blk];
    no padding; only weight groups [ga, gb) (threads split a block's rows by groups: split by
    rows, they wrote the same cache lines of dx, ez and sx -- ~20 us a call lost to false
-   sharing at 16 rows). */
+   sharing at 16 rows). q2 (the GEMM's 16-bit activations, BZ_Q16): x / dx rounded to 16-bit
+   integers v (|v| <= BZ_Q16), stored as two int8 planes, hi = floor((v + 128) / 256) in q and
+   lo = v - 256 hi (-128..127) in q2 at the same places. */
+#define BZ_Q16 32639 /* 127 * 256 + 127: hi stays within -127..127 */
 static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float* dx, float* ez,
-                         float* sx, int64_t blk = 0, int64_t ga = 0, int64_t gb = -1) {
+                         float* sx, int64_t blk = 0, int64_t ga = 0, int64_t gb = -1,
+                         int8_t* q2 = nullptr) {
     const int64_t ss = blk ? blk : 1; /* stride of a row's per-block (per-group) values */
     if (gb < 0) gb = K / BZ_GS;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -312,9 +316,10 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
         h = _mm_max_ss(h, _mm_movehdup_ps(h));
         const float amax = _mm_cvtss_f32(h);
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const float top = q2 ? (float)BZ_Q16 : 127.0f;
+        const float d = amax / top, id = amax > 0.0f ? top / amax : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        /* cvtps rounds to nearest even; |x * id| <= 127 (+ rounding): no saturation */
+        /* cvtps rounds to nearest even; |x * id| <= top (+ rounding): no saturation */
         __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
         __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
@@ -330,21 +335,38 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
             u = _mm_add_ss(u, _mm_movehdup_ps(u));
             ez[g * ss] = BZ_ZC * (_mm_cvtss_f32(u) - d * (float)_mm_cvtsi128_si32(t));
         }
-        i0 = _mm256_packs_epi32(i0, i1);
-        i2 = _mm256_packs_epi32(i2, i3);
-        i0 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(i0, i2), perm);
-        const int64_t c = g / (QV::C / 32);
-        if (BZ_BITS == 4 && blk) { /* GEMM layout: each block's 16 even elements, then odd */
-            i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
-            _mm256_storeu_si256((__m256i*)(q + g * ss * 32), i0);
-        } else if (BZ_BITS == 4 && c < K / QV::C) {
-            /* chunk of C elements: the even elements of its blocks, then the odd ones */
-            i0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i0, deint), 0xD8);
-            int8_t* qc = q + c * QV::C + (g % (QV::C / 32)) * 16;
-            _mm_storeu_si128((__m128i*)qc, _mm256_castsi256_si128(i0));
-            _mm_storeu_si128((__m128i*)(qc + QV::C / 2), _mm256_extracti128_si256(i0, 1));
+        /* the 32 values as int8 in q's layout at dst */
+        auto put = [&](int8_t* dst, __m256i a0, __m256i a1, __m256i a2, __m256i a3) {
+            a0 = _mm256_packs_epi32(a0, a1);
+            a2 = _mm256_packs_epi32(a2, a3);
+            a0 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a0, a2), perm);
+            const int64_t c = g / (QV::C / 32);
+            if (BZ_BITS == 4 && blk) { /* GEMM layout: each block's 16 even elements, then odd */
+                a0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a0, deint), 0xD8);
+                _mm256_storeu_si256((__m256i*)(dst + g * ss * 32), a0);
+            } else if (BZ_BITS == 4 && c < K / QV::C) {
+                /* chunk of C elements: the even elements of its blocks, then the odd ones */
+                a0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a0, deint), 0xD8);
+                int8_t* qc = dst + c * QV::C + (g % (QV::C / 32)) * 16;
+                _mm_storeu_si128((__m128i*)qc, _mm256_castsi256_si128(a0));
+                _mm_storeu_si128((__m128i*)(qc + QV::C / 2), _mm256_extracti128_si256(a0, 1));
+            } else {
+                _mm256_storeu_si256((__m256i*)(dst + g * ss * 32), a0);
+            }
+        };
+        if (q2) {
+            const __m256i r = _mm256_set1_epi32(128);
+            const __m256i h0 = _mm256_srai_epi32(_mm256_add_epi32(i0, r), 8),
+                          h1 = _mm256_srai_epi32(_mm256_add_epi32(i1, r), 8),
+                          h2 = _mm256_srai_epi32(_mm256_add_epi32(i2, r), 8),
+                          h3 = _mm256_srai_epi32(_mm256_add_epi32(i3, r), 8);
+            put(q2, _mm256_sub_epi32(i0, _mm256_slli_epi32(h0, 8)),
+                _mm256_sub_epi32(i1, _mm256_slli_epi32(h1, 8)),
+                _mm256_sub_epi32(i2, _mm256_slli_epi32(h2, 8)),
+                _mm256_sub_epi32(i3, _mm256_slli_epi32(h3, 8)));
+            put(q, h0, h1, h2, h3);
         } else {
-            _mm256_storeu_si256((__m256i*)(q + g * ss * 32), i0);
+            put(q, i0, i1, i2, i3);
         }
         dx[g * ss] = d;
     }
@@ -536,6 +558,7 @@ struct QXB {
     const float* ez;
     const float* sx;
     int64_t M;
+    const int8_t* q2; /* 16-bit activations: the low plane (q the high one); else null */
 };
 /* Rows m0.. of block blk of a QXB: their 32 bytes each, dx, ez, and sx of the block's group. */
 struct QXRows {
@@ -543,11 +566,12 @@ struct QXRows {
     const float* dx;
     const float* ez;
     const float* sx;
+    const int8_t* q2;
 };
 static BZ_INLINE QXRows bz_qx_rows(const QXB& qx, int64_t blk, int64_t m0) {
     const int64_t g = blk / (BZ_GS / 32);
     return {qx.q + (blk * qx.M + m0) * 32, qx.dx + blk * qx.M + m0, qx.ez + blk * qx.M + m0,
-            qx.sx + g * qx.M + m0};
+            qx.sx + g * qx.M + m0, qx.q2 ? qx.q2 + (blk * qx.M + m0) * 32 : nullptr};
 }
 #define BZ_GT 16       /* weight rows per tile (lanes) */
 #define BZ_GDW BZ_BITS /* dwords of codes per block of 32 per row */
@@ -698,7 +722,7 @@ static BZ_INLINE __m512 bz_i8_epilogue(__m512i idot, float dx, float ez, __m512 
 }
 /* pf: the thread's prefetch stream (or null), advanced to the tile's block blk (the tile at
    tb, bpb bytes per block on average) */
-template <int MB>
+template <int MB, bool X16 = false>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
                                     int64_t N, __mmask16 mask, BzStream* pf = nullptr,
                                     const char* tb = nullptr, int64_t bpb = 0) {
@@ -736,7 +760,20 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
                at 16 rows); below 4 rows, 4 chains of 2 and 3 adds (integer sums: any
                order gives the same bits) */
             __m512i ia;
-            if constexpr (MB >= 4) {
+            if constexpr (X16) { /* hi and lo planes, two chains each: 256 * hi + lo */
+                const int32_t* qm2 = (const int32_t*)(xr.q2 + m * 32);
+                __m512i ha = bz_zero_idiom(), hb = bz_zero_idiom(), la = bz_zero_idiom(),
+                        lb = bz_zero_idiom();
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) {
+                    ha = _mm512_dpbusd_epi32(ha, w[j], _mm512_set1_epi32(qm[j]));
+                    hb = _mm512_dpbusd_epi32(hb, w[4 + j], _mm512_set1_epi32(qm[4 + j]));
+                    la = _mm512_dpbusd_epi32(la, w[j], _mm512_set1_epi32(qm2[j]));
+                    lb = _mm512_dpbusd_epi32(lb, w[4 + j], _mm512_set1_epi32(qm2[4 + j]));
+                }
+                ia = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(ha, hb), 8),
+                                      _mm512_add_epi32(la, lb));
+            } else if constexpr (MB >= 4) {
                 __m512i ib = bz_zero_idiom();
                 ia = bz_zero_idiom();
 #pragma GCC unroll 4
@@ -849,7 +886,8 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
     const int64_t rowbytes = K * BZ_BITS / 8, words = bz_tile_words(K);
     uint32_t* own =
         packed ? nullptr : (uint32_t*)aligned_alloc(64, (size_t)((words * 4 + 63) / 64 * 64));
-    const int64_t M16 = BZ_AMX && amx && t0 < t1 ? M / 16 * 16 : 0; /* rows AMX computes */
+    /* rows AMX computes (int8 activations only) */
+    const int64_t M16 = BZ_AMX && amx && !qx.q2 && t0 < t1 ? M / 16 * 16 : 0;
 #if BZ_AMX
     uint8_t* codes = nullptr; /* a tile's codes unpacked as AMX reads them (4 bits) */
     if (M16) {
@@ -889,8 +927,11 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
 #endif
         const char* tb = (const char*)(packed + ti * words);
         bz_row_blocks<BZ_GM>(M - M16, [&](int64_t m0, auto r) {
-            bz_gemm_block<decltype(r)::value>(t, qx, M16 + m0, K, o, N, mask,
-                                              packed && m0 == 0 ? &pf : nullptr, tb, bpb);
+            BzStream* p = packed && m0 == 0 ? &pf : nullptr;
+            if (qx.q2)
+                bz_gemm_block<decltype(r)::value, true>(t, qx, M16 + m0, K, o, N, mask, p, tb, bpb);
+            else
+                bz_gemm_block<decltype(r)::value>(t, qx, M16 + m0, K, o, N, mask, p, tb, bpb);
         });
     }
     free(own);
@@ -1012,7 +1053,7 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
 }
 /* pf: the thread's prefetch stream (or null), advanced through the tile at tb (bpb bytes per
    block on average) over the two halves' passes */
-template <int MB>
+template <int MB, bool X16 = false>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
                                     int64_t N, int64_t nr, BzStream* pf = nullptr,
                                     const char* tb = nullptr, int64_t bpb = 0) {
@@ -1048,7 +1089,16 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
                 for (int j = 1; j < 8; ++j) /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
                     s16 =
                         _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(qm[j])));
-                const __m256i ia = _mm256_madd_epi16(s16, ones);
+                __m256i ia = _mm256_madd_epi16(s16, ones);
+                if constexpr (X16) { /* the low plane likewise: 256 * hi + lo */
+                    const int32_t* qm2 = (const int32_t*)(xr.q2 + m * 32);
+                    __m256i l16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(qm2[0]));
+#pragma GCC unroll 7
+                    for (int j = 1; j < 8; ++j)
+                        l16 = _mm256_add_epi16(
+                            l16, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(qm2[j])));
+                    ia = _mm256_add_epi32(_mm256_slli_epi32(ia, 8), _mm256_madd_epi16(l16, ones));
+                }
                 const __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_set1_ps(dxb[m]),
                                                   _mm256_set1_ps(ezb[m]));
                 acc[m] = _mm256_fmadd_ps(tv, sv, acc[m]);
@@ -1089,8 +1139,11 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
         }
         const char* tb = (const char*)(packed + ti * words);
         bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
-            bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr,
-                                              packed && m0 == 0 ? &pf : nullptr, tb, bpb);
+            BzStream* p = packed && m0 == 0 ? &pf : nullptr;
+            if (qx.q2)
+                bz_gemm_block<decltype(r)::value, true>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
+            else
+                bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
         });
     }
     free(own);
