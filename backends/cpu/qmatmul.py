@@ -124,12 +124,13 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
 * **Which activations** (``BRAZE_QMM_ACT`` = ``auto`` | ``int8`` | ``float`` | ``int16`` |
   ``invariant``, read at import, again by ``reload_env()``; ``act=`` overrides): the default
   ``auto`` runs int8 against 4-bit weights up to ``INT8_MAX_M`` rows and 16-bit activations
-  for more rows and against 8-bit weights where compiled (``BRAZE_QMM_PREPACK=0``: the
-  exact path there). At 4 bits the int8 error (< 1 %) is far below the weights' own
-  quantization error (~10 %) and the matvecs are 1.5-2.8x faster; at 8 bits it would double
-  the weights' error, and on SmolLM2 it flips the greedy answer of ``tests/test_llm.py``
-  when the 8-bit lm_head runs int8, as int8 pre-fill does ("L'Étoile" before "The
-  capital"): 16-bit activations do neither.
+  for more rows and against 8-bit weights with AVX-512 VNNI (elsewhere, and with
+  ``BRAZE_QMM_PREPACK=0``, the exact path there: on AVX2 the two planes' ``vpmaddubsw`` were
+  no faster than exact float32 at pre-fill -- README). At 4 bits the int8 error (< 1 %) is
+  far below the weights' own quantization error (~10 %) and the matvecs are 1.5-2.8x faster;
+  at 8 bits it would double the weights' error, and on SmolLM2 it flips the greedy answer
+  of ``tests/test_llm.py`` when the 8-bit lm_head runs int8, as int8 pre-fill does
+  ("L'Étoile" before "The capital"): 16-bit activations do neither.
 * **Accuracy** (exact-float path): every weight is ``fma(code, s, b)``
   in float32 (the reference rounds ``code * s`` then adds ``b``: at most one ulp of
   the weight apart) and the products are summed in float32 in a different order than
@@ -605,12 +606,13 @@ def _int8(vnni: int, m: int, bits: int, act: str | None) -> bool:
 
 def _x16(vnni: int, m: int, bits: int, act: str | None) -> bool:
     """Whether a call runs 16-bit activations (act 3: the GEMM over the prepacked tiles,
-    where compiled: AVX-512 VNNI, and AVX2 at 4 bits): under "int16", and under "auto"
-    where int8 does not run (more than INT8_MAX_M rows at 4 bits; 8 bits) unless
-    ``BRAZE_QMM_PREPACK=0``."""
+    where compiled: AVX-512 VNNI, and AVX2 at 4 bits): under "int16", and under "auto" on
+    AVX-512 VNNI where int8 does not run (more than INT8_MAX_M rows at 4 bits; 8 bits)
+    unless ``BRAZE_QMM_PREPACK=0`` (on AVX2 the two vpmaddubsw planes are no faster than
+    exact float32 FMAs: auto keeps the exact path there)."""
     mode = act_mode(act)
-    return (mode == "int16" or (mode == "auto" and PREPACK and (bits == 8 or m > INT8_MAX_M))) \
-        and (vnni == 2 or (vnni == 3 and bits == 4))
+    return (mode == "int16" and (vnni == 2 or (vnni == 3 and bits == 4))) or (
+        mode == "auto" and PREPACK and vnni == 2 and (bits == 8 or m > INT8_MAX_M))
 
 
 def _invariant(vnni: int, int8: bool, bits: int, act: str | None) -> bool:
