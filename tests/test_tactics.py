@@ -168,6 +168,8 @@ def test_quantized_matmul_tunes_once_per_problem_and_plans_use_the_winner(
     from braze.backends.cpu import qmatmul
 
     monkeypatch.setenv("BRAZE_AUTOTUNE", "max")  # the variants too (they build now)
+    # the int8 matvec path (its variants are tactics; over the prepacked tiles none is)
+    monkeypatch.setattr(qmatmul, "PREPACK", False)
     rng = np.random.default_rng(3)
     n, k = 256, 512
     wq = pack(rng.integers(0, 16, (n, k)), 4)
@@ -177,7 +179,9 @@ def test_quantized_matmul_tunes_once_per_problem_and_plans_use_the_winner(
     y = qmatmul.quantized_matmul(x, wq, s, b, group_size=32, bits=4, num_threads=2)
     rep = qmatmul.tactic_report((1, k), n, k, 4, 32, True, num_threads=2)
     assert rep is not None and rep["chosen"] in rep["timings_us"]
-    assert len(rep["timings_us"]) + len(rep["excluded"]) == 8  # 4 variants x 2 thread counts
+    # 4 variants on every thread (one thread is no tactic of a matvec streaming its weight)
+    assert len(rep["timings_us"]) + len(rep["excluded"]) == 4
+    assert all(name.endswith("-t2") for name in rep["timings_us"])
     assert not rep["excluded"]  # every variant builds and agrees
     np.testing.assert_array_equal(
         qmatmul.quantized_matmul(x, wq, s, b, group_size=32, bits=4, num_threads=2), y)
@@ -192,7 +196,7 @@ def test_explain_shows_the_chosen_tactic_and_the_measured_alternatives(tuning_di
 
     rng = np.random.default_rng(5)
     with bz.backend("cpu"):
-        x = bz.asarray(rng.random((1, 256)).astype(np.float32))
+        x = bz.asarray(rng.random((64, 256)).astype(np.float32))  # (threads are tactics)
         wq, s, b = bz.quantize(bz.asarray(rng.random((512, 256)).astype(np.float32)),
                                group_size=32, bits=4)
 
@@ -207,3 +211,28 @@ def test_explain_shows_the_chosen_tactic_and_the_measured_alternatives(tuning_di
         text = str(rep)
         assert "tactics (autotuned on this machine):" in text
         assert f"quantized_matmul: {k.tactic['chosen']} (heuristic: " in text
+
+
+@needs_cpu
+def test_matvec_tuning_evicts_the_weight_before_each_timed_run(tuning_dir) -> None:
+    """A memory-bound problem (a few rows of x) is timed as a model runs it: the runner's
+    ``prepare`` evicts the weight (and its prepacked tiles) from the caches, untimed, before
+    every timed run; evicting changes no result."""
+    from braze.backends.cpu import qmatmul
+
+    rng = np.random.default_rng(9)
+    n, k = 96, 256
+    wq = pack(rng.integers(0, 16, (n, k)), 4)
+    s = (rng.random((n, k // 32)) * 0.1).astype(np.float16)
+    e = qmatmul._prepared(wq, s, s, 32, 4, None)
+    for m in (1, 9):
+        p = qmatmul._Problem(e, m, n, k, 4, 32, None, 2, None)
+        run = p.runner((rng.standard_normal((m, k)).astype(np.float32), wq, s, s))
+        assert hasattr(run, "prepare") == (m <= qmatmul.INT8_MAX_M)
+        y = np.array(run(p.default), copy=True)
+        if m <= qmatmul.INT8_MAX_M:
+            run.prepare()
+        np.testing.assert_array_equal(run(p.default), y)
+    calls = []
+    tactics._median(lambda: calls.append("run"), 3, lambda: calls.append("prepare"))
+    assert calls == ["prepare", "run"] * 3

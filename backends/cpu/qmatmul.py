@@ -310,15 +310,22 @@ def _tactics(bits: int, group_size: int, half: bool, isa: int | None, num_thread
                 out.append(_tactics_mod.Tactic(
                     f"pf{variant[0]}-rb{variant[1]}-t{threads}" + ("-amx" if amx else ""),
                     {"variant": variant, "threads": threads, "amx": amx}, cheap,
-                    valid=functools.partial(_tactic_applies, variant[1], amx)))
+                    valid=functools.partial(_tactic_applies, variant, amx, threads)))
     return tuple(out)
 
 
-def _tactic_applies(rb: int, amx: bool, problem: Any) -> bool:
-    # rows per pass is an int8-path parameter: elsewhere it changes nothing; AMX where the
-    # problem can run there, and for float x against the tiles only AMX then (the AVX-512
-    # float path sums in another order: other bits)
-    return (rb == VARIANTS[0][1] or bool(problem["int8"])) and (
+def _tactic_applies(variant: tuple[int, int], amx: bool, threads: int, problem: Any) -> bool:
+    # rows per pass is an int8-path parameter: elsewhere it changes nothing, as both are
+    # in the GEMMs over tiles; AMX where the problem can run there, and for float x against
+    # the tiles only AMX then (the AVX-512 float path sums in another order: other bits).
+    # One thread never for a streamed matvec: in a model its weight comes from memory, where
+    # every core's share of the bandwidth counts (one thread timed faster on its own, cold
+    # or hot, and made SmolLM2's decode step ~4 % slower)
+    gemm = bool(problem.get("gemm", 0))
+    if threads == 1 and problem.get("streamed", 0):
+        return False
+    return (variant == VARIANTS[0] or (not gemm and (
+        variant[1] == VARIANTS[0][1] or bool(problem["int8"])))) and (
         bool(problem["amx"]) if amx else not (problem["amx"] and not problem["int8"]))
 
 
@@ -640,7 +647,11 @@ class _Problem:
         self.scratch_len = m * k if bits == 4 and not (int8 or float_tiles or self.x16) else 0
         self.tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
         self.default = _default_tactic(self.tactics, threads, amx)
-        self.problem = {"m": m, "n": n, "k": k, "int8": int(int8), "amx": int(amx)}
+        # the GEMMs over tiles read neither the prefetch distance nor the int8 rows per pass
+        gemm = (self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles or self.x16 \
+            or (int8 and m > INT8_MAX_M and bits == 4 and e.vnni in GEMM_VNNI)
+        self.problem = {"m": m, "n": n, "k": k, "int8": int(int8), "amx": int(amx),
+                        "gemm": int(gemm), "streamed": int(m <= INT8_MAX_M and threads > 1)}
         self.key = problem_key(bits, group_size, e.half, isa, m, n, k, act, num_threads)
         # "invariant" with the int8 GEMM (AVX-512 VNNI), or float_tiles: the weight's tiles
         # repacked once
@@ -662,7 +673,8 @@ class _Problem:
         """``run(t)``: the product of ``operands`` (x as (M, K) float32, wq, scales,
         biases) with tactic ``t``."""
         x2, wq, scales, biases = operands
-        bufs = [x2, wq, scales, biases, None, np.empty(max(self.scratch_len, 1), np.float32)]
+        bufs = [x2, wq, scales, biases, np.empty(1, np.float32),
+                np.empty(max(self.scratch_len, 1), np.float32)]
         if self.packed:
             bufs.append(_packed_tiles(self.e, self.e.h, wq, scales, biases, self.n, self.k,
                                       self.num_threads))
@@ -673,6 +685,10 @@ class _Problem:
             _core.launch(self.handle(t), bufs, self.args(t))
             return out
 
+        if self.m <= INT8_MAX_M:  # memory bound: timed with the weight out of the caches
+            evict = np.array([1, -4, self.n, self.k, 0, self.packed, 0,
+                              bufs[6].nbytes if self.packed else 0], np.int64)
+            run.prepare = lambda: _core.launch(self.e.h, bufs, evict)  # type: ignore[attr-defined]
         return run
 
 

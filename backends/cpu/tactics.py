@@ -227,9 +227,12 @@ def busy() -> bool:
     return load > cores / 2
 
 
-def _median(run: Callable[[], Any], repeats: int) -> float:
+def _median(run: Callable[[], Any], repeats: int,
+            prepare: Callable[[], Any] | None = None) -> float:
     ts = []
     for _ in range(repeats):
+        if prepare is not None:
+            prepare()
         t0 = time.perf_counter()
         run()
         ts.append(time.perf_counter() - t0)
@@ -239,7 +242,9 @@ def _median(run: Callable[[], Any], repeats: int) -> float:
 def select(key: str, tactics: Sequence[Tactic], default: Tactic, problem: Mapping[str, int],
            run: Callable[[Tactic], Any]) -> Tactic:
     """The tactic for ``key`` (see the module text): stored, tuned now, or ``default``.
-    ``run(t)`` computes the problem with tactic ``t`` and returns its result (an array)."""
+    ``run(t)`` computes the problem with tactic ``t`` and returns its result (an array);
+    ``run.prepare()``, where it exists, runs untimed before each timed run (e.g. evicts
+    the operands from the caches, so that a memory-bound op is timed as a model runs it)."""
     tune_mode = mode()
     if tune_mode == "0":
         return default
@@ -253,7 +258,8 @@ def select(key: str, tactics: Sequence[Tactic], default: Tactic, problem: Mappin
     import numpy as np
 
     ref = np.array(run(default), copy=True)  # first run: warms caches, builds nothing new
-    t_default = _median(lambda: run(default), REPEATS)
+    prepare = getattr(run, "prepare", None)
+    t_default = _median(lambda: run(default), REPEATS, prepare)
     budget = MAX_BUDGET_S if tune_mode == "max" else min(BUDGET_S, BUDGET_RUNS * t_default)
     timings, excluded = {default.name: t_default}, {}
     spent = REPEATS * t_default
@@ -266,7 +272,7 @@ def select(key: str, tactics: Sequence[Tactic], default: Tactic, problem: Mappin
             if not np.array_equal(np.asarray(out), ref, equal_nan=True):
                 excluded[t.name] = "result differs from the default's"
                 continue
-            timings[t.name] = _median(functools.partial(run, t), REPEATS)
+            timings[t.name] = _median(functools.partial(run, t), REPEATS, prepare)
             spent += REPEATS * timings[t.name]
         except Exception as e:  # noqa: BLE001 - a failing tactic is excluded, never chosen
             excluded[t.name] = f"{type(e).__name__}: {e}"

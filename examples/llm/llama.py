@@ -480,9 +480,11 @@ class Llama(nn.Module):
             cache.slot(s).offset += lens[j]
         return np.asarray(logits)[:n, 0]
 
-    def make_cache(self, max_size: int | None = None) -> KVCache:
-        """A KV cache for up to ``max_size`` positions (default: min(context, 2048))."""
-        return KVCache(self.cfg, max_size or min(self.cfg.context_length, 2048))
+    def make_cache(self, max_size: int | None = None, dtype: Any = np.float16) -> KVCache:
+        """A KV cache for up to ``max_size`` positions (default: min(context, 2048)) of
+        ``dtype`` keys and values (float16, as llama.cpp's default: a decode step's
+        attention reads every cached row, at half the bytes of float32)."""
+        return KVCache(self.cfg, max_size or min(self.cfg.context_length, 2048), dtype=dtype)
 
     def __call__(self, ids: Any, cache: KVCache | None = None, *, last_only: bool = False
                  ) -> bz.Array:

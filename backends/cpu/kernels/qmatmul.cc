@@ -32,7 +32,8 @@
    and whether the GEMM can use AMX (compiled, and the OS granted the tile state) to
    ((int64_t*)bufs[0])[0], [1] and [2]. M == -3: write the size in bytes of N x K
    repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
-   wq, scales, biases (N rows of K) into bufs[6].
+   wq, scales, biases (N rows of K) into bufs[6]. M == -4: evict the weight (and with args[5]
+   its args[7] bytes of tiles in bufs[6]) from the caches (x86; elsewhere nothing).
    M < BZ_TILE_M: fused (codes unpacked in registers against up to 4 rows of x);
    else a tile of weight rows is dequantized into an L1/L2-sized float buffer and
    multiplied by every row of x with a register-blocked micro-kernel. */
@@ -55,6 +56,17 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #else
         ((int64_t*)bufs[0])[0] = 0;
 #endif
+        return;
+    }
+    if (M == -4) { /* bufs[1..3] (and bufs[6] with args[5]) out of every cache level: the
+                      autotuner times a decode step's matvec as the model runs it, its weight
+                      streamed from memory (hot, one thread won where two win in the model) */
+        const int64_t G = K / BZ_GS;
+        const int64_t bytes[4] = {N * K * BZ_BITS / 8, N * G * (int64_t)sizeof(stype),
+                                  N * G * (int64_t)sizeof(stype), args[5] == 1 ? args[7] : 0};
+        const char* bases[4] = {(const char*)bufs[1], (const char*)bufs[2], (const char*)bufs[3],
+                                args[5] == 1 ? (const char*)bufs[6] : nullptr};
+        for (int i = 0; i < 4; ++i) bz_evict(bases[i], bytes[i]);
         return;
     }
     if (M == -2) {

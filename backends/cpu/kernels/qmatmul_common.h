@@ -58,6 +58,17 @@ static BZ_INLINE void bz_prefetch(const void* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
 #endif
 }
+/* [p, p + n) out of every cache level (x86: clflush per line; elsewhere nothing). */
+static inline void bz_evict(const void* p, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char* c = (const char*)((uintptr_t)p & ~(uintptr_t)63);
+    for (const char* e = (const char*)p + n; c < e; c += 64) _mm_clflush(c);
+    _mm_mfence();
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 /* A thread's read of [next, end) prefetched a fixed distance ahead of where it computes,
    a few lines per step of its inner loop: one burst per tile (a tile of 16 rows at once)
    stalled the loop on the fill buffers while the memory sat idle during the compute. */
