@@ -39,8 +39,23 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     float* O = (float*)bufs[2];
     const int64_t half = dims / 2, rows = R0 * R1 * T;
     const float scale = (float)scale_d;
-    std::vector<float> inv(half), cs((size_t)(NB * T * half) + 1), sn((size_t)(NB * T * half) + 1);
-    for (int64_t i = 0; i < half; ++i) inv[i] = (float)pow(base, (-(double)i * 2.0) / dims);
+    std::vector<float> cs((size_t)(NB * T * half) + 1), sn((size_t)(NB * T * half) + 1);
+    // the frequencies of the last (base, dims) this thread saw, kept (a pow per frequency took
+    // most of a decode step's rope call; plain arrays: no destructor at thread exit, which
+    // would outlive an unloaded kernel); the region reads them through invp
+    constexpr int64_t kKept = 512;
+    thread_local float kept[kKept];
+    thread_local double kept_base = 0.0;
+    thread_local int64_t kept_dims = -1;
+    std::vector<float> own(half > kKept ? (size_t)half : 0);
+    float* invp = half > kKept ? own.data() : kept;
+    if (half > kKept || kept_dims != dims || kept_base != base) {
+        for (int64_t i = 0; i < half; ++i) invp[i] = (float)pow(base, (-(double)i * 2.0) / dims);
+        if (half <= kKept) {
+            kept_base = base;
+            kept_dims = dims;
+        }
+    }
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
@@ -50,7 +65,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             float *c = cs.data() + bt * half, *s = sn.data() + bt * half;
 #pragma omp simd
             for (int64_t i = 0; i < half; ++i) {
-                const float th = pos * inv[i];
+                const float th = pos * invp[i];
                 c[i] = cosf(th);
                 s[i] = sinf(th);
             }
