@@ -43,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if __name__ == "__main__" and sys.argv[1:3] == ["--worker", "llama.cpp"]:
     braze = None  # llama-cpp-python's own interpreter: no braze there
 else:
+    # as examples/llm/chat.py and server.py run (workers spin between decode steps)
+    os.environ.setdefault("GOMP_SPINCOUNT", "300000")
     import braze  # (before numpy: braze tunes OpenBLAS's thread pool)
     sys.path.insert(0, os.path.join(HERE, "..", "examples", "llm"))
     sys.path.insert(0, HERE)
