@@ -212,7 +212,7 @@ def test_a_smollm2_decode_runs_on_the_device_and_matches_the_reference() -> None
     # table on the device: no library op on the host
     assert d["cuda_library"] >= 200 and d["host_library"] == 0
     assert d["held"] == 0 and d["uploads"] <= 2 and d["downloads"] <= 3
-    row = cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4  # one position of a cache
+    row = cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * cache.keys.itemsize  # one position
     assert d["mirror_bytes"] == 2 * row  # keys and values: the row the last step wrote
 
 
