@@ -233,7 +233,7 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
         // this thread's (b, g) keys, d-major
         std::vector<float> kt(transpose ? (size_t)(D * ld) + 1 : 1);
         int64_t cur = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait  // (the region's end waits)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
             const int64_t L = Lb[b];
