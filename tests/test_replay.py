@@ -438,6 +438,55 @@ def test_take_along_axis_steps_of_strided_views_and_broadcast_indices(
         assert plan._errors and "take_along_axis (python)" not in plan._op_names  # native
 
 
+@given(rows=st.integers(1, 6), row_shape=st.lists(st.integers(1, 4), max_size=2),
+       ishape=st.lists(st.integers(1, 3), min_size=1, max_size=3), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.float16, np.uint32, np.int8, np.complex64]),
+       idx_dtype=st.sampled_from([np.int32, np.int64]), whole=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_row_gathers_are_program_steps(rows, row_shape, ishape, data, dtype, idx_dtype,
+                                       whole) -> None:
+    """x[i] and x[i, :, ...] (an embedding lookup: rows of a table by an index array of 1-3
+    dims, negative indices too) as a compiled step equal numpy's exactly; on cpu a native
+    program step (no Python step left in the plan)."""
+    table = (np.random.default_rng(rows).standard_normal((rows, *row_shape)) * 50).astype(dtype)
+    idx = np.asarray(data.draw(st.lists(st.integers(-rows, rows - 1), min_size=int(np.prod(
+        ishape)), max_size=int(np.prod(ishape))))).reshape(ishape).astype(idx_dtype)
+    key = (slice(None),) * len(row_shape) if whole else ()
+
+    @bz.compile
+    def f(t, i):
+        return t[(i, *key)]
+
+    for _ in range(2):  # traced, then replayed
+        got = np.asarray(f(bz.asarray(table), bz.asarray(idx)))
+        want = table[(idx, *key)]
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    if bz.backends.current().name == "cpu":
+        plan = _plans(f)[0]
+        assert not [n for n in plan._op_names if n and "(python)" in n], plan._op_names
+
+
+def test_row_gather_out_of_range_raises_at_the_call() -> None:
+    """An index outside [-n, n) of a native row gather raises numpy's IndexError naming the
+    op when the compiled call runs; the next good call is right."""
+    @bz.compile
+    def f(t, i):
+        return t[i] * 2.0
+
+    table = data(5, 3)
+    good = np.array([[0, 4, -5]], np.int32)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(f(bz.asarray(table), bz.asarray(good))),
+                                      table[good] * 2.0)
+    for bad in (5, -6):
+        with pytest.raises(IndexError, match=f"getitem/take: index {bad} is out of bounds for "
+                                             "axis 0 with size 5"):
+            np.asarray(f(bz.asarray(table), bz.asarray(np.array([[0, bad, 1]], np.int32))))
+    np.testing.assert_array_equal(np.asarray(f(bz.asarray(table), bz.asarray(good))),
+                                  table[good] * 2.0)
+
+
 def test_take_along_axis_out_of_range_stops_the_program_and_raises_at_the_call() -> None:
     """An index outside [-n, n) raises numpy's IndexError naming the op when the compiled
     call runs (the native gather's status stops its program: the kernels after it do not

@@ -158,6 +158,7 @@ class CpuBackend(NumpyBackend):
         for op in _pooling.MODES:
             self.native_library[op] = functools.partial(self._pool_call, op)
         self.native_library["take_along_axis"] = _take_along.native_call
+        self.native_library["gather"] = _take_along.gather_call
         _INSTANCES.add(self)
 
     def _pool_call(self, op: str, attrs: dict[str, Any], ins: Any, out: Any) -> Any:

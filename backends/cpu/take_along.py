@@ -12,6 +12,11 @@ first index outside ``[-n, n)`` stops the kernel with its value in the call's st
 word, the program stops after the call, and the plan raises numpy's ``IndexError`` naming
 the op (:attr:`~braze.backends.replay.NativeLibraryCall.error`).
 
+``gather_call``: ``x[i]`` (the ``gather`` op with one index array on the first axis, the
+rest whole: an embedding lookup, which at the head of an LLM decode step ran as the plan's
+only Python steps) through the same kernel: x viewed as (1, ..., n, row) and the indices as
+(i.shape, 1), gathered along the axis of n.
+
 Args (int64): element bytes, index bytes, the axis' size, the output's 6 (padded) dims,
 x's element offset, its 6 element strides (0 along the axis and broadcast dims), its
 stride along the axis, the indices' element offset and 6 strides. Buffers: x, the
@@ -28,7 +33,7 @@ from ...graph.view import View
 from ..replay import NativeLibraryCall
 from .library import file_kernel
 
-__all__ = ["MAX_DIMS", "native_call", "source"]
+__all__ = ["MAX_DIMS", "gather_call", "native_call", "source"]
 
 MAX_DIMS = 6
 _INDEX = (np.dtype(np.int32), np.dtype(np.int64))
@@ -74,4 +79,45 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
                           "they are evaluated)")
 
     return NativeLibraryCall(h, np.array(args, np.int64), scratch=(16,), threads_arg=False,
+                             error=error)
+
+
+def gather_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
+                out: tuple[tuple[int, ...], np.dtype]) -> NativeLibraryCall | None:
+    """``x[i]`` or ``x[i, :, ...]`` (``spec``: one int32 / int64 index array on x's first
+    axis, whole slices after it; x contiguous, 1-5 index dims) as a replay-program step;
+    None otherwise (numpy's runs).
+
+    >>> from braze.graph.view import View
+    >>> f4, i4 = np.dtype(np.float32), np.dtype(np.int32)
+    >>> call = gather_call({"spec": (0,)}, [(View.contiguous((10, 4)), f4),
+    ...                                     (View.contiguous((1, 3)), i4)], ((1, 3, 4), f4))
+    >>> str(call.error(np.array([1, 12])))[:52]
+    'getitem/take: index 12 is out of bounds for axis 0 '
+    """
+    shape, dtype = out
+    (xv, xd), (iv, idd) = inputs
+    k = len(iv.shape)
+    spec = tuple(attrs.get("spec", ()))
+    whole = all(isinstance(sl, tuple) and len(sl) == 3 and sl[0] == 0 and sl[2] == 1
+                and (sl[1] < 0 or sl[1] >= xv.shape[j + 1]) for j, sl in enumerate(spec[1:]))
+    if set(attrs) != {"spec"} or not spec or spec[0] != 0 or not whole \
+            or len(spec) > len(xv.shape) or xd != dtype \
+            or dtype.hasobject or dtype.itemsize not in (1, 2, 4, 8, 16) or idd not in _INDEX \
+            or not 1 <= k <= MAX_DIMS - 1 or not xv.shape or not xv.is_contiguous() \
+            or tuple(shape) != tuple(iv.shape) + tuple(xv.shape[1:]):
+        return None
+    n, row = xv.shape[0], int(np.prod(xv.shape[1:], dtype=np.int64))
+    x = View((1,) * (k - 1) + (n, row), (0,) * (k - 1) + (row, 1), xv.offset)
+    idx = View(tuple(iv.shape) + (1,), tuple(iv.strides) + (0,), iv.offset)
+    call = native_call({"axis": k - 1}, [(x, xd), (idx, idd)], (tuple(iv.shape) + (row,), dtype))
+    if call is None:
+        return None
+
+    def error(status: np.ndarray) -> IndexError:
+        return IndexError(f"getitem/take: index {int(status[1])} is out of bounds for axis 0 "
+                          f"with size {n} (integer index arrays are bounds-checked when they "
+                          "are evaluated)")
+
+    return NativeLibraryCall(call.handle, call.args, scratch=call.scratch, threads_arg=False,
                              error=error)
