@@ -383,13 +383,13 @@ class Llama(nn.Module):
                          ) -> tuple[bz.Array, ...]:
         """The pre-fill of B prompts padded to T tokens (see :meth:`_batched`); logits of
         rows ``last`` (R,) of the flattened (B * T) rows: each prompt's last token, then
-        repeats up to 16 (R = max(B, 16)). Quantized matmuls run the exact float path
-        (``act="float"``), which over whole blocks of 16 rows of x computes every row
-        alike whatever the others, so a prompt's logits are the same bits alone or
-        pre-filled with others. (The batch-invariant int8 logits are not used for the
-        first token: at SmolLM2's first answer token their error flips "Paris" to
-        "L'Étoile".)"""
-        with self._acts("float"):
+        repeats up to 16 (R = max(B, 16)). Quantized matmuls run 16-bit activations
+        (``act="int16"``: one integer GEMM for every row, whatever the others) where the
+        kernel has them, else the exact float path, which over whole blocks of 16 rows of x
+        computes every row alike: a prompt's logits are the same bits alone or pre-filled
+        with others. (The batch-invariant int8 logits are not used for the first token: at
+        SmolLM2's first answer token their error flips "Paris" to "L'Étoile".)"""
+        with self._acts("int16"):
             x, k, v = self._batched(ids, positions, slots, keys, values)
             b, t, d = x.shape
             x = bz.take(bz.reshape(x, (b * t, d)), last, axis=0)
