@@ -647,16 +647,15 @@ class _Problem:
         self.scratch_len = m * k if bits == 4 and not (int8 or float_tiles or self.x16) else 0
         self.tactics = _tactics(bits, group_size, e.half, isa, min(num_threads, n))
         self.default = _default_tactic(self.tactics, threads, amx)
+        # "invariant" with the int8 GEMM, 16-bit activations or float_tiles: the weight's
+        # tiles repacked once
+        tiles = (self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles or self.x16
+        self.packed = int(tiles)
         # the GEMMs over tiles read neither the prefetch distance nor the int8 rows per pass
-        gemm = (self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles or self.x16 \
-            or (int8 and m > INT8_MAX_M and bits == 4 and e.vnni in GEMM_VNNI)
+        gemm = tiles or (int8 and m > INT8_MAX_M and bits == 4 and e.vnni in GEMM_VNNI)
         self.problem = {"m": m, "n": n, "k": k, "int8": int(int8), "amx": int(amx),
                         "gemm": int(gemm), "streamed": int(m <= INT8_MAX_M and threads > 1)}
         self.key = problem_key(bits, group_size, e.half, isa, m, n, k, act, num_threads)
-        # "invariant" with the int8 GEMM (AVX-512 VNNI), or float_tiles: the weight's tiles
-        # repacked once
-        self.packed = int((self.invariant and int8 and e.vnni in GEMM_VNNI) or float_tiles
-                          or self.x16)
 
     def handle(self, t: _tactics_mod.Tactic) -> int:
         v = t.params["variant"]

@@ -73,13 +73,18 @@ def native_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
             *((0,) * pad + tuple(x_strides)), xv.strides[axis], iv.offset,
             *((0,) * pad + tuple(i_strides))]
 
-    def error(status: np.ndarray) -> IndexError:
-        return IndexError(f"take_along_axis: index {int(status[1])} is out of bounds for axis "
-                          f"{axis} with size {n} (integer index arrays are bounds-checked when "
-                          "they are evaluated)")
-
     return NativeLibraryCall(h, np.array(args, np.int64), scratch=(16,), threads_arg=False,
-                             error=error)
+                             error=_bounds_error("take_along_axis", axis, n))
+
+
+def _bounds_error(op: str, axis: int, n: int) -> Any:
+    """The IndexError of a bad index the kernel reported (status[1]), as numpy words it."""
+    def error(status: np.ndarray) -> IndexError:
+        return IndexError(f"{op}: index {int(status[1])} is out of bounds for axis {axis} with "
+                          f"size {n} (integer index arrays are bounds-checked when they are "
+                          "evaluated)")
+
+    return error
 
 
 def gather_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
@@ -97,27 +102,19 @@ def gather_call(attrs: dict[str, Any], inputs: list[tuple[View, np.dtype]],
     """
     shape, dtype = out
     (xv, xd), (iv, idd) = inputs
-    k = len(iv.shape)
     spec = tuple(attrs.get("spec", ()))
-    whole = all(isinstance(sl, tuple) and len(sl) == 3 and sl[0] == 0 and sl[2] == 1
-                and (sl[1] < 0 or sl[1] >= xv.shape[j + 1]) for j, sl in enumerate(spec[1:]))
+    whole = len(spec) <= len(xv.shape) and all(  # (start, stop, step): every element
+        isinstance(sl, tuple) and len(sl) == 3 and sl[0] == 0 and sl[2] == 1
+        and (sl[1] < 0 or sl[1] >= xv.shape[j]) for j, sl in enumerate(spec[1:], 1))
     if set(attrs) != {"spec"} or not spec or spec[0] != 0 or not whole \
-            or len(spec) > len(xv.shape) or xd != dtype \
-            or dtype.hasobject or dtype.itemsize not in (1, 2, 4, 8, 16) or idd not in _INDEX \
-            or not 1 <= k <= MAX_DIMS - 1 or not xv.shape or not xv.is_contiguous() \
+            or not iv.shape or not xv.is_contiguous() \
             or tuple(shape) != tuple(iv.shape) + tuple(xv.shape[1:]):
         return None
-    n, row = xv.shape[0], int(np.prod(xv.shape[1:], dtype=np.int64))
+    # (dtypes, element sizes and the number of dims: native_call's checks)
+    k, n, row = len(iv.shape), xv.shape[0], int(np.prod(xv.shape[1:], dtype=np.int64))
     x = View((1,) * (k - 1) + (n, row), (0,) * (k - 1) + (row, 1), xv.offset)
     idx = View(tuple(iv.shape) + (1,), tuple(iv.strides) + (0,), iv.offset)
     call = native_call({"axis": k - 1}, [(x, xd), (idx, idd)], (tuple(iv.shape) + (row,), dtype))
-    if call is None:
-        return None
-
-    def error(status: np.ndarray) -> IndexError:
-        return IndexError(f"getitem/take: index {int(status[1])} is out of bounds for axis 0 "
-                          f"with size {n} (integer index arrays are bounds-checked when they "
-                          "are evaluated)")
-
-    return NativeLibraryCall(call.handle, call.args, scratch=call.scratch, threads_arg=False,
-                             error=error)
+    return None if call is None else NativeLibraryCall(
+        call.handle, call.args, scratch=call.scratch, threads_arg=False,
+        error=_bounds_error("getitem/take", 0, n))

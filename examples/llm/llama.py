@@ -498,7 +498,7 @@ class Llama(nn.Module):
         ids = np.asarray(ids, dtype=np.int32)
         if ids.ndim != 2 or ids.shape[0] != 1 or ids.shape[1] == 0:
             raise ValueError(f"Llama: expected ids of shape (1, T) with T >= 1, got {ids.shape}")
-        lo, hi = (int(ids[0, 0]),) * 2 if ids.size == 1 else (int(ids.min()), int(ids.max()))
+        lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= self.cfg.vocab:
             raise ValueError(f"Llama: token ids must be in [0, {self.cfg.vocab}), got "
                              f"{lo}..{hi}")

@@ -105,19 +105,21 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         const uint32_t* packed =
             (act == 2 || x16) && args[5] == 1 ? (const uint32_t*)bufs[6] : nullptr;
         const bool amx = args[6] != 0 && M >= 16 && !x16 && bz_amx_ready();
+        auto quantize = [&](int64_t ga,
+                            int64_t gb) { /* weight groups [ga, gb) of every row */
+                                          for (int64_t m = 0; m < M; ++m)
+                                              bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m,
+                                                           dt + M * G32 + m, dt + 2 * M * G32 + m,
+                                                           M, ga, gb, x16 ? qt2 + m * 32 : nullptr);
+        };
         /* a few rows (decode) are quantized before the region: no barrier inside it */
         const bool before = M <= BZ_I8_MMAX;
-        for (int64_t m = 0; before && m < M; ++m)
-            bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
-                         dt + 2 * M * G32 + m, M, 0, G, x16 ? qt2 + m * 32 : nullptr);
+        if (before) quantize(0, G);
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
         {
             const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
             if (!before) {
-                for (int64_t m = 0; m < M; ++m) /* each thread its weight groups of every row */
-                    bz_quant_row(x + m * K, K, K, qt + m * 32, dt + m, dt + M * G32 + m,
-                                 dt + 2 * M * G32 + m, M, G * t / T, G * (t + 1) / T,
-                                 x16 ? qt2 + m * 32 : nullptr);
+                quantize(G * t / T, G * (t + 1) / T); /* each thread its groups */
 #pragma omp barrier
             }
             bz_gemm_part(wq, sc, bi, qx, M, N, K, NT * t / T, NT * (t + 1) / T, out, packed, amx);

@@ -354,16 +354,15 @@ static void bz_quant_row(const float* x, int64_t K, int64_t Kp, int8_t* q, float
                 _mm256_storeu_si256((__m256i*)(dst + g * ss * 32), a0);
             }
         };
-        if (q2) {
-            const __m256i r = _mm256_set1_epi32(128);
-            const __m256i h0 = _mm256_srai_epi32(_mm256_add_epi32(i0, r), 8),
-                          h1 = _mm256_srai_epi32(_mm256_add_epi32(i1, r), 8),
-                          h2 = _mm256_srai_epi32(_mm256_add_epi32(i2, r), 8),
-                          h3 = _mm256_srai_epi32(_mm256_add_epi32(i3, r), 8);
-            put(q2, _mm256_sub_epi32(i0, _mm256_slli_epi32(h0, 8)),
-                _mm256_sub_epi32(i1, _mm256_slli_epi32(h1, 8)),
-                _mm256_sub_epi32(i2, _mm256_slli_epi32(h2, 8)),
-                _mm256_sub_epi32(i3, _mm256_slli_epi32(h3, 8)));
+        if (q2) { /* hi = floor((v + 128) / 256), lo = v - 256 hi */
+            auto hi = [](__m256i v) {
+                return _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(128)), 8);
+            };
+            auto lo = [](__m256i v, __m256i h) {
+                return _mm256_sub_epi32(v, _mm256_slli_epi32(h, 8));
+            };
+            const __m256i h0 = hi(i0), h1 = hi(i1), h2 = hi(i2), h3 = hi(i3);
+            put(q2, lo(i0, h0), lo(i1, h1), lo(i2, h2), lo(i3, h3));
             put(q, h0, h1, h2, h3);
         } else {
             put(q, i0, i1, i2, i3);
