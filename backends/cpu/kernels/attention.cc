@@ -9,7 +9,11 @@
 #include <cmath>
 #include <limits>
 #include <vector>
+#include "dispatch.h"
 #include "f16.h"
+#ifndef BZ_PF_KEYS
+#define BZ_PF_KEYS 32
+#endif
 #define BZ_TRANSPOSE_ROWS 8  // query rows per key head from which keys are transposed
 extern "C" int omp_get_thread_num(void);
 extern "C" {
@@ -117,6 +121,47 @@ static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
    chain of D / BZ_VL FMAs, their sums in one tree (a key's score the same bits wherever it
    falls: never reads past key L - 1, whose row may lie outside a compacted past).
    (q and the keys contiguous, D a multiple of the vector width up to 8 vectors.) */
+/* The scores of keys [j, j + nk) (nk <= BZ_VL) into s[j..]: NV vectors per key. */
+template <int NV, bool FULL, class PT>
+static inline void bz_score_block(const bzv (&qv)[8], const PT* k0, int64_t kstride, int64_t j,
+                                  int64_t nk, bzv sc, float* s) {
+    bzv acc[BZ_VL];
+#pragma GCC unroll 16
+    for (int i = 0; i < BZ_VL; ++i) {
+        if (!FULL && i >= nk) {
+            acc[i] = bzv_zero();
+            continue;
+        }
+        const PT* kr = k0 + (j + i) * kstride;
+        if (FULL) /* the key BZ_PF_KEYS on (DRAM: strided rows the hardware misses) */
+            for (int c = 0; c < NV * BZ_VL * (int)sizeof(PT); c += 64)
+                __builtin_prefetch((const char*)(kr + BZ_PF_KEYS * kstride) + c);
+        acc[i] = bzv_mul(qv[0], bzv_loadp(kr));
+#pragma GCC unroll 8
+        for (int c = 1; c < NV; ++c) acc[i] = bzv_fma(qv[c], bzv_loadp(kr + c * BZ_VL), acc[i]);
+    }
+    if (FULL) {
+        bzv_store(s + j, bzv_mul(bzv_hsums(acc), sc));
+    } else {
+        float t[BZ_VL];
+        bzv_store(t, bzv_mul(bzv_hsums(acc), sc));
+        for (int64_t i = 0; i < nk; ++i) s[j + i] = t[i];
+    }
+}
+
+template <int NV, class PT>
+static inline void bz_past_scores_nv(const bzv (&qv)[8], const PT* k0, int64_t kstride, int64_t L,
+                                     bzv sc, float* s) {
+    int64_t j = 0;
+    for (; j + BZ_VL <= L; j += BZ_VL) bz_score_block<NV, true>(qv, k0, kstride, j, BZ_VL, sc, s);
+    if (j < L) bz_score_block<NV, false>(qv, k0, kstride, j, L - j, sc, s);
+}
+
+/* s[j] = scale * q . key j for the first L past keys (decode): BZ_VL keys per step, each a
+   chain of D / BZ_VL FMAs, their sums in one tree (a key's score the same bits wherever it
+   falls: the last partial block's missing keys are zero vectors, their lanes not stored,
+   and no key past L - 1 is read: its row may lie outside a compacted past).
+   (q and the keys contiguous, D a multiple of the vector width up to 8 vectors.) */
 template <class PT>
 static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride, int64_t L,
                                   int64_t D, float scale, float* s) {
@@ -125,34 +170,25 @@ static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride,
     bzv qv[8];
     for (int64_t c = 0; c < nv; ++c) qv[c] = bzv_load(q + c * BZ_VL);
     const bzv sc = bzv_set1(scale);
-    for (int64_t j = 0; j < L; j += BZ_VL) {
-        /* the last partial block too (its missing keys as zero vectors, their lanes not
-           stored): one tree of sums, not a horizontal sum per key; a key's lane depends
-           on that key alone, so its score has the same bits in any block */
-        const int64_t nk = L - j < BZ_VL ? L - j : BZ_VL;
-        bzv acc[BZ_VL];
-#pragma GCC unroll 16
-        for (int i = 0; i < BZ_VL; ++i) {
-            if (i >= nk) {
-                acc[i] = bzv_zero();
-                continue;
-            }
-            const PT* kr = k0 + (j + i) * kstride;
-            acc[i] = bzv_mul(qv[0], bzv_loadp(kr));
-            for (int64_t c = 1; c < nv; ++c)
-                acc[i] = bzv_fma(qv[c], bzv_loadp(kr + c * BZ_VL), acc[i]);
-        }
-        if (nk == BZ_VL) {
-            bzv_store(s + j, bzv_mul(bzv_hsums(acc), sc));
-        } else {
-            float t[BZ_VL];
-            bzv_store(t, bzv_mul(bzv_hsums(acc), sc));
-            for (int64_t i = 0; i < nk; ++i) s[j + i] = t[i];
-        }
-    }
+    bz_dispatch<8>(
+        nv, [&](auto v) { bz_past_scores_nv<decltype(v)::value>(qv, k0, kstride, L, sc, s); });
     return true;
 }
 #endif
+
+/* max(-inf, s[0..n)) (NaNs skipped, as a scalar s[j] > m ? s[j] : m chain would: the
+   lanes' maxima, then theirs; max is exact in any order) */
+static inline float bz_max(const float* s, int64_t n) {
+    float m = -std::numeric_limits<float>::infinity();
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    __m512 mv = _mm512_set1_ps(m);
+    for (; j + 16 <= n; j += 16) mv = _mm512_max_ps(_mm512_loadu_ps(s + j), mv);
+    m = _mm512_reduce_max_ps(mv);
+#endif
+    for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+    return m;
+}
 
 template <class PT>
 static inline float bz_dot(const float* a, int64_t sa, const PT* b, int64_t sb, int64_t n) {
@@ -285,8 +321,7 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
 #pragma omp simd
                 for (int l = 0; l < 16; ++l) s[j0 + l] = part[l] * scale;
             }
-            float m = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+            const float m = bz_max(s, n);
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) s[j] = expf(s[j] - m);
             float part[16] = {0};
