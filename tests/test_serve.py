@@ -110,6 +110,31 @@ def test_greedy_output_is_the_same_alone_and_batched(model_tok) -> None:
     assert "Paris" in alone[0][0]
 
 
+def test_admitted_requests_prefill_in_power_of_two_calls(model_tok, monkeypatch) -> None:
+    """7 requests admitted at once pre-fill as calls of 4, 2 and 1 prompts (a call of n
+    prompts runs batch_bucket(n) prompt rows: 7 in one call would pad to 8), each
+    request's first token the one it gets alone."""
+    model, tok = model_tok
+    engine = batching.Engine(model, tok, max_batch=8, context=256, prefix="")
+    sizes: list[int] = []
+    real = model.prefill_batch
+
+    def spy(prompts, slots, cache):
+        sizes.append(len(prompts))
+        return real(prompts, slots, cache)
+
+    monkeypatch.setattr(model, "prefill_batch", spy)
+    pairs = [_request(tok, QUESTIONS[i % len(QUESTIONS)], max_tokens=1) for i in range(7)]
+    engine._admit([(r, slot) for slot, (r, _) in enumerate(pairs)])
+    assert sorted(sizes, reverse=True) == sizes == [4, 2, 1]
+    alone = batching.Engine(model, tok, max_batch=1, context=256, prefix="")
+    for r, ev in pairs[:3]:
+        ev2: list = []
+        r2 = batching.Request(r.prompt_ids, 1, 0.0, 1.0, None, [], ev2.append)
+        alone._admit([(r2, 0)])
+        assert _text(ev) == _text(ev2) and ev[-1].kind == ev2[-1].kind == "done"
+
+
 def test_engine_stop_strings_cancel_errors_and_queue_limit(model_tok) -> None:
     model, tok = model_tok
     engine = batching.Engine(model, tok, max_batch=2, context=256, queue_limit=1)
