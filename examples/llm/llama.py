@@ -425,13 +425,17 @@ class Llama(nn.Module):
             raise ValueError(f"decode_batch: a sequence is full ({cache.max_size} positions)")
         idx = np.zeros(b, np.int32)
         idx[:n] = slots
-        logits, k, v = self._step_batch(
-            bz.asarray(ids), bz.asarray(pos), bz.asarray(idx),
-            bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False))
+        args = [ids, pos, idx, cache.keys, cache.values]  # (the cache read in place)
+        out = self._step_batch.replay_numpy(args)  # (a traced step: no braze arrays)
+        if out is None:
+            out = self._step_batch(*[bz.asarray(a, copy=False) for a in args])
+        logits, k, v = out
         k, v = np.asarray(k), np.asarray(v)  # (layers, b, width)
+        # every sequence's new row in one scatter each: (n, layers, width) at (slot, pos)
+        rows = (np.asarray(slots), slice(None), pos[:n])
+        cache.keys[rows] = k[:, :n].transpose(1, 0, 2)
+        cache.values[rows] = v[:, :n].transpose(1, 0, 2)
         for j, s in enumerate(slots):
-            cache.keys[s, :, pos[j]] = k[:, j]
-            cache.values[s, :, pos[j]] = v[:, j]
             bz.backends.mirrors.wrote(cache.keys, (s, slice(None), pos[j]))
             bz.backends.mirrors.wrote(cache.values, (s, slice(None), pos[j]))
             cache.slot(s).offset += 1
