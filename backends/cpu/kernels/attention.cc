@@ -165,7 +165,7 @@ static inline void bz_past_scores_nv(const bzv (&qv)[8], const PT* k0, int64_t k
 template <class PT>
 static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride, int64_t L,
                                   int64_t D, float scale, float* s) {
-    if (D % BZ_VL || D > 8 * BZ_VL) return false;
+    if (D <= 0 || D % BZ_VL || D > 8 * BZ_VL) return false;
     const int64_t nv = D / BZ_VL;
     bzv qv[8];
     for (int64_t c = 0; c < nv; ++c) qv[c] = bzv_load(q + c * BZ_VL);
