@@ -117,10 +117,6 @@ static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
 #endif
 }
 
-/* s[j] = scale * q . key j for the first L past keys (decode): BZ_VL keys per step, each a
-   chain of D / BZ_VL FMAs, their sums in one tree (a key's score the same bits wherever it
-   falls: never reads past key L - 1, whose row may lie outside a compacted past).
-   (q and the keys contiguous, D a multiple of the vector width up to 8 vectors.) */
 /* The scores of keys [j, j + nk) (nk <= BZ_VL) into s[j..]: NV vectors per key. */
 template <int NV, bool FULL, class PT>
 static inline void bz_score_block(const bzv (&qv)[8], const PT* k0, int64_t kstride, int64_t j,
