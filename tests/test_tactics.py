@@ -236,3 +236,36 @@ def test_matvec_tuning_evicts_the_weight_before_each_timed_run(tuning_dir) -> No
     calls = []
     tactics._median(lambda: calls.append("run"), 3, lambda: calls.append("prepare"))
     assert calls == ["prepare", "run"] * 3
+
+
+def test_races_interleave_the_tactics_in_rotating_order() -> None:
+    """Each round runs every tactic once, the first one rotating: a slow stretch of the
+    machine falls on all of them alike."""
+    order: list[str] = []
+    runs = {n: (lambda n=n: order.append(n)) for n in "abc"}
+    times = tactics._race(runs, 3, prepare=lambda: order.append("p"))
+    assert order == ["p", "a", "p", "b", "p", "c", "p", "b", "p", "c", "p", "a",
+                     "p", "c", "p", "a", "p", "b"]
+    assert set(times) == {"a", "b", "c"} and all(t >= 0 for t in times.values())
+
+
+@pytest.mark.parametrize("second, chosen", [({"default": 2.0, "good": 1.0}, "good"),
+                                            ({"default": 2.0, "good": 1.99}, "default")])
+def test_a_winner_must_win_a_second_race(tuning_dir, monkeypatch, second, chosen) -> None:
+    """A candidate that beat the default once but not by MARGIN in the confirming race
+    (a disturbed first race) is not chosen; both races are reported."""
+    races = iter([{"default": 2.0, "good": 1.0}, second])
+    seen: list[set[str]] = []
+
+    def race(runs, rounds, prepare=None):  # type: ignore[no-untyped-def]
+        seen.append(set(runs))
+        assert tactics.REPEATS <= rounds <= tactics.MAX_ROUNDS
+        return next(races)
+
+    monkeypatch.setattr(tactics, "_race", race)
+    ts, run, _ = _problem()
+    got = tactics.select("k-confirm", list(ts.values()), ts["default"], {}, run)
+    assert got.name == chosen and seen == [{"default", "good"}] * 2
+    rep = tactics.report("k-confirm")
+    assert rep["chosen"] == chosen
+    assert rep["confirmation_us"] == {n: v * 1e6 for n, v in second.items()}

@@ -15,15 +15,17 @@ problem. :func:`select` picks one for a problem key:
 Each candidate runs once against the default and must give the *same bits* (an exception
 or a different answer excludes it, with the reason kept: the tactics of one op are
 arithmetic-preserving -- thread splits and blockings that keep one summation chain per
-output -- so tuning never changes a result). Timing: the median of ``REPEATS`` runs; a
-candidate replaces the default only if it is faster by more than ``MARGIN`` (timings of
-this host vary by several percent run to run: a coin-flip winner would make results of
-different processes differ in speed for nothing). A result measured while other
-processes load the cores is kept for this process only.
+output -- so tuning never changes a result). Timing: the valid tactics run interleaved,
+``REPEATS`` to ``MAX_ROUNDS`` rounds as the budget allows, median per tactic; a candidate
+replaces the default only if it is faster by more than ``MARGIN`` in that race and again
+in a second race of the two (timings of this host vary by several percent run to run: a
+coin-flip winner would make results of different processes differ in speed for nothing).
+A result measured while other processes load the cores is kept for this process only.
 
 Persistence: ``<kernel cache dir>/<name>.json`` holds ``{"machine": fingerprint,
 "entries": {...}}``; the fingerprint hashes the CPU model, its ISA features, the build
-target (``BRAZE_ISA``), the compiler, and the versions of braze and numpy, so a cache
+target (``BRAZE_ISA``), the compiler, the versions of braze, numpy and of this tuner's
+method (``TUNER_VERSION``: entries timed by an older method are tuned again), so a cache
 directory shared between machines (an NFS home) never hands one machine another's
 choices. A corrupt, truncated or foreign file is ignored with one warning and rewritten
 on the next save; writes are atomic (a temporary file renamed into place).
@@ -51,7 +53,9 @@ from typing import Any
 
 __all__ = ["Tactic", "TuningFile", "bucket", "mode", "report", "select", "stored"]
 
-REPEATS = 5
+REPEATS = 5  # rounds of a race at least (each tactic runs once a round)
+MAX_ROUNDS = 15
+TUNER_VERSION = 2  # 2: interleaved races and a confirmation (1: runs in turn)
 MARGIN = 0.03  # a candidate must beat the default by 3 % (median against median)
 BUDGET_S = 0.05  # per key under BRAZE_AUTOTUNE=1
 BUDGET_RUNS = 40  # ... and at most this many default-run times
@@ -127,7 +131,7 @@ def fingerprint() -> str:
     except Exception:  # noqa: BLE001 - an uninstalled checkout
         braze_version = "dev"
     parts = [model, ",".join(_core.cpu_features()), build.target(), cxx, braze_version,
-             np.__version__, str(os.cpu_count())]
+             np.__version__, str(os.cpu_count()), f"tuner{TUNER_VERSION}"]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -239,12 +243,39 @@ def _median(run: Callable[[], Any], repeats: int,
     return statistics.median(ts)
 
 
+def _race(runs: Mapping[str, Callable[[], Any]], rounds: int,
+          prepare: Callable[[], Any] | None = None) -> dict[str, float]:
+    """The median time of each of ``runs`` over ``rounds`` rounds of one run each, in an
+    order that rotates every round: a disturbance of a few milliseconds (another thread or
+    process waking up, a frequency change) falls on every tactic alike, where timing one
+    tactic's runs, then the next one's, charged it all to whichever ran then.
+
+    >>> sorted(_race({"a": lambda: None, "b": lambda: None}, 3))
+    ['a', 'b']
+    """
+    names = list(runs)
+    ts: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            if prepare is not None:
+                prepare()
+            t0 = time.perf_counter()
+            runs[n]()
+            ts[n].append(time.perf_counter() - t0)
+    return {n: statistics.median(v) for n, v in ts.items()}
+
+
 def select(key: str, tactics: Sequence[Tactic], default: Tactic, problem: Mapping[str, int],
            run: Callable[[Tactic], Any]) -> Tactic:
     """The tactic for ``key`` (see the module text): stored, tuned now, or ``default``.
     ``run(t)`` computes the problem with tactic ``t`` and returns its result (an array);
     ``run.prepare()``, where it exists, runs untimed before each timed run (e.g. evicts
-    the operands from the caches, so that a memory-bound op is timed as a model runs it)."""
+    the operands from the caches, so that a memory-bound op is timed as a model runs it).
+
+    The valid candidates and the default are timed interleaved (:func:`_race`); a winner
+    other than the default must win a second race against it, each by ``MARGIN``: a
+    disturbed round (on 2 cores a two-thread kernel suffers most from any other thread)
+    once stored a one-thread choice 1.8x slower than the default for a decode GEMM."""
     tune_mode = mode()
     if tune_mode == "0":
         return default
@@ -257,30 +288,41 @@ def select(key: str, tactics: Sequence[Tactic], default: Tactic, problem: Mappin
         return default
     import numpy as np
 
-    ref = np.array(run(default), copy=True)  # first run: warms caches, builds nothing new
     prepare = getattr(run, "prepare", None)
-    t_default = _median(lambda: run(default), REPEATS, prepare)
+    if prepare is not None:
+        prepare()
+    t0 = time.perf_counter()
+    ref = np.array(run(default), copy=True)  # first run: warms caches, builds nothing new
+    t_default = max(time.perf_counter() - t0, 1e-7)
     budget = MAX_BUDGET_S if tune_mode == "max" else min(BUDGET_S, BUDGET_RUNS * t_default)
-    timings, excluded = {default.name: t_default}, {}
-    spent = REPEATS * t_default
+    # tactics (the default among them) the budget lets run REPEATS times twice over (the
+    # race and the confirmation); one candidate at least
+    allowed = max(2, int(budget / t_default) // (2 * REPEATS))
+    excluded: dict[str, str] = {}
+    runs: dict[str, Callable[[], Any]] = {default.name: functools.partial(run, default)}
     for t in candidates:
-        if spent > budget:
-            excluded[t.name] = "over the tuning budget"
-            continue
         try:
             out = run(t)
             if not np.array_equal(np.asarray(out), ref, equal_nan=True):
                 excluded[t.name] = "result differs from the default's"
-                continue
-            timings[t.name] = _median(functools.partial(run, t), REPEATS, prepare)
-            spent += REPEATS * timings[t.name]
+            elif len(runs) >= allowed:
+                excluded[t.name] = "over the tuning budget"
+            else:
+                runs[t.name] = functools.partial(run, t)
         except Exception as e:  # noqa: BLE001 - a failing tactic is excluded, never chosen
             excluded[t.name] = f"{type(e).__name__}: {e}"
+    rounds = max(REPEATS, min(MAX_ROUNDS, int(budget / t_default) // (2 * len(runs))))
+    timings = _race(runs, rounds, prepare) if len(runs) > 1 else {default.name: t_default}
     best = min(timings, key=lambda n: timings[n])
-    chosen = best if timings[best] < t_default * (1 - MARGIN) else default.name
+    chosen, entry = default.name, {}
+    if best != default.name and timings[best] < timings[default.name] * (1 - MARGIN):
+        again = _race({default.name: runs[default.name], best: runs[best]}, rounds, prepare)
+        entry["confirmation_us"] = {n: round(v * 1e6, 2) for n, v in again.items()}
+        if again[best] < again[default.name] * (1 - MARGIN):
+            chosen = best
     TACTICS.put(key, {"chosen": chosen, "default": default.name,
                       "timings_us": {n: round(v * 1e6, 2) for n, v in timings.items()},
-                      "excluded": excluded}, persist=not busy())
+                      "excluded": excluded, **entry}, persist=not busy())
     return by_name[chosen] if chosen in by_name else default
 
 
