@@ -60,10 +60,10 @@ def test_norms_reject_bad_weights_and_dtypes() -> None:
         nn.Attention(24, 6, n_kv_heads=4)
 
 
-def np_rope(x, dims, traditional, base, offset):
+def np_rope(x, dims, traditional, base, offset, scale=1.0):
     t = x.shape[-2]
     half = dims // 2
-    ang = (offset + np.arange(t))[:, None] * base ** (-np.arange(half) * 2 / dims)
+    ang = (offset + np.arange(t))[:, None] * scale * base ** (-np.arange(half) * 2 / dims)
     c, s = np.cos(ang), np.sin(ang)
     out = x.copy()
     if traditional:
@@ -547,6 +547,23 @@ def test_rope_per_row_offsets_match_rows_alone(b, h, t, half, traditional, seed,
                                    atol=3e-5)
     with pytest.raises(TypeError, match="one per entry"):
         f(arg, bz.asarray(np.zeros(b + 1, np.int32)))
+
+
+def test_rope_tables_kept_between_calls_follow_offsets_base_and_scale() -> None:
+    """The cpu kernel keeps its last cos/sin table (a decode step ropes every layer at the
+    same positions): calls alternating offsets, bases and scales at one shape each get
+    their own angles."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 3, 1, 16)).astype(np.float32)
+    calls = [([5, 9, 0, 300], 1e4, 1.0), ([5, 9, 0, 301], 1e4, 1.0), ([5, 9, 0, 300], 1e4, 1.0),
+             ([5, 9, 0, 300], 5e5, 1.0), ([5, 9, 0, 300], 1e4, 0.5), ([5, 9, 0, 300], 1e4, 1.0)]
+    steps = {(b, s): bz.compile(lambda x, o, b=b, s=s: bz.fast.rope(
+        x, 16, traditional=False, base=b, scale=s, offset=o)) for _, b, s in calls}
+    for offs, base, scale in calls:  # (compiled: the native kernel runs every call)
+        got = np.asarray(steps[base, scale](bz.asarray(x), bz.asarray(np.int32(offs))))
+        want = np.stack([np_rope(x[i].astype(np.float64), 16, False, base, offs[i], scale)
+                         for i in range(4)])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=3e-5)
 
 
 @pytest.mark.parametrize("indexed", [False, True])

@@ -2,7 +2,10 @@
 
 One kernel per call, float32: the (T, dims/2) cos/sin table is computed once per call
 (threads split it by position; angles as the reference rounds them: position and
-frequency in float32, ``base**(-2i/dims)`` in float64), then every row (leading
+frequency in float32, ``base**(-2i/dims)`` in float64; cos and sin vectorized through
+libmvec where glibc has it), or taken from the calling thread's last call when that had
+the same positions, base and scale (a decode step ropes q and k of every layer at the
+same positions: one table for all of them), then every row (leading
 index, position) of x is rotated in one pass: pair ``(a, b)`` -> ``(a*cos - b*sin,
 b*cos + a*sin)``, the pairs ``(2i, 2i+1)`` (traditional) or ``(i, i + dims/2)``.
 Features past ``dims`` are copied. x is read through element strides (up to 4 dims

@@ -37,9 +37,8 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         off[b] = a[9] == 4 ? (int64_t)((const int32_t*)bufs[1])[at] : ((const int64_t*)bufs[1])[at];
     }
     float* O = (float*)bufs[2];
-    const int64_t half = dims / 2, rows = R0 * R1 * T;
+    const int64_t half = dims / 2, rows = R0 * R1 * T, entries = NB * T * half;
     const float scale = (float)scale_d;
-    std::vector<float> cs((size_t)(NB * T * half) + 1), sn((size_t)(NB * T * half) + 1);
     // the frequencies of the last (base, dims) this thread saw, kept (a pow per frequency took
     // most of a decode step's rope call; plain arrays: no destructor at thread exit, which
     // would outlive an unloaded kernel); the region reads them through invp
@@ -56,18 +55,36 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             kept_dims = dims;
         }
     }
+    // the last cos/sin table this thread made, kept with what it depends on: a decode step
+    // ropes q and k of every layer at the same positions (60 calls, one table). Plain arrays
+    // again; tables larger than kTable entries (long pre-fills) are made per call.
+    constexpr int64_t kTable = 4096, kOffs = 64;
+    thread_local float table_c[kTable], table_s[kTable];
+    thread_local int64_t table_off[kOffs];
+    thread_local int64_t table_nb = -1, table_t = -1, table_dims = -1;
+    thread_local double table_base = 0.0, table_scale = 0.0;
+    const bool keep = entries <= kTable && NB <= kOffs;
+    bool hit = keep && table_nb == NB && table_t == T && table_dims == dims && table_base == base &&
+               table_scale == scale_d;
+    for (int64_t b = 0; hit && b < NB; ++b) hit = table_off[b] == off[b];
+    std::vector<float> cs(keep ? 0 : (size_t)entries + 1), sn(keep ? 0 : (size_t)entries + 1);
+    float* const ctab = keep ? table_c : cs.data();
+    float* const stab = keep ? table_s : sn.data();
+    if (keep && !hit) table_nb = -1; /* (valid again once filled, below) */
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
+        if (!hit) {
 #pragma omp for schedule(static)
-        for (int64_t bt = 0; bt < NB * T; ++bt) {
-            const int64_t t = bt % T;
-            const float pos = (float)(off[bt / T] + t) * scale;
-            float *c = cs.data() + bt * half, *s = sn.data() + bt * half;
+            for (int64_t bt = 0; bt < NB * T; ++bt) {
+                const int64_t t = bt % T;
+                const float pos = (float)(off[bt / T] + t) * scale;
+                float *c = ctab + bt * half, *s = stab + bt * half;
+                /* two loops: with cosf and sinf of one angle in one loop gcc calls the
+                   scalar sincosf (no SIMD variant) instead of libmvec's vector cosf, sinf */
 #pragma omp simd
-            for (int64_t i = 0; i < half; ++i) {
-                const float th = pos * invp[i];
-                c[i] = cosf(th);
-                s[i] = sinf(th);
+                for (int64_t i = 0; i < half; ++i) c[i] = cosf(pos * invp[i]);
+#pragma omp simd
+                for (int64_t i = 0; i < half; ++i) s[i] = sinf(pos * invp[i]);
             }
         }
 #pragma omp for schedule(static)
@@ -77,7 +94,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             const float* x = X + r0 * xs[1] + r1 * xs[2] + t * xs[3];
             const int64_t sd = xs[4];
             float* o = O + r * D;
-            const float *c = cs.data() + bt * half, *s = sn.data() + bt * half;
+            const float *c = ctab + bt * half, *s = stab + bt * half;
             if (trad) {
                 for (int64_t i = 0; i < half; ++i) {
                     const float x0 = x[(2 * i) * sd], x1 = x[(2 * i + 1) * sd];
@@ -100,5 +117,13 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
             }
             for (int64_t d = dims; d < D; ++d) o[d] = x[d * sd];
         }
+    }
+    if (keep && !hit) {
+        for (int64_t b = 0; b < NB; ++b) table_off[b] = off[b];
+        table_nb = NB;
+        table_t = T;
+        table_dims = dims;
+        table_base = base;
+        table_scale = scale_d;
     }
 }
