@@ -344,6 +344,14 @@ def _drive_host_kernels() -> None:
             kv = [bz.asarray(rng.standard_normal((1, 2, 5, d)).astype(np.float32))
                   for _ in "kv"]
             np.asarray(bz.fast.scaled_dot_product_attention(q, *kv, scale=0.25, mask="causal"))
+        # a batched decode step over a float16 past (query heads grouped per key head)
+        q, k, v = (bz.asarray(rng.standard_normal((8, h, 1, 64)).astype(np.float32))
+                   for h in (6, 2, 2))
+        pk, pv = (bz.asarray(rng.standard_normal((8, 2, 21, 64)).astype(np.float16))
+                  for _ in "kv")
+        np.asarray(bz.fast.scaled_dot_product_attention(
+            q, k, v, scale=0.125, mask="causal", past=(pk, pv),
+            past_length=bz.asarray(np.array([0, 1, 4, 5, 16, 17, 20, 21], np.int32))))
         x = bz.asarray(rng.standard_normal((2, 3, 7, 32)).astype(np.float32))
         for trad in (True, False):
             np.asarray(bz.fast.rope(x, 32, traditional=trad, base=10000.0, offset=3))
@@ -397,7 +405,9 @@ def test_hand_written_kernels_replayed_on_neon_match_the_host(monkeypatch) -> No
     _drive_host_kernels()
     monkeypatch.undo()
     seen = {by_handle[h][1] for h, *_ in calls}
-    assert len(calls) >= 16  # attention x2, rope x2, cumsum x2, bincount x2, assign, vecmat,
+    # (the batched decode call: its float16 past selects the kernel's float16 instance)
+    assert sum(a[6] == 1 and a[45] == 1 for h, _, _, a in calls if by_handle[h][1] == "bz_sdpa_f32")
+    assert len(calls) >= 17  # attention x3, rope x2, cumsum x2, bincount x2, assign, vecmat,
     # concat x2, roll, take_along_axis, pools x2
     assert seen == {sym for _, sym in _hand_written_sources()}, seen  # each one ran
     for h, before, after, args in calls:

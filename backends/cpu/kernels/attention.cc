@@ -90,31 +90,43 @@ static inline bzv bzv_loadp(const uint16_t* p) {
 
 #ifdef BZ_VL
 /* r[i] = the sum of a[i]'s lanes, for BZ_VL vectors at once (the scores of BZ_VL keys:
-   adds and shuffles in a tree instead of one horizontal reduction per key). */
-static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
+   adds and shuffles in a tree instead of one horizontal reduction per key), in two parts:
+   bzv_part4 folds 4 keys' vectors into one (the tree's levels within those keys),
+   bzv_fin the BZ_VL / 4 folds into the BZ_VL sums (the grouped decode scores fold each 4
+   keys as they come: the same operations, the same bits). */
+static inline bzv bzv_part4(bzv a0, bzv a1, bzv a2, bzv a3) {
 #if defined(__AVX512F__)
-    __m512 b[8], c[4];
-    for (int k = 0; k < 8; ++k)
-        b[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k], a[2 * k + 1]),
-                             _mm512_unpackhi_ps(a[2 * k], a[2 * k + 1]));
-    for (int m = 0; m < 4; ++m) {
-        const __m512d x = _mm512_castps_pd(b[2 * m]), y = _mm512_castps_pd(b[2 * m + 1]);
-        c[m] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-    }
+    const __m512d x =
+        _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1)));
+    const __m512d y =
+        _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3)));
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+#elif defined(__AVX2__)
+    return _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+#else
+    return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+#endif
+}
+static inline bzv bzv_fin(const bzv (&c)[BZ_VL / 4]) {
+#if defined(__AVX512F__)
     const __m512 d0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x44),
                                     _mm512_shuffle_f32x4(c[0], c[1], 0xEE));
     const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44),
                                     _mm512_shuffle_f32x4(c[2], c[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
 #elif defined(__AVX2__)
-    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20),
+                         _mm256_permute2f128_ps(c[0], c[1], 0x31));
 #else
-    return vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3]));
+    return c[0];
 #endif
+}
+static inline bzv bzv_hsums(bzv (&a)[BZ_VL]) {
+    bzv c[BZ_VL / 4];
+    for (int m = 0; m < BZ_VL / 4; ++m)
+        c[m] = bzv_part4(a[4 * m], a[4 * m + 1], a[4 * m + 2], a[4 * m + 3]);
+    return bzv_fin(c);
 }
 
 /* The scores of keys [j, j + nk) (nk <= BZ_VL) into s[j..]: NV vectors per key. */
@@ -170,7 +182,121 @@ static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride,
         nv, [&](auto v) { bz_past_scores_nv<decltype(v)::value>(qv, k0, kstride, L, sc, s); });
     return true;
 }
+
+/* The scores of R query heads (q + r * qstride) of one key head against keys [j, j + nk)
+   (nk <= BZ_VL) into s + r * sstride: each key loaded (float16: converted) once for the R
+   heads, each score the operations of bz_score_block (the same bits). */
+template <int NV, int R, bool FULL, class PT>
+static inline void bz_score_block_g(const float* q, int64_t qstride, const PT* k0, int64_t kstride,
+                                    int64_t j, int64_t nk, bzv sc, float* s, int64_t sstride) {
+    bzv part[R][BZ_VL / 4];
+#pragma GCC unroll 4
+    for (int m = 0; m < BZ_VL / 4; ++m) {
+        bzv acc[R][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+            const int64_t key = 4 * m + i;
+            if (!FULL && key >= nk) {
+#pragma GCC unroll 3
+                for (int r = 0; r < R; ++r) acc[r][i] = bzv_zero();
+                continue;
+            }
+            const PT* kr = k0 + (j + key) * kstride;
+            if (FULL)
+                for (int c = 0; c < NV * BZ_VL * (int)sizeof(PT); c += 64)
+                    __builtin_prefetch((const char*)(kr + BZ_PF_KEYS * kstride) + c);
+            bzv kv[NV];
+#pragma GCC unroll 8
+            for (int c = 0; c < NV; ++c) kv[c] = bzv_loadp(kr + c * BZ_VL);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; ++r) {
+                const float* qr = q + r * qstride;
+                acc[r][i] = bzv_mul(bzv_load(qr), kv[0]);
+#pragma GCC unroll 8
+                for (int c = 1; c < NV; ++c)
+                    acc[r][i] = bzv_fma(bzv_load(qr + c * BZ_VL), kv[c], acc[r][i]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r)
+            part[r][m] = bzv_part4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+        float* sr = s + r * sstride;
+        if (FULL) {
+            bzv_store(sr + j, bzv_mul(bzv_fin(part[r]), sc));
+        } else {
+            float t[BZ_VL];
+            bzv_store(t, bzv_mul(bzv_fin(part[r]), sc));
+            for (int64_t i = 0; i < nk; ++i) sr[j + i] = t[i];
+        }
+    }
+}
+
+/* bz_past_scores for R query heads of one key head at once (bz_score_block_g). */
+template <int NV, int R, class PT>
+static inline void bz_past_scores_g(const float* q, int64_t qstride, const PT* k0, int64_t kstride,
+                                    int64_t L, float scale, float* s, int64_t sstride) {
+    const bzv sc = bzv_set1(scale);
+    int64_t j = 0;
+    for (; j + BZ_VL <= L; j += BZ_VL)
+        bz_score_block_g<NV, R, true>(q, qstride, k0, kstride, j, BZ_VL, sc, s, sstride);
+    if (j < L) bz_score_block_g<NV, R, false>(q, qstride, k0, kstride, j, L - j, sc, s, sstride);
+}
+
+/* o_r = sum_j p_r[j] v_j / (the row's sum) for R query heads (p_r = s + r * sstride, inv_r
+   its reciprocal sum) over L past values (PT) and n - L new ones (float), 64 wide: each
+   value loaded once for the R heads; per head the even / odd keys' two chains of the
+   single-head loop (the same bits). */
+template <int R, class PT>
+static inline void bz_pv_g(const float* s, int64_t sstride, const float* inv, const PT* pv,
+                           int64_t pvstride, int64_t L, const float* vn, int64_t vnstride,
+                           int64_t n, float* o, int64_t ostride) {
+    constexpr int NV = 64 / BZ_VL;
+    bzv y[R][2][NV];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; ++i) y[r][0][i] = y[r][1][i] = bzv_zero();
+    auto acc = [&](int e, int64_t jj, auto load) {
+        bzv v[NV];
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; ++i) v[i] = load(i);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) {
+            const bzv p = bzv_set1(s[r * sstride + jj]);
+#pragma GCC unroll 16
+            for (int i = 0; i < NV; ++i) y[r][e][i] = bzv_fma(p, v[i], y[r][e][i]);
+        }
+    };
+    int64_t jj = 0;
+    for (; jj + 2 <= L; jj += 2) {
+        const PT* vr = pv + jj * pvstride;
+        acc(0, jj, [&](int i) { return bzv_loadp(vr + i * BZ_VL); });
+        acc(1, jj + 1, [&](int i) { return bzv_loadp(vr + pvstride + i * BZ_VL); });
+    }
+    for (; jj < L; ++jj) {
+        const PT* vr = pv + jj * pvstride;
+        acc(0, jj, [&](int i) { return bzv_loadp(vr + i * BZ_VL); });
+    }
+    for (; jj < n; ++jj) {
+        const float* vr = vn + (jj - L) * vnstride;
+        acc(1, jj, [&](int i) { return bzv_load(vr + i * BZ_VL); });
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+        const bzv iv = bzv_set1(inv[r]);
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; ++i)
+            bzv_store(o + r * ostride + i * BZ_VL, bzv_mul(bzv_add(y[r][0][i], y[r][1][i]), iv));
+    }
+}
 #endif
+
+/* exp(s[j] - max) in place over s[0..n) (n >= 1); the reciprocal of their sum (16 lanes
+   of partial sums, then a tree). */
+static inline float bz_softmax_row(float* s, int64_t n);
 
 /* max(-inf, s[0..n)) (NaNs skipped, as a scalar s[j] > m ? s[j] : m chain would: the
    lanes' maxima, then theirs; max is exact in any order) */
@@ -184,6 +310,22 @@ static inline float bz_max(const float* s, int64_t n) {
 #endif
     for (; j < n; ++j) m = s[j] > m ? s[j] : m;
     return m;
+}
+
+static inline float bz_softmax_row(float* s, int64_t n) {
+    const float m = bz_max(s, n);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) s[j] = expf(s[j] - m);
+    float part[16] = {0};
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+#pragma omp simd
+        for (int l = 0; l < 16; ++l) part[l] += s[j + l];
+    }
+    for (int l = 0; j < n; ++j, ++l) part[l] += s[j];
+    for (int w = 8; w; w >>= 1)
+        for (int l = 0; l < w; ++l) part[l] += part[l + w];
+    return 1.0f / part[0];
 }
 
 template <class PT>
@@ -259,14 +401,67 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const int64_t ld = (Lmax + S + 15) / 16 * 16;  // keys per row of the transposed block
     const bool transpose = rep * T >= BZ_TRANSPOSE_ROWS;
+    // decode (one query row per head, 64-wide values, contiguous rows): the query heads of
+    // a key head in groups of up to 3 share each key's and value's load and conversion
+    // (bz_score_block_g, bz_pv_g: the bits of one head at a time); one head per unit where
+    // groups would leave the threads fewer than 4 units each (a single sequence's step)
+    int64_t RG = 1;
+#ifdef BZ_VL
+    if (has_past && !transpose && T == 1 && rep > 1 && Dv == 64 && D > 0 && D % BZ_VL == 0 &&
+        D <= 8 * BZ_VL && qs[4] == 1 && ks[4] == 1 && vs[4] == 1 && pks[4] == 1 && pvs[4] == 1)
+        RG = rep < 3 ? rep : 3;
+#endif
+    const int64_t chunks = (rep + RG - 1) / RG;
+    if (B * Hkv * chunks < 4 * nt) RG = 1;
+    const int64_t units = RG > 1 ? B * Hkv * chunks : 0;
 #pragma omp parallel num_threads((int)nt) if (nt > 1)
     {
-        std::vector<float> sc((size_t)ld + 16), acc((size_t)Dv + 1);
+        std::vector<float> sc((size_t)(ld + 16) * (size_t)RG), acc((size_t)Dv + 1);
+#ifdef BZ_VL
+#pragma omp for schedule(static) nowait  // (the region's end waits)
+        for (int64_t u = 0; u < units; ++u) {
+            const int64_t b = u / (Hkv * chunks), g = (u / chunks) % Hkv,
+                          h0 = g * rep + u % chunks * RG;
+            const int64_t R = rep - (h0 - g * rep) < RG ? rep - (h0 - g * rep) : RG;
+            const int64_t L = Lb[b], ss = ld + 16;
+            const PT* PKb = PK + pb[b] * pks[1] + g * pks[2];
+            const PT* PVb = PV + pb[b] * pvs[1] + g * pvs[2];
+            const float* q = Q + b * qs[1] + h0 * qs[2];
+            float* o = O + (b * Hq + h0) * Dv;
+            const int64_t lim = causal ? 0 : S - 1;  // (T == 1, a past: the row's own key)
+            const int64_t n_new = lim >= S ? S : lim + 1, n = L + n_new;
+            if (n == 0) {
+                for (int64_t i = 0; i < R * Dv; ++i) o[i] = nan;
+                continue;
+            }
+            float* s = sc.data();
+            const int64_t nv = D / BZ_VL;
+            bz_dispatch<3>(R, [&](auto r) {
+                bz_dispatch<8>(nv, [&](auto v) {
+                    bz_past_scores_g<decltype(v)::value, decltype(r)::value>(q, qs[2], PKb, pks[3],
+                                                                             L, scale, s, ss);
+                });
+            });
+            float inv[3];
+            for (int64_t r = 0; r < R; ++r) {
+                float* sr = s + r * ss;
+                for (int64_t j = 0; j < n_new; ++j)
+                    sr[L + j] =
+                        bz_dot(q + r * qs[2], 1, K + b * ks[1] + g * ks[2] + j * ks[3], 1, D) *
+                        scale;
+                inv[r] = bz_softmax_row(sr, n);
+            }
+            const float* vn = V + b * vs[1] + g * vs[2];
+            bz_dispatch<3>(R, [&](auto r) {
+                bz_pv_g<decltype(r)::value>(s, ss, inv, PVb, pvs[3], L, vn, vs[3], n, o, Dv);
+            });
+        }
+#endif
         // this thread's (b, g) keys, d-major
         std::vector<float> kt(transpose ? (size_t)(D * ld) + 1 : 1);
         int64_t cur = -1;
 #pragma omp for schedule(static) nowait  // (the region's end waits)
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = 0; r < (units ? 0 : rows); ++r) {
             const int64_t ti = r % T, h = (r / T) % Hq, b = r / (T * Hq), g = h / rep;
             const int64_t L = Lb[b];
             const PT* PKb = has_past ? PK + pb[b] * pks[1] : nullptr;  // this row's past
@@ -317,19 +512,7 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
 #pragma omp simd
                 for (int l = 0; l < 16; ++l) s[j0 + l] = part[l] * scale;
             }
-            const float m = bz_max(s, n);
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j) s[j] = expf(s[j] - m);
-            float part[16] = {0};
-            int64_t j = 0;
-            for (; j + 16 <= n; j += 16) {
-#pragma omp simd
-                for (int l = 0; l < 16; ++l) part[l] += s[j + l];
-            }
-            for (int l = 0; j < n; ++j, ++l) part[l] += s[j];
-            for (int w = 8; w; w >>= 1)
-                for (int l = 0; l < w; ++l) part[l] += part[l + w];
-            const float inv = 1.0f / part[0];
+            const float inv = bz_softmax_row(s, n);
             float* y = acc.data();
 #ifdef BZ_VL
             if (Dv == 64 && (L == 0 || pvs[4] == 1) && vs[4] == 1) {  // y in registers
