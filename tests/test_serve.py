@@ -135,6 +135,36 @@ def test_admitted_requests_prefill_in_power_of_two_calls(model_tok, monkeypatch)
         assert _text(ev) == _text(ev2) and ev[-1].kind == ev2[-1].kind == "done"
 
 
+def test_warm_up_traces_the_prefill_shapes_requests_then_use(model_tok) -> None:
+    """warm_prefill=16: warm_up traces the pre-fill of prompts up to 16 tokens for every
+    batch bucket; admitting 1 to 3 such prompts then traces nothing, and the first tokens
+    are those of an engine that did not warm up; a longer prompt is traced when it comes."""
+    model, tok = model_tok
+    engine = batching.Engine(model, tok, max_batch=4, context=256, prefix="", warm_prefill=16)
+    engine.warm_up()
+    traces = model._step_prefill.trace_count
+    cold = batching.Engine(model, tok, max_batch=4, context=256, prefix="")
+    for n in (1, 2, 3):
+        evs: list[list] = [[] for _ in range(n)]
+        reqs = [batching.Request(tok.encode("Hi there " * (k + 1)).ids, 1, 0.0, 1.0, None,
+                                 [], evs[k].append) for k in range(n)]
+        assert all(len(r.prompt_ids) <= 16 for r in reqs)
+        engine._admit([(r, slot) for slot, r in enumerate(reqs)])
+        assert model._step_prefill.trace_count == traces
+        for slot, (r, ev) in enumerate(zip(reqs, evs)):
+            ev2: list = []
+            cold._admit([(batching.Request(r.prompt_ids, 1, 0.0, 1.0, None, [], ev2.append),
+                          slot)])
+            assert ev[-1].kind == ev2[-1].kind == "done" and _text(ev) == _text(ev2)
+    long = batching.Request(tok.encode("a cat and " * 8).ids, 1, 0.0, 1.0, None, [],
+                            lambda e: None)
+    assert len(long.prompt_ids) > 16
+    engine._admit([(long, 0)])
+    assert model._step_prefill.trace_count == traces + 1
+    with pytest.raises(ValueError, match="warm_prefill"):
+        batching.Engine(model, tok, warm_prefill=-1)
+
+
 def test_engine_stop_strings_cancel_errors_and_queue_limit(model_tok) -> None:
     model, tok = model_tok
     engine = batching.Engine(model, tok, max_batch=2, context=256, queue_limit=1)

@@ -140,7 +140,7 @@ class Served:
 
 
 def serve_model(model_path: str | None, max_batch: int, context: int, queue_limit: int,
-                ready: Callable[[Served], None]) -> None:
+                ready: Callable[[Served], None], warm_prefill: int = 0) -> None:
     """Load the model (default: SmolLM2-135M-Instruct), hand it to ``ready``, then run
     the engine's loop on this thread until it is stopped (every model call on one
     thread: see :meth:`batching.Engine.run`)."""
@@ -149,7 +149,7 @@ def serve_model(model_path: str | None, max_batch: int, context: int, queue_limi
     meta = braze.load(path, return_metadata=True)[1]
     name = os.path.basename(path).split(".")[0]
     engine = batching.Engine(model, tok, max_batch=max_batch, context=context,
-                             queue_limit=queue_limit)
+                             queue_limit=queue_limit, warm_prefill=warm_prefill)
     ready(Served(engine, name, batching.chat_template(meta.get("tokenizer.chat_template"))))
     engine.run()
 
@@ -590,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=2048, help="positions per sequence")
     ap.add_argument("--queue-limit", type=int, default=64,
                     help="requests waiting for a slot before 429")
+    ap.add_argument("--warm-prefill", type=int, default=32, metavar="TOKENS",
+                    help="at start, trace the batched pre-fill of prompts up to TOKENS long "
+                         "(after the system prompt) for every batch size (0: none)")
     ap.add_argument("--api-key", default=os.environ.get("BRAZE_API_KEY"),
                     help="require 'Authorization: Bearer KEY' on all but /health (default "
                          "$BRAZE_API_KEY)")
@@ -605,8 +608,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds an idle keep-alive connection is kept")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
-    if args.max_batch < 1 or args.queue_limit < 0 or args.context < 16:
-        ap.error("--max-batch >= 1, --queue-limit >= 0 and --context >= 16 please")
+    if args.max_batch < 1 or args.queue_limit < 0 or args.context < 16 or args.warm_prefill < 0:
+        ap.error("--max-batch >= 1, --queue-limit >= 0, --warm-prefill >= 0 and --context >= 16 "
+                 "please")
     if min(args.max_body_bytes, args.max_connections, args.max_prompt_tokens or 1,
            args.max_tokens or 1) < 1 or min(args.request_timeout, args.idle_timeout) <= 0:
         ap.error("the limits must be positive")
@@ -618,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     limits = Limits(args.api_key or None, args.max_body_bytes, args.max_prompt_tokens,
                     args.max_tokens)
     app = create_app(lambda ready: serve_model(args.model, args.max_batch, args.context,
-                                               args.queue_limit, ready), limits)
+                                               args.queue_limit, ready, args.warm_prefill),
+                     limits)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
                 http=guarded_protocol(args.request_timeout, args.max_connections),
                 timeout_keep_alive=int(max(1, args.idle_timeout)))
