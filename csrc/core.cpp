@@ -41,6 +41,7 @@
 #include "numpy_layout.h"
 #include "registry.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -170,7 +171,57 @@ pid_t g_master = 0;
 int g_master_cpu = -1;
 cpu_set_t g_cpus;
 
-void forget_workers_in_child() { g_workers.clear(); }  // (a fork's child has none of them)
+// The first thread to run a kernel, and whether a second one has been warned about: libgomp
+// keeps a pool of workers per thread that starts parallel regions, and once it manages more
+// threads than there are CPUs its idle workers spin only briefly (gomp_throttled_spin_count)
+// and sleep, so every parallel region wakes them through the kernel. A model loaded on the
+// main thread and then called from a worker thread (a web app's) ran its 16-sequence decode
+// step ~1.5x slower on 2 CPUs. One RuntimeWarning, the first time a second thread runs a
+// kernel while the first is alive.
+std::atomic<pid_t> g_first_caller{0};
+std::atomic<bool> g_second_warned{false};
+
+void forget_workers_in_child() {  // (a fork's child has none of them)
+    g_workers.clear();
+    g_first_caller = 0;
+}
+
+// Called with the GIL held, before a native call. A thread that is not the first decides
+// at its first call 50 ms or more after its first one (a thread just joined is still
+// exiting -- freeing its pool -- for a moment after Python's join returns).
+inline void note_calling_thread() {
+    thread_local int state = 0;  // 0: not seen, 1: waiting to decide, 2: decided
+    thread_local std::chrono::steady_clock::time_point since;
+    if (state == 2) return;
+    const pid_t self = (pid_t) syscall(SYS_gettid);
+    pid_t first = 0;
+    if (state == 0) {
+        if (g_first_caller.compare_exchange_strong(first, self) || first == self) {
+            state = 2;
+            return;
+        }
+        state = 1;
+        since = std::chrono::steady_clock::now();
+        return;
+    }
+    if (std::chrono::steady_clock::now() - since < std::chrono::milliseconds(50)) return;
+    state = 2;
+    first = g_first_caller.load();
+    if (first == self) return;
+    if (syscall(SYS_tgkill, getpid(), first, 0) != 0) {  // the first one has exited
+        g_first_caller.compare_exchange_strong(first, self);
+        return;
+    }
+    if (g_second_warned.exchange(true)) return;
+    const std::string msg =
+        "braze: kernels now run on a second thread (Linux thread " + std::to_string(self) +
+        ") while the first thread that ran them (" + std::to_string(first) +
+        ") is alive: OpenMP keeps a pool of worker threads per calling thread, and with more "
+        "workers than CPUs they sleep between parallel regions, so kernels may run ~1.5-2x "
+        "slower. Make every braze call of the program (loading a model included) on one "
+        "thread, or let the first thread exit.";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) throw nb::python_error();
+}
 
 void place_workers(const std::vector<int64_t> &tids) {
     static bool at_fork = pthread_atfork(nullptr, nullptr, forget_workers_in_child) == 0;
@@ -186,6 +237,7 @@ void place_workers(const std::vector<int64_t> &tids) {
 long g_moves = 0;
 
 inline void keep_workers_off_caller() {
+    note_calling_thread();
     if (g_workers.empty()) return;
     thread_local pid_t self = (pid_t) syscall(SYS_gettid);
     if (self != g_master) return;

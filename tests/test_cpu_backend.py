@@ -1435,6 +1435,40 @@ def test_openmp_workers_are_kept_off_the_calling_threads_cpu() -> None:
             assert excluded == {before}
 
 
+@pytest.mark.parametrize("first_alive", [True, False])
+def test_a_second_calling_thread_is_warned_about_once(first_alive) -> None:
+    """Kernels run from a second thread while the first thread that ran them is alive: one
+    RuntimeWarning (two OpenMP pools on the cores: each parallel region wakes sleeping
+    workers); none when the first thread has exited. A fresh process each (the warning is
+    once per process)."""
+    if not sys.platform.startswith("linux") or bz.backends.current().name != "cpu":
+        pytest.skip("the check is the cpu backend's, on Linux")
+    code = textwrap.dedent(f"""
+        import threading, time, warnings, numpy as np, braze as bz
+        x = bz.asarray(np.ones(1 << 18, np.float32))
+        step = bz.compile(lambda x, k: bz.sum(bz.exp(x * k)))
+        seen = []
+        def work(k):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                for i in range(4):  # (a thread decides 50 ms after its first call)
+                    float(step(x, bz.asarray(np.float32(k + i))))
+                    time.sleep(0.03)
+                seen.extend(str(m.message) for m in w if "second thread" in str(m.message))
+        if {first_alive}:
+            work(1)
+        else:
+            t = threading.Thread(target=work, args=(1,)); t.start(); t.join()
+        for k in (2, 3):
+            t = threading.Thread(target=work, args=(k,)); t.start(); t.join()
+        print(len(seen))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == ("1" if first_alive else "0")
+
+
 def test_small_matmuls_run_on_one_blas_thread_and_restore_it(monkeypatch) -> None:
     from braze.backends.cpu import blas
 
