@@ -231,18 +231,6 @@ def busy() -> bool:
     return load > cores / 2
 
 
-def _median(run: Callable[[], Any], repeats: int,
-            prepare: Callable[[], Any] | None = None) -> float:
-    ts = []
-    for _ in range(repeats):
-        if prepare is not None:
-            prepare()
-        t0 = time.perf_counter()
-        run()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def _race(runs: Mapping[str, Callable[[], Any]], rounds: int,
           prepare: Callable[[], Any] | None = None) -> dict[str, float]:
     """The median time of each of ``runs`` over ``rounds`` rounds of one run each, in an

@@ -133,10 +133,10 @@ class Engine:
         if max_batch < 1 or queue_limit < 0 or warm_prefill < 0:
             raise ValueError(f"Engine: max_batch must be >= 1, queue_limit and warm_prefill "
                              f">= 0, got {max_batch}, {queue_limit} and {warm_prefill}")
-        self.warm_prefill = min(warm_prefill, context - 1)
         self.model, self.tok = model, tokenizer
         self.max_batch, self.queue_limit = max_batch, queue_limit
         self.context = min(context, model.cfg.context_length)
+        self.warm_prefill = min(warm_prefill, self.context - 1)
         self.cache = model.make_slot_cache(max_batch + 1, self.context)
         self._prefix_slot = max_batch  # the last slot holds the shared prefix
         if prefix is None:
@@ -184,7 +184,8 @@ class Engine:
             for t in lengths:
                 for s in slots:
                     self.cache.slot(s).offset = 0
-                self.model.prefill_batch([[0] * t] * len(slots), slots, self.cache)
+                self.model.prefill_batch([[0] * min(t, self.context - 1)] * len(slots), slots,
+                                         self.cache)
             for s in slots:  # (the rows written are overwritten by pre-fills)
                 self.cache.slot(s).offset = 0
 

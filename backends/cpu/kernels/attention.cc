@@ -294,10 +294,6 @@ static inline void bz_pv_g(const float* s, int64_t sstride, const float* inv, co
 }
 #endif
 
-/* exp(s[j] - max) in place over s[0..n) (n >= 1); the reciprocal of their sum (16 lanes
-   of partial sums, then a tree). */
-static inline float bz_softmax_row(float* s, int64_t n);
-
 /* max(-inf, s[0..n)) (NaNs skipped, as a scalar s[j] > m ? s[j] : m chain would: the
    lanes' maxima, then theirs; max is exact in any order) */
 static inline float bz_max(const float* s, int64_t n) {
@@ -312,6 +308,8 @@ static inline float bz_max(const float* s, int64_t n) {
     return m;
 }
 
+/* exp(s[j] - max) in place over s[0..n) (n >= 1); the reciprocal of their sum (16 lanes
+   of partial sums, then a tree). */
 static inline float bz_softmax_row(float* s, int64_t n) {
     const float m = bz_max(s, n);
 #pragma omp simd
