@@ -73,6 +73,14 @@ static inline float bzv_sum(bzv v) { return vaddvq_f32(v); }
    float or uint16_t (float16 bits); bz_pf reads one element as float, bzv_loadp a vector. */
 static inline float bz_pf(float x) { return x; }
 static inline float bz_pf(uint16_t x) { return bz_h2f(x); }
+/* Prefetch the n elements at p into L2 (locality 2): at 16 sequences a decode step's cache
+   rows come from DRAM, and prefetches into L1 (locality 3) waited on L1's few miss buffers:
+   the rows into L2 a phase ahead let the loads overlap the arithmetic. */
+template <class PT>
+static inline void bz_prefetch_l2(const PT* p, int64_t n) {
+    for (int64_t c = 0; c < n * (int64_t)sizeof(PT); c += 64)
+        __builtin_prefetch((const char*)p + c, 0, 2);
+}
 #ifdef BZ_VL
 static inline bzv bzv_loadp(const float* p) { return bzv_load(p); }
 static inline bzv bzv_loadp(const uint16_t* p) {
@@ -142,8 +150,7 @@ static inline void bz_score_block(const bzv (&qv)[8], const PT* k0, int64_t kstr
         }
         const PT* kr = k0 + (j + i) * kstride;
         if (FULL) /* the key BZ_PF_KEYS on (DRAM: strided rows the hardware misses) */
-            for (int c = 0; c < NV * BZ_VL * (int)sizeof(PT); c += 64)
-                __builtin_prefetch((const char*)(kr + BZ_PF_KEYS * kstride) + c);
+            bz_prefetch_l2(kr + BZ_PF_KEYS * kstride, NV * BZ_VL);
         acc[i] = bzv_mul(qv[0], bzv_loadp(kr));
 #pragma GCC unroll 8
         for (int c = 1; c < NV; ++c) acc[i] = bzv_fma(qv[c], bzv_loadp(kr + c * BZ_VL), acc[i]);
@@ -185,10 +192,12 @@ static inline bool bz_past_scores(const float* q, const PT* k0, int64_t kstride,
 
 /* The scores of R query heads (q + r * qstride) of one key head against keys [j, j + nk)
    (nk <= BZ_VL) into s + r * sstride: each key loaded (float16: converted) once for the R
-   heads, each score the operations of bz_score_block (the same bits). */
+   heads, each score the operations of bz_score_block (the same bits); each key's value
+   row (v0, 64 wide) prefetched for bz_pv_g. */
 template <int NV, int R, bool FULL, class PT>
 static inline void bz_score_block_g(const float* q, int64_t qstride, const PT* k0, int64_t kstride,
-                                    int64_t j, int64_t nk, bzv sc, float* s, int64_t sstride) {
+                                    int64_t j, int64_t nk, bzv sc, float* s, int64_t sstride,
+                                    const PT* v0, int64_t vstride) {
     bzv part[R][BZ_VL / 4];
 #pragma GCC unroll 4
     for (int m = 0; m < BZ_VL / 4; ++m) {
@@ -202,9 +211,8 @@ static inline void bz_score_block_g(const float* q, int64_t qstride, const PT* k
                 continue;
             }
             const PT* kr = k0 + (j + key) * kstride;
-            if (FULL)
-                for (int c = 0; c < NV * BZ_VL * (int)sizeof(PT); c += 64)
-                    __builtin_prefetch((const char*)(kr + BZ_PF_KEYS * kstride) + c);
+            if (FULL) bz_prefetch_l2(kr + BZ_PF_KEYS * kstride, NV * BZ_VL);
+            bz_prefetch_l2(v0 + (j + key) * vstride, 64);
             bzv kv[NV];
 #pragma GCC unroll 8
             for (int c = 0; c < NV; ++c) kv[c] = bzv_loadp(kr + c * BZ_VL);
@@ -237,22 +245,28 @@ static inline void bz_score_block_g(const float* q, int64_t qstride, const PT* k
 /* bz_past_scores for R query heads of one key head at once (bz_score_block_g). */
 template <int NV, int R, class PT>
 static inline void bz_past_scores_g(const float* q, int64_t qstride, const PT* k0, int64_t kstride,
-                                    int64_t L, float scale, float* s, int64_t sstride) {
+                                    int64_t L, float scale, float* s, int64_t sstride, const PT* v0,
+                                    int64_t vstride) {
     const bzv sc = bzv_set1(scale);
     int64_t j = 0;
     for (; j + BZ_VL <= L; j += BZ_VL)
-        bz_score_block_g<NV, R, true>(q, qstride, k0, kstride, j, BZ_VL, sc, s, sstride);
-    if (j < L) bz_score_block_g<NV, R, false>(q, qstride, k0, kstride, j, L - j, sc, s, sstride);
+        bz_score_block_g<NV, R, true>(q, qstride, k0, kstride, j, BZ_VL, sc, s, sstride, v0,
+                                      vstride);
+    if (j < L)
+        bz_score_block_g<NV, R, false>(q, qstride, k0, kstride, j, L - j, sc, s, sstride, v0,
+                                       vstride);
 }
 
 /* o_r = sum_j p_r[j] v_j / (the row's sum) for R query heads (p_r = s + r * sstride, inv_r
    its reciprocal sum) over L past values (PT) and n - L new ones (float), 64 wide: each
    value loaded once for the R heads; per head the even / odd keys' two chains of the
-   single-head loop (the same bits). */
+   single-head loop (the same bits). The first nL keys of the thread's next unit (nk, D
+   wide) are prefetched meanwhile, two per two values. */
 template <int R, class PT>
 static inline void bz_pv_g(const float* s, int64_t sstride, const float* inv, const PT* pv,
                            int64_t pvstride, int64_t L, const float* vn, int64_t vnstride,
-                           int64_t n, float* o, int64_t ostride) {
+                           int64_t n, float* o, int64_t ostride, const PT* nk, int64_t nkstride,
+                           int64_t nL, int64_t D) {
     constexpr int NV = 64 / BZ_VL;
     bzv y[R][2][NV];
 #pragma GCC unroll 3
@@ -273,6 +287,10 @@ static inline void bz_pv_g(const float* s, int64_t sstride, const float* inv, co
     int64_t jj = 0;
     for (; jj + 2 <= L; jj += 2) {
         const PT* vr = pv + jj * pvstride;
+        if (jj < nL) {
+            bz_prefetch_l2(nk + jj * nkstride, D);
+            bz_prefetch_l2(nk + (jj + 1) * nkstride, D);
+        }
         acc(0, jj, [&](int i) { return bzv_loadp(vr + i * BZ_VL); });
         acc(1, jj + 1, [&](int i) { return bzv_loadp(vr + pvstride + i * BZ_VL); });
     }
@@ -436,8 +454,8 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
             const int64_t nv = D / BZ_VL;
             bz_dispatch<3>(R, [&](auto r) {
                 bz_dispatch<8>(nv, [&](auto v) {
-                    bz_past_scores_g<decltype(v)::value, decltype(r)::value>(q, qs[2], PKb, pks[3],
-                                                                             L, scale, s, ss);
+                    bz_past_scores_g<decltype(v)::value, decltype(r)::value>(
+                        q, qs[2], PKb, pks[3], L, scale, s, ss, PVb, pvs[3]);
                 });
             });
             float inv[3];
@@ -450,8 +468,15 @@ static void bz_sdpa(void** bufs, const int64_t* a) {
                 inv[r] = bz_softmax_row(sr, n);
             }
             const float* vn = V + b * vs[1] + g * vs[2];
+            // the next unit's keys, prefetched while this one's values are summed (each
+            // phase's rows requested a phase ahead: ~25 % off a 16-sequence step's attention
+            // from DRAM)
+            const int64_t un = u + 1, bn = un / (Hkv * chunks), gn = (un / chunks) % Hkv;
+            const int64_t nL = un < units ? Lb[bn] : 0;
+            const PT* nk = PK + pb[un < units ? bn : b] * pks[1] + gn * pks[2];
             bz_dispatch<3>(R, [&](auto r) {
-                bz_pv_g<decltype(r)::value>(s, ss, inv, PVb, pvs[3], L, vn, vs[3], n, o, Dv);
+                bz_pv_g<decltype(r)::value>(s, ss, inv, PVb, pvs[3], L, vn, vs[3], n, o, Dv, nk,
+                                            pks[3], nL, D);
             });
         }
 #endif
