@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "llm"))
 sys.path.insert(0, HERE)
 import json  # noqa: E402
 
-import h11  # noqa: E402  (uvicorn's HTTP/1.1 parser: in the serve extras)
+import httptools  # noqa: E402  (uvicorn's C HTTP parser: in the serve extras)
 from _timing import isa  # noqa: E402
 
 try:
@@ -106,53 +106,64 @@ def start(kind: str, model_path: str, llama_python: str) -> tuple[str, str, subp
     return base, name, proc
 
 
+class _SSE:
+    """httptools' callbacks for one streamed response: a timestamp per content chunk and
+    the usage chunk (cheap byte tests: no JSON parsing per chunk)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.usage: dict[str, Any] | None = None
+        self.pending = b""
+        self.complete = False
+
+    def on_body(self, data: bytes) -> None:
+        now = time.perf_counter()
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data: {"):
+                continue
+            if b'"usage": {' in line or b'"usage":{' in line:
+                self.usage = json.loads(line[6:])["usage"]
+            elif b'"content": ""' not in line and b'"content":""' not in line and \
+                    b'"content":' in line:
+                self.times.append(now)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
 async def one_request(base: str, model: str, prompt: str, max_tokens: int
                       ) -> dict[str, Any]:
     """Stream one chat completion: token count, time to first token, inter-token gaps.
 
-    HTTP/1.1 through h11 on asyncio streams, every stream of a level on one thread: the
-    load generator shares the server's 2 cores, and a thread per stream parsing with httpx
-    took ~13 % of them at 16 streams (real clients run elsewhere); this takes ~2 %."""
+    HTTP/1.1 parsed by httptools (C) on asyncio streams, every stream of a level on one
+    thread: the load generator shares the server's 2 cores, and a thread per stream
+    parsing with httpx took ~13 % of them at 16 streams (real clients run elsewhere);
+    h11's pure-Python parser ~5 %."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "temperature": 0, "stream": True,
                        "stream_options": {"include_usage": True}}).encode()
-    conn = h11.Connection(h11.CLIENT)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode()
+    stream = _SSE()
+    parser = httptools.HttpResponseParser(stream)
     t0 = time.perf_counter()
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
-        writer.write(conn.send(h11.Request(method="POST", target="/v1/chat/completions",
-                                           headers=[("Host", f"{host}:{port}"),
-                                                    ("Content-Type", "application/json"),
-                                                    ("Content-Length", str(len(body))),
-                                                    ("Connection", "close")])))
-        writer.write(conn.send(h11.Data(data=body)))
-        writer.write(conn.send(h11.EndOfMessage()))
+        writer.write(head + body)
         await writer.drain()
-        times: list[float] = []
-        usage, pending = None, b""
-        while True:
-            ev = conn.next_event()
-            if ev is h11.NEED_DATA:
-                conn.receive_data(await reader.read(65536))
-            elif isinstance(ev, h11.Response):
-                if ev.status_code != 200:
-                    return {"ok": False, "error": f"HTTP {ev.status_code}"}
-            elif isinstance(ev, h11.Data):
-                now = time.perf_counter()
-                *lines, pending = (pending + bytes(ev.data)).split(b"\n")
-                for line in lines:  # cheap byte tests: no JSON parsing per chunk
-                    if not line.startswith(b"data: {"):
-                        continue
-                    if b'"usage": {' in line or b'"usage":{' in line:
-                        usage = json.loads(line[6:])["usage"]
-                    elif b'"content": ""' not in line and b'"content":""' not in line and \
-                            b'"content":' in line:
-                        times.append(now)
-            elif isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
+        while not stream.complete:
+            data = await reader.read(65536)
+            if not data:
                 break
+            parser.feed_data(data)
+            if parser.get_status_code() not in (0, 200):
+                return {"ok": False, "error": f"HTTP {parser.get_status_code()}"}
     finally:
         writer.close()
+    times, usage = stream.times, stream.usage
     if not times:
         return {"ok": False, "error": "no tokens"}
     n = usage["completion_tokens"] if usage else len(times)
