@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,11 +40,12 @@ from .reductions import softmax  # noqa: F401  (bz.nn.softmax)
 
 __all__ = [
     "Module", "Linear", "QuantizedLinear", "Embedding", "QuantizedEmbedding", "RMSNorm",
-    "LayerNorm", "RoPE", "Attention", "concat_linears", "silu", "gelu", "gelu_approx", "relu",
-    "softmax", "Dropout", "LoRALinear", "value_and_grad", "losses", "tree_from_names",
-    "names_from_tree", *_conv_functions, "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-    "ConvTranspose2d", "ConvTranspose3d", "BatchNorm", "GroupNorm", "InstanceNorm", "MaxPool1d",
-    "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "Upsample",
+    "LayerNorm", "RoPE", "Attention", "Ragged", "concat_linears", "silu", "gelu",
+    "gelu_approx", "relu", "softmax", "Dropout", "LoRALinear", "value_and_grad", "losses",
+    "tree_from_names", "names_from_tree", *_conv_functions, "Conv1d", "Conv2d", "Conv3d",
+    "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "BatchNorm", "GroupNorm",
+    "InstanceNorm", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d",
+    "AvgPool3d", "Upsample",
 ]
 
 
@@ -527,6 +528,36 @@ class RoPE(Module):
                          scale=self.scale, offset=offset)
 
 
+class Ragged(NamedTuple):
+    """B sequences of different lengths as R packed rows (a batched pre-fill: no row of
+    the projections and feed-forward spent on padding), and where each row sits in the
+    padded (B, T) layout that attention reads. ``to_padded`` (B*T,) ints: the packed row
+    of each padded position (any row at padding positions: past a sequence's last token,
+    causal attention never reads them); ``to_packed`` (R,) ints: the padded position of
+    each packed row (any position for filler rows past the last sequence's tokens).
+
+    >>> import braze as bz
+    >>> rows = bz.nn.Ragged(bz.asarray([0, 1, 2, 0]), bz.asarray([0, 1, 2]), 2, 2)
+    >>> att = bz.nn.Attention(8, 2)  # sequences of 2 and 1 tokens, 3 packed rows
+    >>> out, (k, v) = att(bz.ones((3, 8)), bz.asarray([0, 0]), ragged=rows)
+    >>> out.shape, k.shape
+    ((3, 8), (2, 2, 2, 4))
+    """
+
+    to_padded: Any
+    to_packed: Any
+    batch: int
+    length: int
+
+    def unpack(self, y: Array) -> Array:
+        """Packed rows (R, F) -> padded (B, T, F)."""
+        return reshape(take(y, self.to_padded, axis=0), (self.batch, self.length, y.shape[-1]))
+
+    def pack(self, y: Array) -> Array:
+        """Padded (B, T, F) -> packed rows (R, F)."""
+        return take(reshape(y, (self.batch * self.length, y.shape[-1])), self.to_packed, axis=0)
+
+
 class Attention(Module):
     """Multi-head / grouped-query self-attention with rotary positions and a KV cache.
 
@@ -537,7 +568,10 @@ class Attention(Module):
     the first ``offset`` positions are valid (the rest is unused capacity of a
     fixed-size cache); ``past_index`` (B,) picks the past's batch row of each sequence
     (a cache of fixed slots). It returns ``(out, (k_new, v_new))``: the caller appends
-    the new keys/values to its cache.
+    the new keys/values to its cache. ``ragged`` (a :class:`Ragged`): x is (R, dims),
+    packed rows of B sequences: the projections run on the R rows, attention on the
+    padded (B, T) layout; out is (R, dims), the new keys/values padded (B, kv_heads, T,
+    head_dim).
 
     >>> import braze as bz
     >>> att = bz.nn.Attention(16, 4, n_kv_heads=2)
@@ -569,18 +603,23 @@ class Attention(Module):
         return self
 
     def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None,
-                 past_index: Any = None) -> tuple[Array, tuple[Array, Array]]:
+                 past_index: Any = None, ragged: Ragged | None = None
+                 ) -> tuple[Array, tuple[Array, Array]]:
+        if ragged is not None and as_array(x, "Attention").ndim != 2:
+            raise ValueError(f"Attention: ragged rows need x of shape (R, dims), got "
+                             f"{tuple(as_array(x, 'Attention').shape)}")
+        unpack = ragged.unpack if ragged is not None else (lambda y: y)
         if "qkv_proj" in vars(self):
             dq, dk = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
-            qkv = self.qkv_proj(x)
+            qkv = unpack(self.qkv_proj(x))
             q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
         else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            q, k, v = unpack(self.q_proj(x)), unpack(self.k_proj(x)), unpack(self.v_proj(x))
         q = split_heads(q, self.n_heads)
         k, v = split_heads(k, self.n_kv_heads), split_heads(v, self.n_kv_heads)
         q, k = self.rope(q, offset), self.rope(k, offset)
-        out = attend(q, k, v, self.scale, offset, past, past_index)
-        return self.o_proj(merge_heads(out)), (k, v)
+        out = merge_heads(attend(q, k, v, self.scale, offset, past, past_index))
+        return self.o_proj(ragged.pack(out) if ragged is not None else out), (k, v)
 
 
 def split_heads(y: Array, n: int) -> Array:

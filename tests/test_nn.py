@@ -604,3 +604,42 @@ def test_sdpa_reads_a_float16_past_as_it_is(indexed) -> None:
     lens = np.array([37, 5, 0], np.int32)
     idx = np.array([2, 0, 1], np.int32)
     _check_per_row_sdpa(q, k, v, pk, pv, lens, idx if indexed else None, 0.125)
+
+
+@settings(max_examples=12, deadline=None)
+@given(lens=st.lists(st.integers(1, 5), min_size=1, max_size=4), fused=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_ragged_rows_match_the_padded_batch(lens, fused, seed) -> None:
+    """Attention over packed rows (nn.Ragged: sequences of different lengths, no padding
+    rows, plus filler rows) matches the padded (B, T) batch at every valid row (2e-5):
+    output, and the new keys/values at the valid positions; over a cache at per-sequence
+    positions (past_index) as a batched pre-fill runs it."""
+    rng = np.random.default_rng(seed)
+    b, t, dims, hkv, hd = len(lens), max(lens), 16, 2, 4
+    att = nn.Attention(dims, 4, n_kv_heads=hkv)
+    if fused:
+        att.fuse_qkv()
+    x = rng.standard_normal((b, t, dims)).astype(np.float32)
+    pos = rng.integers(0, 4, b).astype(np.int32)
+    past = tuple(bz.asarray(rng.standard_normal((b + 1, hkv, 12, hd)).astype(np.float32))
+                 for _ in range(2))
+    idx = bz.asarray(rng.permutation(b + 1)[:b].astype(np.int32))
+    want, (wk, wv) = att(bz.asarray(x), bz.asarray(pos), past, idx)
+    valid = [(j, i) for j in range(b) for i in range(lens[j])]
+    filler = 3  # packed rows past the last token (a GEMM's whole blocks of rows)
+    to_padded = np.zeros(b * t, np.int32)
+    for r, (j, i) in enumerate(valid):
+        to_padded[j * t + i] = r
+    to_packed = np.array([j * t + i for j, i in valid] + [0] * filler, np.int32)
+    rows = np.concatenate([x[j, i][None] for j, i in valid] + [np.zeros((filler, dims),
+                                                                        np.float32)])
+    ragged = nn.Ragged(bz.asarray(to_padded), bz.asarray(to_packed), b, t)
+    got, (gk, gv) = att(bz.asarray(rows), bz.asarray(pos), past, idx, ragged=ragged)
+    assert got.shape == (len(valid) + filler, dims) and gk.shape == wk.shape
+    want, wk, wv, got, gk, gv = (np.asarray(a) for a in (want, wk, wv, got, gk, gv))
+    for r, (j, i) in enumerate(valid):
+        np.testing.assert_allclose(got[r], want[j, i], rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(gk[j, :, i], wk[j, :, i], rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(gv[j, :, i], wv[j, :, i], rtol=2e-5, atol=2e-5)
+    with pytest.raises(ValueError, match="ragged rows need x of shape"):
+        att(bz.asarray(x), bz.asarray(pos), past, idx, ragged=ragged)

@@ -110,9 +110,11 @@ def test_greedy_output_is_the_same_alone_and_batched(model_tok) -> None:
     assert "Paris" in alone[0][0]
 
 
-def test_admitted_requests_prefill_in_power_of_two_calls(model_tok, monkeypatch) -> None:
-    """7 requests admitted at once pre-fill as calls of 4, 2 and 1 prompts (a call of n
-    prompts runs batch_bucket(n) prompt rows: 7 in one call would pad to 8), each
+def test_admitted_requests_prefill_in_the_calls_of_fewest_rows(model_tok, monkeypatch) -> None:
+    """5 short requests admitted at once pre-fill as calls of 4 and 1 prompts (a call of
+    n prompts pads to batch_bucket(n) prompts: 5 in one call would run 8 x 8 rows, 4 + 1
+    run 32 + 16); 7 chat prompts of 34-38 tokens as one call (8 x 40 padded rows, above
+    llama.PACK_FROM: their 253 rows packed into 256, fewer than 4 + 2 + 1's 288); each
     request's first token the one it gets alone."""
     model, tok = model_tok
     engine = batching.Engine(model, tok, max_batch=8, context=256, prefix="")
@@ -124,15 +126,20 @@ def test_admitted_requests_prefill_in_power_of_two_calls(model_tok, monkeypatch)
         return real(prompts, slots, cache)
 
     monkeypatch.setattr(model, "prefill_batch", spy)
-    pairs = [_request(tok, QUESTIONS[i % len(QUESTIONS)], max_tokens=1) for i in range(7)]
-    engine._admit([(r, slot) for slot, (r, _) in enumerate(pairs)])
-    assert sorted(sizes, reverse=True) == sizes == [4, 2, 1]
     alone = batching.Engine(model, tok, max_batch=1, context=256, prefix="")
-    for r, ev in pairs[:3]:
-        ev2: list = []
-        r2 = batching.Request(r.prompt_ids, 1, 0.0, 1.0, None, [], ev2.append)
-        alone._admit([(r2, 0)])
-        assert _text(ev) == _text(ev2) and ev[-1].kind == ev2[-1].kind == "done"
+    short = [(batching.Request(tok.encode("Hi " * (k + 1)).ids, 1, 0.0, 1.0, None, [],
+                               ev.append), ev) for k, ev in enumerate([[] for _ in range(5)])]
+    chat = [_request(tok, QUESTIONS[i % len(QUESTIONS)], max_tokens=1) for i in range(7)]
+    assert sorted(len(r.prompt_ids) for r, _ in chat) == [34, 34, 35, 37, 37, 38, 38]
+    for pairs, want in ((short, [4, 1]), (chat, [7])):
+        sizes.clear()
+        engine._admit([(r, slot) for slot, (r, _) in enumerate(pairs)])
+        assert sizes == want
+        for r, ev in pairs[-3:]:
+            ev2: list = []
+            r2 = batching.Request(r.prompt_ids, 1, 0.0, 1.0, None, [], ev2.append)
+            alone._admit([(r2, 0)])
+            assert _text(ev) == _text(ev2) and ev[-1].kind == ev2[-1].kind == "done"
 
 
 def test_warm_up_traces_the_prefill_shapes_requests_then_use(model_tok) -> None:
@@ -163,6 +170,37 @@ def test_warm_up_traces_the_prefill_shapes_requests_then_use(model_tok) -> None:
     assert model._step_prefill.trace_count == traces + 1
     with pytest.raises(ValueError, match="warm_prefill"):
         batching.Engine(model, tok, warm_prefill=-1)
+
+
+def test_packed_prefill_rows_equal_alone_and_warm_up_traces_them(model_tok) -> None:
+    """16 prompts of 3 to 16 tokens (16 x 16 padded rows): their rows run packed
+    (llama.packed_rows, filler rows to a multiple of 64); each prompt's logits and cached
+    keys/values are the same bits pre-filled alone (padded, one prompt); an engine's
+    warm-up traced every packed shape of its buckets, so admitting them traces nothing."""
+    model, tok = model_tok
+    prompts = [tok.encode("word " * (3 + k % 14)).ids[:3 + k % 14] for k in range(16)]
+    assert max(map(len, prompts)) == 16 and llama.packed_rows(256, sum(map(len, prompts))) < 256
+    cache = model.make_slot_cache(16, 64)
+    packed = model._step_prefill_packed.trace_count
+    together = model.prefill_batch(prompts, list(range(16)), cache)
+    assert model._step_prefill_packed.trace_count == packed + 1
+    keys, values = cache.keys.copy(), cache.values.copy()
+    for j in (0, 5, 13, 15):
+        cache.slot(j).offset = 0
+        np.testing.assert_array_equal(model.prefill_batch([prompts[j]], [j], cache)[0],
+                                      together[j])
+        np.testing.assert_array_equal(cache.keys[j], keys[j])
+        np.testing.assert_array_equal(cache.values[j], values[j])
+    engine = batching.Engine(model, tok, max_batch=16, context=64, prefix="", warm_prefill=16)
+    engine.warm_up()
+    traces = (model._step_prefill.trace_count, model._step_prefill_packed.trace_count)
+    evs: list[list] = [[] for _ in prompts]
+    engine._admit([(batching.Request(p, 1, 0.0, 1.0, None, [], evs[k].append), k)
+                   for k, p in enumerate(prompts[::-1])])
+    assert all(ev[-1].kind == "done" for ev in evs)
+    engine._admit([(batching.Request(p, 1, 0.0, 1.0, None, [], evs[k].append), k)
+                   for k, p in enumerate(prompts[:9])])  # 9 prompts: 16 rows of sequences
+    assert (model._step_prefill.trace_count, model._step_prefill_packed.trace_count) == traces
 
 
 def test_engine_stop_strings_cancel_errors_and_queue_limit(model_tok) -> None:

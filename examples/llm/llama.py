@@ -48,6 +48,9 @@ PREFILL_BUCKET = 8  # prompts are padded to a multiple of this many tokens
 # blocks of 16 rows the exact quantized matmul computes every row alike whatever the other
 # rows (with AVX-512's prepacked tiles any 16+ rows; the AVX2 float path's tail rows not)
 PREFILL_MIN_ROWS = 16
+# batched pre-fills of PACK_FROM padded rows or more run the prompts' rows packed, in
+# multiples of PACK_ROWS (see packed_rows)
+PACK_FROM, PACK_ROWS = 256, 64
 
 
 def default_model_path() -> str:
@@ -148,8 +151,9 @@ class Block(nn.Module):
         # 16-bit ones are ~250x closer to float32
 
     def __call__(self, x: bz.Array, offset: Any, past: tuple[bz.Array, bz.Array] | None,
-                 past_index: Any = None) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
-        h, kv = self.attention(self.attn_norm(x), offset, past, past_index)
+                 past_index: Any = None, ragged: nn.Ragged | None = None
+                 ) -> tuple[bz.Array, tuple[bz.Array, bz.Array]]:
+        h, kv = self.attention(self.attn_norm(x), offset, past, past_index, ragged)
         x = x + h
         gu = self.gate_up(self.ffn_norm(x))
         return x + self.down(nn.silu(gu[..., :self.hidden]) * gu[..., self.hidden:]), kv
@@ -253,6 +257,35 @@ def batch_bucket(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def packed_rows(padded: int, tokens: int) -> int:
+    """Rows a batched pre-fill of ``tokens`` prompt tokens padded to ``padded`` rows runs:
+    from ``PACK_FROM`` padded rows on, the prompts' rows packed (no padding rows: the
+    projections and feed-forward, most of a pre-fill, skip them) and rounded up to a
+    multiple of ``PACK_ROWS``, at least half the padded rows (a few compiled steps per
+    padded shape, which a server traces at start: see :func:`packed_shapes`); below
+    ``PACK_FROM``, the padded rows.
+
+    >>> packed_rows(384, 292), packed_rows(384, 350), packed_rows(384, 40), packed_rows(128, 70)
+    (320, 384, 192, 128)
+    """
+    if padded < PACK_FROM:
+        return padded
+    return min(padded, max(padded // 2, -(-tokens // PACK_ROWS) * PACK_ROWS))
+
+
+def prefill_shape(n: int, longest: int) -> tuple[int, int]:
+    """(B, T): the padded layout of a batched pre-fill of ``n`` prompts, the longest of
+    ``longest`` tokens (B * T whole blocks of ``PREFILL_MIN_ROWS`` rows).
+
+    >>> prefill_shape(3, 9), prefill_shape(1, 5)
+    ((4, 16), (1, 16))
+    """
+    b, t = batch_bucket(n), prefill_bucket(longest)
+    if b * t % PREFILL_MIN_ROWS:  # (one prompt: whole blocks of 16 rows, see above)
+        t = -(-t // PREFILL_MIN_ROWS) * PREFILL_MIN_ROWS
+    return b, t
+
+
 def prefill_bucket(t: int) -> int:
     """Tokens a prompt of ``t`` is padded to in a batched pre-fill: a multiple of
     ``PREFILL_BUCKET`` up to 32, then of a quarter of the power of two at or below t
@@ -298,6 +331,8 @@ class Llama(nn.Module):
         # (one trace per (batch bucket, prompt bucket): a server's mix of prompts makes
         # dozens, on purpose)
         self._step_prefill = bz.compile(self._forward_prefill, retrace_warning=None)
+        self._step_prefill_packed = bz.compile(self._forward_prefill_packed,
+                                               retrace_warning=None)
 
     # ------------------------------------------------------------ the traced forward pass
     def _body(self, ids: bz.Array, offset: bz.Array, past: tuple[bz.Array, ...]
@@ -351,18 +386,20 @@ class Llama(nn.Module):
                 m.act = a
 
     def _batched(self, ids: bz.Array, positions: bz.Array, slots: bz.Array,
-                 keys: bz.Array, values: bz.Array) -> tuple[bz.Array, ...]:
+                 keys: bz.Array, values: bz.Array, ragged: nn.Ragged | None = None
+                 ) -> tuple[bz.Array, ...]:
         """The body over B sequences of T new tokens each: ids (B, T) at their own
         ``positions`` (B,) (first new position), each reading its cache slot (``slots``
         (B,)) of the (slots, layers, S, width) buffers in place. Returns x (B, T, dims)
-        and the new keys / values (layers, B, T, width) in the cache's dtype."""
+        and the new keys / values (layers, B, T, width) in the cache's dtype. With
+        ``ragged``, ids (R,) and x (R, dims) are the sequences' packed rows."""
         cfg = self.cfg
         x = self.embed(ids)
         ks, vs = [], []
         for i, layer in enumerate(self.layers):
             past = (nn.split_heads(keys[:, i], cfg.n_kv_heads),
                     nn.split_heads(values[:, i], cfg.n_kv_heads))
-            x, (k, v) = layer(x, positions, past, slots)
+            x, (k, v) = layer(x, positions, past, slots, ragged)
             ks.append(nn.merge_heads(k))
             vs.append(nn.merge_heads(v))
         # in the cache's dtype: the cast fuses into the step's kernels (numpy's
@@ -394,6 +431,21 @@ class Llama(nn.Module):
             b, t, d = x.shape
             x = bz.take(bz.reshape(x, (b * t, d)), last, axis=0)
             return self._logits(bz.reshape(x, (x.shape[0], 1, d))), k, v
+
+    def _forward_prefill_packed(self, ids: bz.Array, to_padded: bz.Array,
+                                to_packed: bz.Array, positions: bz.Array, slots: bz.Array,
+                                last: bz.Array, keys: bz.Array, values: bz.Array
+                                ) -> tuple[bz.Array, ...]:
+        """:meth:`_forward_prefill` over the prompts' packed rows, ids (R,) (see
+        :class:`nn.Ragged`; ``last``: rows of the R): the projections and feed-forward
+        skip the padding; attention runs on the padded (B, T) layout. A row's bits are
+        those of the padded pre-fill (every kernel computes each row alike)."""
+        b = positions.shape[0]
+        ragged = nn.Ragged(to_padded, to_packed, b, to_padded.shape[0] // b)
+        with self._acts("int16"):
+            x, k, v = self._batched(ids, positions, slots, keys, values, ragged)
+            x = bz.take(x, last, axis=0)
+            return self._logits(bz.reshape(x, (x.shape[0], 1, x.shape[1]))), k, v
 
     # ------------------------------------------------------------ calling the model
     def make_slot_cache(self, slots: int, max_size: int | None = None,
@@ -465,19 +517,32 @@ class Llama(nn.Module):
         if any(p + t > cache.max_size for p, t in zip(pos, lens)):
             raise ValueError(f"prefill_batch: a prompt does not fit its slot "
                              f"({cache.max_size} positions)")
-        b, t = batch_bucket(n), prefill_bucket(max(lens))
-        if b * t % PREFILL_MIN_ROWS:  # (one prompt: whole blocks of 16 rows, see above)
-            t = -(-t // PREFILL_MIN_ROWS) * PREFILL_MIN_ROWS
-        ids = np.zeros((b, t), np.int32)
-        for j, p in enumerate(prompts):
-            ids[j, :len(p)] = p
+        b, t = prefill_shape(n, max(lens))
         positions, idx = np.zeros(b, np.int32), np.zeros(b, np.int32)
         positions[:n], idx[:n] = pos, slots
-        last = np.full(max(b, PREFILL_MIN_ROWS), t - 1, np.int32)  # (padding: any row)
-        last[:n] = np.arange(n) * t + np.asarray(lens) - 1
-        logits, k, v = self._step_prefill(
-            bz.asarray(ids), bz.asarray(positions), bz.asarray(idx), bz.asarray(last),
-            bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False))
+        last = np.zeros(max(b, PREFILL_MIN_ROWS), np.int32)  # (padding: any row)
+        rows = packed_rows(b * t, sum(lens))
+        kv = (bz.asarray(cache.keys, copy=False), bz.asarray(cache.values, copy=False))
+        if rows < b * t:  # the prompts' rows packed, no padding (see packed_rows)
+            ids = np.zeros(rows, np.int32)
+            to_padded, to_packed = np.zeros(b * t, np.int32), np.zeros(rows, np.int32)
+            at = 0
+            for j, p in enumerate(prompts):
+                ids[at:at + len(p)] = p
+                to_padded[j * t:j * t + len(p)] = np.arange(at, at + len(p))
+                to_packed[at:at + len(p)] = np.arange(j * t, j * t + len(p))
+                at += len(p)
+                last[j] = at - 1
+            logits, k, v = self._step_prefill_packed(
+                bz.asarray(ids), bz.asarray(to_padded), bz.asarray(to_packed),
+                bz.asarray(positions), bz.asarray(idx), bz.asarray(last), *kv)
+        else:
+            ids = np.zeros((b, t), np.int32)
+            for j, p in enumerate(prompts):
+                ids[j, :len(p)] = p
+            last[:n] = np.arange(n) * t + np.asarray(lens) - 1
+            logits, k, v = self._step_prefill(bz.asarray(ids), bz.asarray(positions),
+                                              bz.asarray(idx), bz.asarray(last), *kv)
         k, v = np.asarray(k), np.asarray(v)  # (layers, b, t, width)
         for j, s in enumerate(slots):
             rows = slice(pos[j], pos[j] + lens[j])

@@ -23,8 +23,8 @@ static bool bz_take_along(const E* x, const I* idx, E* out, const int64_t* O, co
         for (int d = 0; d < D - 1; ++d) xo += pos[d] * xs[d], io += pos[d] * is[d];
         const E* xr = x + xo;
         const I* ir = idx + io;
-        for (int64_t j = 0; j < inner; ++j) {
-            int64_t v = (int64_t)ir[j * ii];
+        if (ii == 0 && xi == 1) {  // one index per contiguous row (a row gather): one copy
+            int64_t v = (int64_t)ir[0];
             const int64_t given = v;
             if (v < 0) v += n;
             if (v < 0 || v >= n) {
@@ -32,7 +32,20 @@ static bool bz_take_along(const E* x, const I* idx, E* out, const int64_t* O, co
                 status[1] = given;
                 return false;
             }
-            *out++ = xr[j * xi + v * xa];
+            std::memcpy(out, xr + v * xa, (size_t)inner * sizeof(E));
+            out += inner;
+        } else {
+            for (int64_t j = 0; j < inner; ++j) {
+                int64_t v = (int64_t)ir[j * ii];
+                const int64_t given = v;
+                if (v < 0) v += n;
+                if (v < 0 || v >= n) {
+                    status[0] = 1;
+                    status[1] = given;
+                    return false;
+                }
+                *out++ = xr[j * xi + v * xa];
+            }
         }
         int d = D - 2;  // the next row: an odometer over the outer dims
         while (d >= 0 && ++pos[d] == O[d]) pos[d--] = 0;
