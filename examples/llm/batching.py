@@ -353,7 +353,12 @@ class Engine:
         try:
             logits = self.model.decode_batch([s.next_token for s in seqs],
                                              [s.slot for s in seqs], self.cache)
-            rows = list(zip(seqs, logits))
+            # the greedy rows' tokens in one argmax over the step's logits (one pass of
+            # numpy's over the rows, not a call per sequence)
+            greedy = np.argmax(logits, axis=1).tolist() if any(
+                s.req.temperature <= 0 for s in seqs) else [None] * len(seqs)
+            rows = [(s, row, g if s.req.temperature <= 0 else None)
+                    for s, row, g in zip(seqs, logits, greedy)]
         except Exception:
             log.exception("a batched step of %d sequences failed; retrying each alone",
                           len(seqs))
@@ -361,19 +366,21 @@ class Engine:
             for s in seqs:
                 try:
                     rows.append((s, self.model.decode_batch([s.next_token], [s.slot],
-                                                            self.cache)[0]))
+                                                            self.cache)[0], None))
                 except Exception as e:
                     self._release(s)
                     s.req.emit(Event("error", message=f"decoding failed: {e}"))
         self.steps += 1
         self.batch_rows += len(seqs)
-        for s, row in rows:
-            self._accept(s, row)
+        for s, row, token in rows:
+            self._accept(s, row, token)
 
-    def _accept(self, seq: _Sequence, logits: np.ndarray) -> None:
-        """Sample the next token from ``logits``; emit text; finish or go on."""
+    def _accept(self, seq: _Sequence, logits: np.ndarray, token: int | None = None) -> None:
+        """Sample the next token from ``logits`` (``token``: already chosen, greedy);
+        emit text; finish or go on."""
         req = seq.req
-        token = llama.sample(logits, req.temperature, req.top_p, seq.rng)
+        if token is None:
+            token = llama.sample(logits, req.temperature, req.top_p, seq.rng)
         if token in self.model.stop_ids:  # type: ignore[attr-defined]
             return self._finish(seq, "stop")
         seq.ids.append(token)
