@@ -1543,3 +1543,27 @@ def test_float_to_int_casts_of_nan_and_out_of_range_values_are_numpys() -> None:
                 out = a.astype(dst).astype(np.float64) + 0.0
                 CpuBackend(skip_tiny=False, tiered=False).evaluate([out._node])
             np.testing.assert_array_equal(np.asarray(out), want + 0.0, err_msg=f"{src} -> {dst}")
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 5), n=st.integers(1, 70), kind=st.sampled_from(
+    ["float32", "float64", "int8", "int32", "uint8"]), special=st.booleans(),
+    axis=st.sampled_from([-1, 0, None]), seed=st.integers(0, 2**16))
+def test_argmax_argmin_match_numpy_ties_nan_and_infinities(rows, n, kind, special, axis,
+                                                          seed) -> None:
+    """The native two-pass argmax / argmin (extremes in 16 lanes, then the first index
+    holding one) equals numpy's exactly: ties (the first index), NaNs (the first NaN),
+    rows of -inf / +inf, lengths around the 16-lane blocks, every axis, fused inputs."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (rows, n)).astype(kind)  # few values: many ties
+    if special and x.dtype.kind == "f":
+        x.flat[rng.integers(0, x.size, 3)] = [np.inf, -np.inf, np.nan]
+        x[rng.integers(0, rows)] = -np.inf
+    # compiled: the native kernel (eager calls this small may run numpy's)
+    for f, ref in ((bz.argmax, np.argmax), (bz.argmin, np.argmin)):
+        step = bz.compile(lambda a, f=f: f(a, axis=axis))
+        np.testing.assert_array_equal(np.asarray(step(bz.asarray(x))), ref(x, axis=axis))
+    if x.dtype.kind == "f":  # an element-wise producer fused into the reduction
+        step = bz.compile(lambda a: bz.argmax(a * -2 + 1, axis=axis))
+        np.testing.assert_array_equal(np.asarray(step(bz.asarray(x))),
+                                      np.argmax(x * -2 + 1, axis=axis))

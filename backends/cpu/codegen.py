@@ -92,6 +92,7 @@ from ..csource import (
     Unsupported,
     check_kernel,
     dtype_kind,
+    extreme,
     fsuffix,
     kernel_args,
     kernel_slots,
@@ -576,6 +577,9 @@ class _Gen(ExprGen):
         akind = dtype_kind(an)
         op = ins.op
         last = red[-1]
+        if op in ("argmax", "argmin") and akind in ("f", "i", "u"):
+            self._gen_arg_reduce(i, a, red)
+            return
         if op in ("argmax", "argmin"):  # first index of the extreme; NaN wins (numpy)
             cmp = ">" if op == "argmax" else "<"
             at = CTYPE[an]
@@ -621,6 +625,100 @@ class _Gen(ExprGen):
         else:
             self.emit(f"v{i} = bz_acc;")
         self.close()
+
+    def _gen_arg_reduce(self, i: int, a: int, red: list[str]) -> None:
+        """argmax / argmin of a number row in two passes, each over blocks of 16 elements
+        in 16 lanes (vector selects and compares; one pass keeping the index beside the
+        value compiled to a scalar loop, ~2.5x this time on 16 rows of 49152): the
+        lanes' extremes and whether a NaN occurs, then the first index holding the
+        extreme (or the first NaN: numpy's answer). Every pass computes the row's values
+        alike (the same loop number: the same row cache use)."""
+        an = self.names[a]
+        op = self.k.instrs[i].op
+        cmp = ">" if op == "argmax" else "<"
+        flt = dtype_kind(an) == "f"
+        at = CTYPE[an]
+        last = red[-1]
+        hit = f"(bz_nan ? v{a} != v{a} : v{a} == bz_m)" if flt else f"v{a} == bz_m"
+        loop = self.loop
+
+        def passes(body: Callable[[bool], None]) -> None:
+            """body(vector) over the row: whole blocks of 16 lanes, then the tail."""
+            self._red_loops_open(red)
+            self.open(f"for (int64_t bz_jb = 0; bz_jb + 16 <= {last}; bz_jb += 16)")
+            body(True)
+            self.close()
+            self.open(f"for (int64_t j = {last} / 16 * 16; j < {last}; ++j)")
+            self.loop = loop
+            self.emit_loop_body([a])
+            body(False)
+            self.close()
+            for _ in range(len(red) - 1):
+                self.close()
+
+        def extremes(vector: bool) -> None:
+            if vector:
+                self.emit("#pragma omp simd")
+                self.open("for (int bz_l = 0; bz_l < 16; ++bz_l)")
+                self.emit("const int64_t j = bz_jb + bz_l;")
+                self.loop = loop
+                self.emit_loop_body([a])
+                self.emit(f"bz_ml[bz_l] = v{a} {cmp} bz_ml[bz_l] ? v{a} : bz_ml[bz_l];")
+                if flt:
+                    self.emit(f"bz_nl[bz_l] |= v{a} != v{a};")
+                self.close()
+            else:
+                self.emit(f"bz_ml[0] = v{a} {cmp} bz_ml[0] ? v{a} : bz_ml[0];")
+                if flt:
+                    self.emit(f"bz_nl[0] |= v{a} != v{a};")
+
+        def first(vector: bool) -> None:
+            if vector:
+                self.emit("int bz_any = 0;")
+                self.emit("#pragma omp simd reduction(|: bz_any)")
+                self.open("for (int bz_l = 0; bz_l < 16; ++bz_l)")
+                self.emit("const int64_t j = bz_jb + bz_l;")
+                self.loop = loop
+                self.emit_loop_body([a])
+                self.emit(f"bz_any |= {hit};")
+                self.close()
+                self.open("if (bz_any)")
+                self.open("for (int64_t j = bz_jb; j < bz_jb + 16; ++j)")
+                self.loop = loop
+                self.emit_loop_body([a])
+                self.emit(f"if ({hit}) {{ v{i} = bz_k + j; goto bz_found{i}; }}")
+                self.close()
+                self.close()
+            else:
+                self.emit(f"if ({hit}) {{ v{i} = bz_k + j; goto bz_found{i}; }}")
+
+        self.emit(f"int64_t v{i} = 0;")
+        self.open("")
+        self.emit(f"{at} bz_ml[16];")
+        self.emit("int bz_nl[16];")
+        self.emit(f"for (int bz_l = 0; bz_l < 16; ++bz_l) bz_ml[bz_l] = ({at})"
+                  f"{extreme(an, low=op == 'argmax')}, bz_nl[bz_l] = 0;")
+        passes(extremes)
+        self.emit(f"{at} bz_m = bz_ml[0];")
+        self.emit("int bz_nan = bz_nl[0];")
+        self.emit("for (int bz_l = 1; bz_l < 16; ++bz_l) { bz_m = bz_ml[bz_l] "
+                  f"{cmp} bz_m ? bz_ml[bz_l] : bz_m; bz_nan |= bz_nl[bz_l]; }}")
+        self.emit("int64_t bz_k = 0;  // the flattened index of the row's current line")
+        self._red_loops_open(red)
+        self.open(f"for (int64_t bz_jb = 0; bz_jb + 16 <= {last}; bz_jb += 16)")
+        first(True)
+        self.close()
+        self.open(f"for (int64_t j = {last} / 16 * 16; j < {last}; ++j)")
+        self.loop = loop
+        self.emit_loop_body([a])
+        first(False)
+        self.close()
+        self.emit(f"bz_k += {last};")
+        for _ in range(len(red) - 1):
+            self.close()
+        self.emit(f"bz_found{i}:;")
+        self.close()
+        self.loop = loop + 1
 
     def _combine(self, comb: str, part: str) -> None:
         """bz_acc <- bz_acc combined with one block's partial ``part``."""
