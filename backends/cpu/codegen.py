@@ -642,7 +642,7 @@ class _Gen(ExprGen):
         hit = f"(bz_nan ? v{a} != v{a} : v{a} == bz_m)" if flt else f"v{a} == bz_m"
         loop = self.loop
 
-        def passes(body: Callable[[bool], None]) -> None:
+        def passes(body: Callable[[bool], None], line_end: str = "") -> None:
             """body(vector) over the row: whole blocks of 16 lanes, then the tail."""
             self._red_loops_open(red)
             self.open(f"for (int64_t bz_jb = 0; bz_jb + 16 <= {last}; bz_jb += 16)")
@@ -653,44 +653,45 @@ class _Gen(ExprGen):
             self.emit_loop_body([a])
             body(False)
             self.close()
+            if line_end:
+                self.emit(line_end)
             for _ in range(len(red) - 1):
                 self.close()
 
+        def lanes(pragma: str, update: str) -> None:
+            """One block's 16 lanes: ``update`` after each lane's value."""
+            self.emit(pragma)
+            self.open("for (int bz_l = 0; bz_l < 16; ++bz_l)")
+            self.emit("const int64_t j = bz_jb + bz_l;")
+            self.loop = loop
+            self.emit_loop_body([a])
+            self.emit(update)
+            self.close()
+
         def extremes(vector: bool) -> None:
+            lane = "bz_l" if vector else "0"
+            update = f"bz_ml[{lane}] = v{a} {cmp} bz_ml[{lane}] ? v{a} : bz_ml[{lane}];" + (
+                f" bz_nl[{lane}] |= v{a} != v{a};" if flt else "")
             if vector:
-                self.emit("#pragma omp simd")
-                self.open("for (int bz_l = 0; bz_l < 16; ++bz_l)")
-                self.emit("const int64_t j = bz_jb + bz_l;")
-                self.loop = loop
-                self.emit_loop_body([a])
-                self.emit(f"bz_ml[bz_l] = v{a} {cmp} bz_ml[bz_l] ? v{a} : bz_ml[bz_l];")
-                if flt:
-                    self.emit(f"bz_nl[bz_l] |= v{a} != v{a};")
-                self.close()
+                lanes("#pragma omp simd", update)
             else:
-                self.emit(f"bz_ml[0] = v{a} {cmp} bz_ml[0] ? v{a} : bz_ml[0];")
-                if flt:
-                    self.emit(f"bz_nl[0] |= v{a} != v{a};")
+                self.emit(update)
+
+        found = f"if ({hit}) {{ v{i} = bz_k + j; goto bz_found{i}; }}"
 
         def first(vector: bool) -> None:
             if vector:
                 self.emit("int bz_any = 0;")
-                self.emit("#pragma omp simd reduction(|: bz_any)")
-                self.open("for (int bz_l = 0; bz_l < 16; ++bz_l)")
-                self.emit("const int64_t j = bz_jb + bz_l;")
-                self.loop = loop
-                self.emit_loop_body([a])
-                self.emit(f"bz_any |= {hit};")
-                self.close()
+                lanes("#pragma omp simd reduction(|: bz_any)", f"bz_any |= {hit};")
                 self.open("if (bz_any)")
                 self.open("for (int64_t j = bz_jb; j < bz_jb + 16; ++j)")
                 self.loop = loop
                 self.emit_loop_body([a])
-                self.emit(f"if ({hit}) {{ v{i} = bz_k + j; goto bz_found{i}; }}")
+                self.emit(found)
                 self.close()
                 self.close()
             else:
-                self.emit(f"if ({hit}) {{ v{i} = bz_k + j; goto bz_found{i}; }}")
+                self.emit(found)
 
         self.emit(f"int64_t v{i} = 0;")
         self.open("")
@@ -704,18 +705,7 @@ class _Gen(ExprGen):
         self.emit("for (int bz_l = 1; bz_l < 16; ++bz_l) { bz_m = bz_ml[bz_l] "
                   f"{cmp} bz_m ? bz_ml[bz_l] : bz_m; bz_nan |= bz_nl[bz_l]; }}")
         self.emit("int64_t bz_k = 0;  // the flattened index of the row's current line")
-        self._red_loops_open(red)
-        self.open(f"for (int64_t bz_jb = 0; bz_jb + 16 <= {last}; bz_jb += 16)")
-        first(True)
-        self.close()
-        self.open(f"for (int64_t j = {last} / 16 * 16; j < {last}; ++j)")
-        self.loop = loop
-        self.emit_loop_body([a])
-        first(False)
-        self.close()
-        self.emit(f"bz_k += {last};")
-        for _ in range(len(red) - 1):
-            self.close()
+        passes(first, f"bz_k += {last};")
         self.emit(f"bz_found{i}:;")
         self.close()
         self.loop = loop + 1

@@ -12,6 +12,19 @@
 
 #define BZ_TAKE_DIMS 6
 
+/* index i in [-n, n) as a position, else -1 with its value in the status word */
+template <typename I>
+static inline int64_t bz_take_index(I i, int64_t n, int64_t* status) {
+    int64_t v = (int64_t)i;
+    if (v < 0) v += n;
+    if (v < 0 || v >= n) {
+        status[0] = 1;
+        status[1] = (int64_t)i;
+        return -1;
+    }
+    return v;
+}
+
 template <typename E, typename I>
 static bool bz_take_along(const E* x, const I* idx, E* out, const int64_t* O, const int64_t* xs,
                           int64_t xa, const int64_t* is, int64_t n, int64_t* status) {
@@ -24,26 +37,14 @@ static bool bz_take_along(const E* x, const I* idx, E* out, const int64_t* O, co
         const E* xr = x + xo;
         const I* ir = idx + io;
         if (ii == 0 && xi == 1) {  // one index per contiguous row (a row gather): one copy
-            int64_t v = (int64_t)ir[0];
-            const int64_t given = v;
-            if (v < 0) v += n;
-            if (v < 0 || v >= n) {
-                status[0] = 1;
-                status[1] = given;
-                return false;
-            }
+            const int64_t v = bz_take_index(ir[0], n, status);
+            if (v < 0) return false;
             std::memcpy(out, xr + v * xa, (size_t)inner * sizeof(E));
             out += inner;
         } else {
             for (int64_t j = 0; j < inner; ++j) {
-                int64_t v = (int64_t)ir[j * ii];
-                const int64_t given = v;
-                if (v < 0) v += n;
-                if (v < 0 || v >= n) {
-                    status[0] = 1;
-                    status[1] = given;
-                    return false;
-                }
+                const int64_t v = bz_take_index(ir[j * ii], n, status);
+                if (v < 0) return false;
                 *out++ = xr[j * xi + v * xa];
             }
         }
