@@ -262,7 +262,7 @@ def packed_rows(padded: int, tokens: int) -> int:
     from ``PACK_FROM`` padded rows on, the prompts' rows packed (no padding rows: the
     projections and feed-forward, most of a pre-fill, skip them) and rounded up to a
     multiple of ``PACK_ROWS``, at least half the padded rows (a few compiled steps per
-    padded shape, which a server traces at start: see :func:`packed_shapes`); below
+    padded shape, which a server traces at start: ``batching.Engine.warm_up``); below
     ``PACK_FROM``, the padded rows.
 
     >>> packed_rows(384, 292), packed_rows(384, 350), packed_rows(384, 40), packed_rows(128, 70)
