@@ -605,9 +605,8 @@ class Attention(Module):
     def __call__(self, x: Any, offset: Any = 0, past: tuple[Array, Array] | None = None,
                  past_index: Any = None, ragged: Ragged | None = None
                  ) -> tuple[Array, tuple[Array, Array]]:
-        if ragged is not None and as_array(x, "Attention").ndim != 2:
-            raise ValueError(f"Attention: ragged rows need x of shape (R, dims), got "
-                             f"{tuple(as_array(x, 'Attention').shape)}")
+        if ragged is not None:
+            _check_ragged(as_array(x, "Attention"), ragged)
         unpack = ragged.unpack if ragged is not None else (lambda y: y)
         if "qkv_proj" in vars(self):
             dq, dk = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
@@ -620,6 +619,20 @@ class Attention(Module):
         q, k = self.rope(q, offset), self.rope(k, offset)
         out = merge_heads(attend(q, k, v, self.scale, offset, past, past_index))
         return self.o_proj(ragged.pack(out) if ragged is not None else out), (k, v)
+
+
+def _check_ragged(x: Array, ragged: Ragged) -> None:
+    """A clear error at the call for packed rows that do not fit their :class:`Ragged`."""
+    to_padded = as_array(ragged.to_padded, "Attention")
+    to_packed = as_array(ragged.to_packed, "Attention")
+    if x.ndim != 2:
+        raise ValueError(f"Attention: ragged rows need x of shape (R, dims), got "
+                         f"{tuple(x.shape)}")
+    if to_padded.shape != (ragged.batch * ragged.length,) or to_packed.shape != (x.shape[0],):
+        raise ValueError(f"Attention: ragged needs to_padded of shape ({ragged.batch} * "
+                         f"{ragged.length},) and to_packed of shape ({x.shape[0]},) for x of "
+                         f"shape {tuple(x.shape)}, got {tuple(to_padded.shape)} and "
+                         f"{tuple(to_packed.shape)}")
 
 
 def split_heads(y: Array, n: int) -> Array:

@@ -643,3 +643,8 @@ def test_ragged_rows_match_the_padded_batch(lens, fused, seed) -> None:
         np.testing.assert_allclose(gv[j, :, i], wv[j, :, i], rtol=2e-5, atol=2e-5)
     with pytest.raises(ValueError, match="ragged rows need x of shape"):
         att(bz.asarray(x), bz.asarray(pos), past, idx, ragged=ragged)
+    with pytest.raises(ValueError, match="ragged needs to_padded of shape"):
+        att(bz.asarray(rows[:-1]), bz.asarray(pos), past, idx, ragged=ragged)
+    with pytest.raises(ValueError, match="ragged needs to_padded of shape"):
+        att(bz.asarray(rows), bz.asarray(pos), past, idx,
+            ragged=nn.Ragged(ragged.to_padded, ragged.to_packed, b, t + 1))
