@@ -624,10 +624,12 @@ def _x16(vnni: int, m: int, bits: int, act: str | None) -> bool:
 
 def _invariant(vnni: int, int8: bool, bits: int, act: str | None) -> bool:
     """Whether a call runs the kernel's batch-invariant path (act 2): under "invariant",
-    and for int8 against 4-bit weights on AVX-512 VNNI and AVX2 (the prepacked GEMM at
-    every M: faster than the matvec path even at one row, the same int8 bound) unless
-    ``BRAZE_QMM_PREPACK=0``."""
-    return act_mode(act) == "invariant" or (PREPACK and int8 and vnni in GEMM_VNNI and bits == 4)
+    and for int8 against 4-bit weights on AVX-512 VNNI and AVX2, and 8-bit ones on AVX2
+    (the prepacked GEMM at every M: faster than the matvec path even at one row, the same
+    int8 bound; AVX2 has no 8-bit matvec path) unless ``BRAZE_QMM_PREPACK=0`` (AVX2 at 8
+    bits: the GEMM repacks each call's tiles)."""
+    return act_mode(act) == "invariant" or (
+        PREPACK and int8 and vnni in GEMM_VNNI and (bits == 4 or vnni == 3))
 
 
 class _Problem:

@@ -16,9 +16,9 @@
 /* bufs: x (M, K) float32, wq (N, K*bits/8 bytes), scales (N, G), biases (N, G),
    out (M, N) float32, scratch (M, K) float32 (the de-interleaved x at 4 bits).
    args: threads, M, N, K, act (0: float; 1: int8 activations where compiled -- the matvec
-   path up to BZ_I8_MMAX rows, then at 4 bits the GEMM; 2: batch invariant -- int8 where
-   compiled, through one path at every M (the GEMM with AVX-512 VNNI, else the matvec
-   path), else the float path untiled with the same accumulators at every M: a row's
+   path up to BZ_I8_MMAX rows, then at 4 bits the GEMM (AVX2 at 8 bits: the GEMM); 2: batch
+   invariant -- int8 where compiled, through one path at every M (the GEMM with AVX-512 VNNI, else
+   the matvec path), else the float path untiled with the same accumulators at every M: a row's
    result never depends on the other rows or their number; 3: 16-bit activations -- x per
    block of 32 as 16-bit integers in two int8 planes (bz_quant_row's q2) through the GEMM at
    every M, where compiled (AVX-512 VNNI; AVX2 at 4 bits), else the float path: one chain
@@ -28,7 +28,8 @@
    x against them (bz_gemm_part_f32). args[6]: 1 lets the GEMMs use AMX where the CPU and the OS
    allow it (qmatmul_amx.h): the int8 GEMM's blocks of 16 rows of x (the same bits), and float x
    against the prepacked tiles (bz_gemm_part_bf16 instead of bz_gemm_part_f32: other bits, a smaller
-   error). M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI)
+   error). M == -1: write the compiled ISA level, VNNI level (0 none, 1 AVX-VNNI, 2 AVX-512 VNNI,
+   3 AVX2, 4-5 NEON: BZ_VNNI)
    and whether the GEMM can use AMX (compiled, and the OS granted the tile state) to
    ((int64_t*)bufs[0])[0], [1] and [2]. M == -3: write the size in bytes of N x K
    repacked tiles to ((int64_t*)bufs[0])[0] (0: this build has no GEMM). M == -2: repack
@@ -94,7 +95,9 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
 #if BZ_VNNI
 #if BZ_GEMM
     const bool x16 = act == 3 && (BZ_VNNI == 2 || BZ_BITS == 4);
-    if (act == 2 || x16 || (act == 1 && M > BZ_I8_MMAX && BZ_BITS == 4)) {
+    /* int8 at 4 bits: the matvec path up to BZ_I8_MMAX rows (act 1); at 8 bits on AVX2 (no
+       matvec path there) the GEMM */
+    if (act == 2 || x16 || (act == 1 && ((M > BZ_I8_MMAX && BZ_BITS == 4) || !BZ_I8_MATVEC))) {
         const int64_t G32 = K / 32;
         /* x quantized, block-major (QXB); 16-bit: a second plane */
         int8_t* qt = (int8_t*)malloc((size_t)(M * K * (x16 ? 2 : 1)));
@@ -161,6 +164,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
     }
 #endif
 #endif
+#if BZ_I8_MATVEC
     if (act == 1 || act == 2) {
         const int64_t Kp = (K + 63) / 64 * 64, Gp = bz_pad16(K / 32);
         int8_t* qb = (int8_t*)malloc((size_t)(M * Kp));
@@ -183,6 +187,7 @@ extern "C" __attribute__((visibility("default"))) void BZ_SYMBOL(void** bufs, co
         free(dx);
         return;
     }
+#endif
 #else
     (void)act;
 #endif

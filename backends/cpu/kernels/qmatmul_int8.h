@@ -15,11 +15,12 @@
 #define BZ_VNNI 2
 #elif BZ_ISA >= 1 && defined(__AVXVNNI__)
 #define BZ_VNNI 1
-#elif (BZ_ISA == 1 || BZ_ISA == 2) && BZ_BITS == 4
+#elif BZ_ISA == 1 || BZ_ISA == 2
 /* AVX2 (Zen 2/3, Haswell..Skylake client): u8 x s8 pairs to int16 with vpmaddubsw, then
    int16 pairs to int32 with vpmaddwd against ones. vpmaddubsw saturates at 2^15; a 4-bit
    code (<= 15) times |q| <= 127, two per lane, four per lane after the one int16 add of
-   dot2, stays below 7,620. 8-bit codes would saturate: they run the exact path. */
+   dot2, stays below 7,620. 8-bit codes would saturate: the matvec path is 4 bits only
+   (BZ_I8_MATVEC), the GEMM splits them into nibbles. */
 #define BZ_VNNI 3
 #elif BZ_ISA == 3 && defined(__ARM_FEATURE_DOTPROD)
 /* AArch64 with the dot-product extension (Apple M1 on, Neoverse, Cortex-A76 on): sdot,
@@ -33,6 +34,8 @@
 #define BZ_VNNI 0
 #endif
 
+/* the int8 matvec path (QV, bz_i8_part): everywhere int8 is but AVX2 at 8 bits */
+#define BZ_I8_MATVEC (BZ_VNNI && (BZ_VNNI != 3 || BZ_BITS == 4))
 #if BZ_VNNI
 #define BZ_I8_PAD 16 /* dx and sum(x) arrays padded with zeros to a multiple of this */
 static BZ_INLINE int64_t bz_pad16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -1016,16 +1019,24 @@ static void bz_gemm_part_bf16(const uint32_t* packed, const uint16_t* planes, co
 }
 #endif
 #elif BZ_VNNI == 3
-/* ------------------------------------------------ int8 GEMM (4 bits, AVX2 without VNNI)
-   The AVX-512 GEMM's tiles and arithmetic on 8-lane vectors: per tile, two halves of 8
-   weight rows; per block and x row, 8 vpmaddubsw (a nibble code <= 15 times |q| <= 127,
-   two per int16 lane: <= 3,810) summed in int16 (8 of them <= 30,480: no overflow), one
-   vpmaddwd against ones to int32 -- the exact integer dot product vpdpbusd gives -- then the
-   same epilogue (bz_i8_epilogue's operations): the same bits as the AVX-512 VNNI path, one
-   chain per output over the blocks whatever M (batch invariant). */
-/* rows of x per block: the codes of a half tile take 8 of AVX2's 16 registers (spilled and
-   read again as memory operands; 16 rows in blocks of 4 ran ~10 % slower) */
-#define BZ_GM 8
+/* ------------------------------------------ int8 GEMM (4 and 8 bits, AVX2 without VNNI)
+   The AVX-512 GEMM's tiles and arithmetic on 8-lane vectors: a pass takes a whole tile (two
+   halves of 8 weight rows, A and B) against a few rows of x. Per dword column j of a block,
+   its codes' low and high nibbles (4 vectors) serve every row of the pass: vpmaddubsw
+   against broadcast dwords of q (a nibble <= 15 times |q| <= 128, two per int16 lane:
+   <= 3,840) summed in int16 over the block (8 of them <= 30,720: no overflow), one vpmaddwd
+   against ones to int32 -- the exact integer dot product vpdpbusd gives -- then the same
+   epilogue (bz_i8_epilogue's operations): the same bits as the AVX-512 VNNI path, one chain
+   per output over the blocks whatever M (batch invariant). 4 bits: per row two int16 sums
+   (halves A and B; a dword's low nibbles pair with q's dword j, 4 even elements, its high
+   ones with dword 4 + j, the odd ones). 8 bits: codes 16 * hi + lo, four sums per row (lo
+   and hi of A and B) against q's dword j in natural order, idot = 16 * idot(hi) +
+   idot(lo). 16-bit activations (4 bits): the high and low planes are two rows of the pass,
+   idot = 256 * idot(hi) + idot(lo). */
+/* the broadcasts and products of a row are written in assembly: gcc's allocation of the
+   intrinsics spilled the codes and sums of the pass (~1.35x slower) */
+#define BZ_GM 4  /* rows of x per pass (4 bits; 8 bits and 16-bit activations: BZ_GM2) */
+#define BZ_GM2 2 /* (4 int16 sums a row: 8 registers for 2 rows, as 4 rows at 4 bits) */
 /* (no AMX in an AVX2 build: bz_amx_ready() is false) */
 #include "qmatmul_amx.h"
 static BZ_INLINE __m256 bz_ld8(const stype* p) {
@@ -1035,7 +1046,7 @@ static BZ_INLINE __m256 bz_ld8(const stype* p) {
     return _mm256_loadu_ps(p);
 #endif
 }
-/* The weight's rows [n0, n0 + nr) as one tile (rows past nr: zero codes and scales). */
+/* The weight's rows [n0, n1) as one tile (rows past nr: zero codes and scales). */
 static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
                          int64_t nr, int64_t K, GT& t) {
     const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
@@ -1052,73 +1063,171 @@ static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, in
             t.b[g * BZ_GT + r] = r < nr ? bi[(n0 + r) * G + g] : stype(0);
     }
 }
-/* pf: the thread's prefetch stream (or null), advanced through the tile at tb (bpb bytes per
-   block on average) over the two halves' passes */
+/* The nibbles of dword column j of a tile's block: lo[h], hi[h] for halves h = A, B. */
+struct BzNibbles {
+    __m256i loA, hiA, loB, hiB;
+};
+static BZ_INLINE BzNibbles bz_nibbles(const uint32_t* col) {
+    const __m256i f = _mm256_set1_epi8(15);
+    const __m256i a = _mm256_loadu_si256((const __m256i*)col);
+    const __m256i b = _mm256_loadu_si256((const __m256i*)(col + 8));
+    return {_mm256_and_si256(a, f), _mm256_and_si256(_mm256_srli_epi16(a, 4), f),
+            _mm256_and_si256(b, f), _mm256_and_si256(_mm256_srli_epi16(b, 4), f)};
+}
+/* One row of x at q (its block's dword j) against a column's nibbles w, into its int16 sums
+   s (FIRST: the block's first column sets them). 4 bits: s[0] += loA * q[j] + hiA * q[4 + j],
+   s[1] likewise with B; 8 bits: s[0..3] += loA, hiA, loB, hiB * q[j]. The sums pass through
+   locals (asm operands on the array's elements kept it in memory, stored at every row). */
+template <bool FIRST>
+static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4]) {
+    __m256i s0, s1, s2, s3, x, y, t;
+    if constexpr (!FIRST) {
+        s0 = s[0];
+        s1 = s[1];
+        if constexpr (BZ_BITS == 8) {
+            s2 = s[2];
+            s3 = s[3];
+        }
+    }
+    const __m256i loA = w.loA, hiA = w.hiA, loB = w.loB, hiB = w.hiB;
+    if constexpr (BZ_BITS == 4 && FIRST)
+        __asm__(
+            "vpbroadcastd (%[q]), %[x]\n\t"
+            "vpbroadcastd 16(%[q]), %[y]\n\t"
+            "vpmaddubsw %[x], %[loA], %[s0]\n\t"
+            "vpmaddubsw %[y], %[hiA], %[t]\n\t"
+            "vpaddw %[t], %[s0], %[s0]\n\t"
+            "vpmaddubsw %[x], %[loB], %[s1]\n\t"
+            "vpmaddubsw %[y], %[hiB], %[t]\n\t"
+            "vpaddw %[t], %[s1], %[s1]\n\t"
+            : [s0] "=&x"(s0), [s1] "=&x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
+            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
+              "m"(*(const int8_t (*)[20])q));
+    else if constexpr (BZ_BITS == 4)
+        __asm__(
+            "vpbroadcastd (%[q]), %[x]\n\t"
+            "vpbroadcastd 16(%[q]), %[y]\n\t"
+            "vpmaddubsw %[x], %[loA], %[t]\n\t"
+            "vpaddw %[t], %[s0], %[s0]\n\t"
+            "vpmaddubsw %[y], %[hiA], %[t]\n\t"
+            "vpaddw %[t], %[s0], %[s0]\n\t"
+            "vpmaddubsw %[x], %[loB], %[t]\n\t"
+            "vpaddw %[t], %[s1], %[s1]\n\t"
+            "vpmaddubsw %[y], %[hiB], %[t]\n\t"
+            "vpaddw %[t], %[s1], %[s1]\n\t"
+            : [s0] "+x"(s0), [s1] "+x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
+            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
+              "m"(*(const int8_t (*)[20])q));
+    else if constexpr (FIRST)
+        __asm__(
+            "vpbroadcastd (%[q]), %[x]\n\t"
+            "vpmaddubsw %[x], %[loA], %[s0]\n\t"
+            "vpmaddubsw %[x], %[hiA], %[s1]\n\t"
+            "vpmaddubsw %[x], %[loB], %[s2]\n\t"
+            "vpmaddubsw %[x], %[hiB], %[s3]\n\t"
+            : [s0] "=&x"(s0), [s1] "=&x"(s1), [s2] "=&x"(s2), [s3] "=&x"(s3), [x] "=&x"(x)
+            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
+              "m"(*(const int32_t*)q));
+    else
+        __asm__(
+            "vpbroadcastd (%[q]), %[x]\n\t"
+            "vpmaddubsw %[x], %[loA], %[t]\n\t"
+            "vpaddw %[t], %[s0], %[s0]\n\t"
+            "vpmaddubsw %[x], %[hiA], %[t]\n\t"
+            "vpaddw %[t], %[s1], %[s1]\n\t"
+            "vpmaddubsw %[x], %[loB], %[t]\n\t"
+            "vpaddw %[t], %[s2], %[s2]\n\t"
+            "vpmaddubsw %[x], %[hiB], %[t]\n\t"
+            "vpaddw %[t], %[s3], %[s3]\n\t"
+            : [s0] "+x"(s0), [s1] "+x"(s1), [s2] "+x"(s2), [s3] "+x"(s3), [x] "=&x"(x), [t] "=&x"(t)
+            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
+              "m"(*(const int32_t*)q));
+    s[0] = s0;
+    s[1] = s1;
+    if constexpr (BZ_BITS == 8) {
+        s[2] = s2;
+        s[3] = s3;
+    }
+}
+/* MB rows of x from m0 against one tile, both halves (nr: the tile's weight rows). pf: the
+   thread's prefetch stream (or null), advanced to the tile's block blk (the tile at tb, bpb
+   bytes per block on average). */
 template <int MB, bool X16 = false>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
                                     int64_t N, int64_t nr, BzStream* pf = nullptr,
                                     const char* tb = nullptr, int64_t bpb = 0) {
+    constexpr int P = X16 ? 2 * MB : MB; /* rows of the pass (16-bit: hi, lo planes) */
+    constexpr int64_t BPG = BZ_GS / 32;  /* blocks per group */
     const int64_t G32 = K / 32;
-    constexpr int64_t BPG = BZ_GS / 32; /* blocks per group */
-    const __m256i f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    for (int h = 0; h < 2 && h * 8 < nr; ++h) {
-        __m256 acc[MB];
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[MB][2];
 #pragma GCC unroll 4
-        for (int m = 0; m < MB; ++m) acc[m] = _mm256_setzero_ps();
-        for (int64_t blk = 0; blk < G32; ++blk) {
-            if (pf) pf->ahead(tb + (h * G32 + blk) * bpb / 2);
-            __m256i w[8]; /* the low nibbles of 4 dwords per row (even elements), then high */
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                const __m256i v =
-                    _mm256_loadu_si256((const __m256i*)(t.w + (blk * BZ_GDW + j) * BZ_GT + h * 8));
-                w[j] = _mm256_and_si256(v, f);
-                w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
-            }
-            const __m256 sv = bz_ld8(t.s + blk * BZ_GT + h * 8);
-            const bool gfirst = blk % BPG == 0;
-            const __m256 bv =
-                gfirst ? bz_ld8(t.b + blk / BPG * BZ_GT + h * 8) : _mm256_setzero_ps();
-            const QXRows xr = bz_qx_rows(qx, blk, m0);
-            const int8_t* qb = xr.q;
-            const float *dxb = xr.dx, *ezb = xr.ez, *sxb = xr.sx;
-#pragma GCC unroll 4
-            for (int m = 0; m < MB; ++m) {
-                const int32_t* qm = (const int32_t*)(qb + m * 32);
-                __m256i s16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(qm[0]));
-#pragma GCC unroll 7
-                for (int j = 1; j < 8; ++j) /* (4 bits: q's dword j = 4 even elements, 4 + j odd) */
-                    s16 =
-                        _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(qm[j])));
-                __m256i ia = _mm256_madd_epi16(s16, ones);
-                if constexpr (X16) { /* the low plane likewise: 256 * hi + lo */
-                    const int32_t* qm2 = (const int32_t*)(xr.q2 + m * 32);
-                    __m256i l16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(qm2[0]));
-#pragma GCC unroll 7
-                    for (int j = 1; j < 8; ++j)
-                        l16 = _mm256_add_epi16(
-                            l16, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(qm2[j])));
-                    ia = _mm256_add_epi32(_mm256_slli_epi32(ia, 8), _mm256_madd_epi16(l16, ones));
-                }
-                const __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_set1_ps(dxb[m]),
-                                                  _mm256_set1_ps(ezb[m]));
-                acc[m] = _mm256_fmadd_ps(tv, sv, acc[m]);
-                if (gfirst) acc[m] = _mm256_fmadd_ps(bv, _mm256_set1_ps(sxb[m]), acc[m]);
+    for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+    for (int64_t blk = 0; blk < G32; ++blk) {
+        if (pf) pf->ahead(tb + blk * bpb);
+        const QXRows xr = bz_qx_rows(qx, blk, m0);
+        const int8_t* q[P];
+#pragma GCC unroll 8
+        for (int i = 0; i < P; ++i)
+            q[i] = X16 ? (i % 2 ? xr.q2 : xr.q) + i / 2 * 32 : xr.q + i * 32;
+        const uint32_t* wb = t.w + blk * BZ_GDW * BZ_GT;
+        __m256i s[P][4]; /* int16 sums: A, B (4 bits); lo and hi of A, B (8 bits) */
+#pragma GCC unroll 8
+        for (int j = 0; j < BZ_GDW; ++j) { /* dword columns (4 bits: 4, 8 bits: 8) */
+            const BzNibbles w = bz_nibbles(wb + j * BZ_GT);
+#pragma GCC unroll 8
+            for (int i = 0; i < P; ++i) {
+                if (j == 0)
+                    bz_row<true>(q[i], w, s[i]);
+                else
+                    bz_row<false>(q[i] + 4 * j, w, s[i]);
             }
         }
-        const int64_t n = nr - h * 8 < 8 ? nr - h * 8 : 8;
+        const __m256 sv[2] = {bz_ld8(t.s + blk * BZ_GT), bz_ld8(t.s + blk * BZ_GT + 8)};
+        const bool gfirst = blk % BPG == 0;
+        __m256 bv[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        if (gfirst) {
+            bv[0] = bz_ld8(t.b + blk / BPG * BZ_GT);
+            bv[1] = bz_ld8(t.b + blk / BPG * BZ_GT + 8);
+        }
+        const float *dxb = xr.dx, *ezb = xr.ez, *sxb = xr.sx;
+        __m256i d[P][2]; /* row i's int32 dot products, halves A and B */
+#pragma GCC unroll 8
+        for (int i = 0; i < P; ++i)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h)
+                d[i][h] = BZ_BITS == 4
+                              ? _mm256_madd_epi16(s[i][h], ones)
+                              : _mm256_add_epi32(/* 16 hi + lo */
+                                                 _mm256_slli_epi32(
+                                                     _mm256_madd_epi16(s[i][2 * h + 1], ones), 4),
+                                                 _mm256_madd_epi16(s[i][2 * h], ones));
 #pragma GCC unroll 4
-        for (int m = 0; m < MB; ++m) {
+        for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m256i ia = X16 ? _mm256_add_epi32(_mm256_slli_epi32(d[2 * m][h], 8),
+                                                          d[2 * m + 1][h]) /* 256 hi + lo */
+                                       : d[m][h];
+                const __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_set1_ps(dxb[m]),
+                                                  _mm256_set1_ps(ezb[m]));
+                acc[m][h] = _mm256_fmadd_ps(tv, sv[h], acc[m][h]);
+                if (gfirst) acc[m][h] = _mm256_fmadd_ps(bv[h], _mm256_set1_ps(sxb[m]), acc[m][h]);
+            }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m)
+        for (int h = 0; h < 2 && h * 8 < nr; ++h) {
+            const int64_t n = nr - h * 8 < 8 ? nr - h * 8 : 8;
             float* o = out + (m0 + m) * N + h * 8;
             if (n == 8) {
-                _mm256_storeu_ps(o, acc[m]);
+                _mm256_storeu_ps(o, acc[m][h]);
             } else {
                 alignas(32) float buf[8];
-                _mm256_store_ps(buf, acc[m]);
+                _mm256_store_ps(buf, acc[m][h]);
                 for (int64_t i = 0; i < n; ++i) o[i] = buf[i];
             }
         }
-    }
 }
 /* Tiles [t0, t1) of the weight (prepacked, or repacked here one by one) against every row. */
 static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, const QXB& qx,
@@ -1139,13 +1248,17 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
             bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
         }
         const char* tb = (const char*)(packed + ti * words);
-        bz_row_blocks<BZ_GM>(M, [&](int64_t m0, auto r) {
-            BzStream* p = packed && m0 == 0 ? &pf : nullptr;
-            if (qx.q2)
+        if (qx.q2) {
+            bz_row_blocks<BZ_GM2>(M, [&](int64_t m0, auto r) {
+                BzStream* p = packed && m0 == 0 ? &pf : nullptr;
                 bz_gemm_block<decltype(r)::value, true>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
-            else
+            });
+        } else {
+            bz_row_blocks<BZ_BITS == 4 ? BZ_GM : BZ_GM2>(M, [&](int64_t m0, auto r) {
+                BzStream* p = packed && m0 == 0 ? &pf : nullptr;
                 bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
-        });
+            });
+        }
     }
     free(own);
 }
