@@ -1149,13 +1149,14 @@ static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4
         s[3] = s3;
     }
 }
-/* MB rows of x from m0 against one tile, both halves (nr: the tile's weight rows). pf: the
-   thread's prefetch stream (or null), advanced to the tile's block blk (the tile at tb, bpb
-   bytes per block on average). */
-template <int MB, bool X16 = false>
+/* MB rows of x from m0 against one tile, both halves (nr: the tile's weight rows). PF: pf is
+   the thread's prefetch stream, advanced to the tile's block blk (the tile at tb, bpb bytes
+   per block on average) -- a template parameter: the other passes without its code ran ~7 %
+   faster. */
+template <int MB, bool X16, bool PF>
 static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int64_t K, float* out,
-                                    int64_t N, int64_t nr, BzStream* pf = nullptr,
-                                    const char* tb = nullptr, int64_t bpb = 0) {
+                                    int64_t N, int64_t nr, BzStream* pf, const char* tb,
+                                    int64_t bpb) {
     constexpr int P = X16 ? 2 * MB : MB; /* rows of the pass (16-bit: hi, lo planes) */
     constexpr int64_t BPG = BZ_GS / 32;  /* blocks per group */
     const int64_t G32 = K / 32;
@@ -1164,7 +1165,7 @@ static BZ_INLINE void bz_gemm_block(const GT& t, const QXB& qx, int64_t m0, int6
 #pragma GCC unroll 4
     for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < G32; ++blk) {
-        if (pf) pf->ahead(tb + blk * bpb);
+        if constexpr (PF) pf->ahead(tb + blk * bpb);
         const QXRows xr = bz_qx_rows(qx, blk, m0);
         const int8_t* q[P];
 #pragma GCC unroll 8
@@ -1248,17 +1249,23 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
             bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
         }
         const char* tb = (const char*)(packed + ti * words);
-        if (qx.q2) {
-            bz_row_blocks<BZ_GM2>(M, [&](int64_t m0, auto r) {
-                BzStream* p = packed && m0 == 0 ? &pf : nullptr;
-                bz_gemm_block<decltype(r)::value, true>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
-            });
-        } else {
-            bz_row_blocks<BZ_BITS == 4 ? BZ_GM : BZ_GM2>(M, [&](int64_t m0, auto r) {
-                BzStream* p = packed && m0 == 0 ? &pf : nullptr;
-                bz_gemm_block<decltype(r)::value>(t, qx, m0, K, out + n0, N, nr, p, tb, bpb);
-            });
-        }
+        auto pass = [&](int64_t m0, auto r,
+                        auto x16) { /* (the first one prefetches) */
+                                    constexpr int R = decltype(r)::value;
+                                    constexpr bool X = decltype(x16)::value;
+                                    if (packed && m0 == 0)
+                                        bz_gemm_block<R, X, true>(t, qx, m0, K, out + n0, N, nr,
+                                                                  &pf, tb, bpb);
+                                    else
+                                        bz_gemm_block<R, X, false>(t, qx, m0, K, out + n0, N, nr,
+                                                                   &pf, tb, bpb);
+        };
+        if (qx.q2)
+            bz_row_blocks<BZ_GM2>(
+                M, [&](int64_t m0, auto r) { pass(m0, r, std::integral_constant<bool, true>{}); });
+        else
+            bz_row_blocks<BZ_BITS == 4 ? BZ_GM : BZ_GM2>(
+                M, [&](int64_t m0, auto r) { pass(m0, r, std::integral_constant<bool, false>{}); });
     }
     free(own);
 }
