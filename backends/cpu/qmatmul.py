@@ -86,19 +86,26 @@ through the backend's cache in :mod:`.build`, launched with the uniform kernel A
   -> ~800 tok/s. Not under ``auto``: with int8 prefill (the qkv projection alone
   suffices) SmolLM2 no longer answers "Paris" in ``examples/llm/chat.py`` (the relative
   errors, 0.3-1 %, are those of the decode path, but every cached key/value carries them).
-* **Prepacked int8 GEMM** (AVX-512 VNNI or AVX2, int8 activations against 4-bit weights, every M;
-  ``act="invariant"`` at 4 and 8 bits): the weight's tiles of 16 rows (codes as dwords
-  per block and lane, scales and biases per lane) are repacked once per weight -- cached
-  with the weight's state, a replay plan's derived buffer -- and the GEMM above reads them
-  as they are: at one row of x it is 1.3-1.8x faster than the matvec path (no per-output
-  horizontal sums, 16 outputs per instruction), and every row of the result is computed
-  the same way whatever M (batch invariant). ``BRAZE_QMM_PREPACK=0`` turns it off for
-  "auto"/"int8" (no second copy of the codes in memory). On AVX2 without VNNI (4 bits) the
-  same tiles and arithmetic on 8-lane halves: per block and row 8 ``vpmaddubsw`` summed in
-  int16 (a code <= 15 times |q| <= 127: no overflow), one ``vpmaddwd`` to int32 -- the
-  integers ``vpdpbusd`` gives -- then the same epilogue, so the same bits as AVX-512; at
-  one row 1.3-2.7x faster than the AVX2 int8 matvec (SmolLM2's shapes, ``BRAZE_ISA=avx2`` on
-  a Zen 4; figures in the README).
+* **Prepacked int8 GEMM** (AVX-512 VNNI or AVX2, int8 activations against 4-bit weights
+  (AVX2: 4 and 8 bits), every M; ``act="invariant"`` at 4 and 8 bits): the weight's tiles of
+  16 rows (codes as dwords per block and lane, scales and biases per lane) are repacked once
+  per weight -- cached with the weight's state, a replay plan's derived buffer -- and the
+  GEMM above reads them as they are: at one row of x it is 1.3-1.8x faster than the matvec
+  path (no per-output horizontal sums, 16 outputs per instruction), and every row of the
+  result is computed the same way whatever M (batch invariant). ``BRAZE_QMM_PREPACK=0``
+  turns it off for "auto"/"int8" (no second copy of the codes in memory). On AVX2 without
+  VNNI the same tiles and arithmetic on 8-lane vectors: a pass takes a whole tile (two
+  halves of 8 rows) against 4 rows of x, each dword column's nibbles split once for the
+  pass, per column and row ``vpmaddubsw`` against broadcast dwords of q summed in int16 over
+  the block (a nibble <= 15 times |q| <= 128: no overflow), one ``vpmaddwd`` to int32 -- the
+  integers ``vpdpbusd`` gives -- then the same epilogue, so the same bits as AVX-512. 8-bit
+  codes are split into nibbles too (two rows of x per pass, ``idot = 16 * idot(hi) +
+  idot(lo)``): AVX2 runs int8 against the 8-bit lm_head through the GEMM (it has no 8-bit
+  matvec path: a code times q overflows ``vpmaddubsw``'s int16 pairs). The rows' broadcasts
+  and products are inline assembly: gcc's allocation of the intrinsics spilled the pass's
+  codes and sums. At 16 rows ~2x the previous kernel (one half tile against 8 rows, all in
+  intrinsics), at one row 1.3-2.7x faster than the AVX2 int8 matvec (SmolLM2's shapes,
+  ``BRAZE_ISA=avx2`` on a Zen 4; figures in the README).
 * **Intel AMX** (``kernels/qmatmul_amx.h``; compiled where the compiler targets AMX-INT8
   and AMX-BF16, used once Linux grants the tile state; ``BRAZE_QMM_AMX=0``, read at import
   and by ``reload_env()``, keeps it off; a tactic, timed against the AVX-512 path): the int8
@@ -450,8 +457,9 @@ def kernel_isa(bits: int = 4, group_size: int = 32, half: bool = False,
 
 def int8_available(bits: int = 4, group_size: int = 32, half: bool = False,
                    isa: int | None = None) -> bool:
-    """Whether that kernel has the int8-activation path (compiled with AVX-512 VNNI, or
-    AVX-VNNI at the AVX2 level); without it every call runs the exact float path.
+    """Whether that kernel has the int8-activation path (compiled with AVX-512 VNNI,
+    AVX-VNNI, AVX2's ``vpmaddubsw`` or NEON); without it every call runs the exact float
+    path.
 
     >>> int8_available(isa=0)
     False
