@@ -24,6 +24,13 @@ cycle through the caches, as in real decode): float, int8 and the default (``aut
 int8 at 4 bits, float at 8) on 1 and on N threads, vs numpy float32 matvecs;
 prefill (M = 33, 128) for the largest 4-bit shape; and SmolLM2's prefill shapes at
 M = 96, the exact tiled float path vs the int8 VNNI GEMM.
+
+``--batched M`` (default 16; 0 skips it): a batched decode step's GEMMs, M rows of x
+against SmolLM2's merged layer shapes (qkv, o, gate_up at 4 bits, down) and the 8-bit
+output layer, ``act="invariant"`` as the server's decode step runs them (the int8 GEMM
+over the weights' prepacked tiles where compiled), GMAC/s and the step's total (30 layers
++ the output layer) vs numpy float32 matmuls of the dequantized weights. ``--only-batched``
+runs that table alone.
 """
 
 from __future__ import annotations
@@ -177,20 +184,53 @@ def prefill_int8(rng: np.random.Generator, gs: int, half: bool, threads: int, m:
           f"{tot['float'] / tot['int8']:6.2f}")
 
 
+BATCHED_SHAPES = [("qkv", 576, 960, 4), ("o", 576, 576, 4), ("gate_up", 576, 3072, 4),
+                  ("down", 1536, 576, 4), ("lm_head", 576, 49152, 8)]
+
+
+def batched(rng: np.random.Generator, gs: int, half: bool, threads: int, m: int,
+            quick: bool) -> None:
+    """A batched decode step's GEMMs at M rows (``act="invariant"``), vs numpy float32."""
+    print(f"\nbatched decode GEMMs, M={m}, act=invariant, {threads} threads, {isa()}: "
+          f"{'shape':>16} {'ms':>8} {'GMAC/s':>7} {'np f32':>8} {'ratio':>6}")
+    reps = 7 if quick else 21
+    step = step_np = 0.0
+    for name, k, n, bits in BATCHED_SHAPES:
+        wq, s, b = make(rng, k, n, bits, gs, half)
+        w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
+                              bits=bits).T.copy()
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        t = median_ms(lambda x=x, wq=wq, s=s, b=b, bits=bits: qmatmul.quantized_matmul(
+            x, wq, s, b, group_size=gs, bits=bits, num_threads=threads, act="invariant"), reps)
+        t_np = median_ms(lambda x=x, w=w: x @ w.T, reps)
+        per = 1 if name == "lm_head" else LAYERS
+        step, step_np = step + per * t, step_np + per * t_np
+        print(f"{'':>31}{f'{name} {k}x{n}/{bits}b':>24} {t:8.3f} {m * k * n / t / 1e6:7.1f} "
+              f"{t_np:8.3f} {t_np / t:6.2f}")
+    print(f"{'':>31}{'step (30 layers + head)':>24} {step:8.2f} {'':>7} {step_np:8.2f} "
+          f"{step_np / step:6.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer repeats, 6 layers per token")
     p.add_argument("--group-size", type=int, default=64, choices=(32, 64, 128))
     p.add_argument("--half", action="store_true", help="float16 scales and biases")
     p.add_argument("--threads", type=int, default=0, help="default: BRAZE_NUM_THREADS / all")
+    p.add_argument("--batched", type=int, default=16, help="rows of the batched-decode table "
+                   "(0: skip it)")
+    p.add_argument("--only-batched", action="store_true", help="the batched-decode table alone")
     a = p.parse_args()
     from braze.backends.cpu import default_num_threads
 
     threads = a.threads or default_num_threads()
     rng = np.random.default_rng(0)
-    shapes_table(rng, a.group_size, a.half, threads, a.quick)
-    token(rng, a.group_size, a.half, threads, a.quick)
-    prefill(rng, a.group_size, a.half, threads)
+    if not a.only_batched:
+        shapes_table(rng, a.group_size, a.half, threads, a.quick)
+        token(rng, a.group_size, a.half, threads, a.quick)
+        prefill(rng, a.group_size, a.half, threads)
+    if a.batched > 0:
+        batched(rng, a.group_size, a.half, threads, a.batched, a.quick)
 
 
 if __name__ == "__main__":
