@@ -1078,6 +1078,13 @@ static BZ_INLINE BzNibbles bz_nibbles(const uint32_t* col) {
    s (FIRST: the block's first column sets them). 4 bits: s[0] += loA * q[j] + hiA * q[4 + j],
    s[1] likewise with B; 8 bits: s[0..3] += loA, hiA, loB, hiB * q[j]. The sums pass through
    locals (asm operands on the array's elements kept it in memory, stored at every row). */
+/* asm text: s = w * x (vpmaddubsw), s += w * x (through t) */
+#define BZ_PMUL(x, w, s) "vpmaddubsw %[" x "], %[" w "], %[" s "]\n\t"
+#define BZ_PMAC(x, w, s) BZ_PMUL(x, w, "t") "vpaddw %[t], %[" s "], %[" s "]\n\t"
+#define BZ_BCAST(off, x) "vpbroadcastd " off "(%[q]), %[" x "]\n\t"
+#define BZ_ROW_IN                                                               \
+    [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB), \
+        "m"(*(const int8_t (*)[BZ_BITS == 4 ? 20 : 4]) q)
 template <bool FIRST>
 static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4]) {
     __m256i s0, s1, s2, s3, x, y, t;
@@ -1090,58 +1097,28 @@ static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4
         }
     }
     const __m256i loA = w.loA, hiA = w.hiA, loB = w.loB, hiB = w.hiB;
+    /* (the "m" operand: the bytes read from q, 4 and 16 on at 4 bits) */
     if constexpr (BZ_BITS == 4 && FIRST)
-        __asm__(
-            "vpbroadcastd (%[q]), %[x]\n\t"
-            "vpbroadcastd 16(%[q]), %[y]\n\t"
-            "vpmaddubsw %[x], %[loA], %[s0]\n\t"
-            "vpmaddubsw %[y], %[hiA], %[t]\n\t"
-            "vpaddw %[t], %[s0], %[s0]\n\t"
-            "vpmaddubsw %[x], %[loB], %[s1]\n\t"
-            "vpmaddubsw %[y], %[hiB], %[t]\n\t"
-            "vpaddw %[t], %[s1], %[s1]\n\t"
-            : [s0] "=&x"(s0), [s1] "=&x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
-            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
-              "m"(*(const int8_t (*)[20])q));
+        __asm__(BZ_BCAST("", "x") BZ_BCAST("16", "y") BZ_PMUL("x", "loA", "s0")
+                    BZ_PMAC("y", "hiA", "s0") BZ_PMUL("x", "loB", "s1") BZ_PMAC("y", "hiB", "s1")
+                : [s0] "=&x"(s0), [s1] "=&x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
+                : BZ_ROW_IN);
     else if constexpr (BZ_BITS == 4)
-        __asm__(
-            "vpbroadcastd (%[q]), %[x]\n\t"
-            "vpbroadcastd 16(%[q]), %[y]\n\t"
-            "vpmaddubsw %[x], %[loA], %[t]\n\t"
-            "vpaddw %[t], %[s0], %[s0]\n\t"
-            "vpmaddubsw %[y], %[hiA], %[t]\n\t"
-            "vpaddw %[t], %[s0], %[s0]\n\t"
-            "vpmaddubsw %[x], %[loB], %[t]\n\t"
-            "vpaddw %[t], %[s1], %[s1]\n\t"
-            "vpmaddubsw %[y], %[hiB], %[t]\n\t"
-            "vpaddw %[t], %[s1], %[s1]\n\t"
-            : [s0] "+x"(s0), [s1] "+x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
-            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
-              "m"(*(const int8_t (*)[20])q));
+        __asm__(BZ_BCAST("", "x") BZ_BCAST("16", "y") BZ_PMAC("x", "loA", "s0")
+                    BZ_PMAC("y", "hiA", "s0") BZ_PMAC("x", "loB", "s1") BZ_PMAC("y", "hiB", "s1")
+                : [s0] "+x"(s0), [s1] "+x"(s1), [x] "=&x"(x), [y] "=&x"(y), [t] "=&x"(t)
+                : BZ_ROW_IN);
     else if constexpr (FIRST)
-        __asm__(
-            "vpbroadcastd (%[q]), %[x]\n\t"
-            "vpmaddubsw %[x], %[loA], %[s0]\n\t"
-            "vpmaddubsw %[x], %[hiA], %[s1]\n\t"
-            "vpmaddubsw %[x], %[loB], %[s2]\n\t"
-            "vpmaddubsw %[x], %[hiB], %[s3]\n\t"
-            : [s0] "=&x"(s0), [s1] "=&x"(s1), [s2] "=&x"(s2), [s3] "=&x"(s3), [x] "=&x"(x)
-            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
-              "m"(*(const int32_t*)q));
+        __asm__(BZ_BCAST("", "x") BZ_PMUL("x", "loA", "s0") BZ_PMUL("x", "hiA", "s1")
+                    BZ_PMUL("x", "loB", "s2") BZ_PMUL("x", "hiB", "s3")
+                : [s0] "=&x"(s0), [s1] "=&x"(s1), [s2] "=&x"(s2), [s3] "=&x"(s3), [x] "=&x"(x)
+                : BZ_ROW_IN);
     else
         __asm__(
-            "vpbroadcastd (%[q]), %[x]\n\t"
-            "vpmaddubsw %[x], %[loA], %[t]\n\t"
-            "vpaddw %[t], %[s0], %[s0]\n\t"
-            "vpmaddubsw %[x], %[hiA], %[t]\n\t"
-            "vpaddw %[t], %[s1], %[s1]\n\t"
-            "vpmaddubsw %[x], %[loB], %[t]\n\t"
-            "vpaddw %[t], %[s2], %[s2]\n\t"
-            "vpmaddubsw %[x], %[hiB], %[t]\n\t"
-            "vpaddw %[t], %[s3], %[s3]\n\t"
+            BZ_BCAST("", "x") BZ_PMAC("x", "loA", "s0") BZ_PMAC("x", "hiA", "s1")
+                BZ_PMAC("x", "loB", "s2") BZ_PMAC("x", "hiB", "s3")
             : [s0] "+x"(s0), [s1] "+x"(s1), [s2] "+x"(s2), [s3] "+x"(s3), [x] "=&x"(x), [t] "=&x"(t)
-            : [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB),
-              "m"(*(const int32_t*)q));
+            : BZ_ROW_IN);
     s[0] = s0;
     s[1] = s1;
     if constexpr (BZ_BITS == 8) {
@@ -1149,6 +1126,10 @@ static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4
         s[3] = s3;
     }
 }
+#undef BZ_PMUL
+#undef BZ_PMAC
+#undef BZ_BCAST
+#undef BZ_ROW_IN
 /* MB rows of x from m0 against one tile, both halves (nr: the tile's weight rows). PF: pf is
    the thread's prefetch stream, advanced to the tile's block blk (the tile at tb, bpb bytes
    per block on average) -- a template parameter: the other passes without its code ran ~7 %
