@@ -64,6 +64,13 @@ def make(rng: np.random.Generator, k: int, n: int, bits: int, gs: int, half: boo
     return pack(codes, bits), s, b
 
 
+def dequantized(wq: np.ndarray, s: np.ndarray, b: np.ndarray, k: int, bits: int, gs: int
+                ) -> np.ndarray:
+    """The (N, K) float32 weight the packed one stands for (numpy's side of the tables)."""
+    return qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
+                             bits=bits).T.copy()
+
+
 def packed_bytes(*arrays: np.ndarray) -> int:
     return sum(a.nbytes for a in arrays)
 
@@ -81,8 +88,7 @@ def shapes_table(rng: np.random.Generator, gs: int, half: bool, threads: int,
     for name, k, n, bits in rows:
         wq, s, b = make(rng, k, n, bits, gs, half)
         x = rng.standard_normal((1, k)).astype(np.float32)
-        w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
-                              bits=bits).T.copy()
+        w = dequantized(wq, s, b, k, bits, gs)
         xb, wqb, sb, bb = (bz.asarray(a) for a in (x, wq, s, b))
 
         def native(x=x, wq=wq, s=s, b=b, bits=bits, act="float") -> np.ndarray:
@@ -125,8 +131,7 @@ def token(rng: np.random.Generator, gs: int, half: bool, threads: int, quick: bo
     per = {(a, nt): median_ms(lambda a=a, nt=nt: run_native(a, nt), reps, 1)
            for nt in sorted({1, threads}) for a in acts}
     t_nat = per["float", threads]
-    f32 = [(k, qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
-                                 bits=bits).T.copy()) for k, bits, wq, s, b in mats]
+    f32 = [(k, dequantized(wq, s, b, k, bits, gs)) for k, bits, wq, s, b in mats]
     f32_bytes = sum(w.nbytes for _, w in f32)
 
     def run_f32() -> None:
@@ -148,7 +153,7 @@ def token(rng: np.random.Generator, gs: int, half: bool, threads: int, quick: bo
 def prefill(rng: np.random.Generator, gs: int, half: bool, threads: int) -> None:
     k, n = 576, 1536
     wq, s, b = make(rng, k, n, 4, gs, half)
-    w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs, bits=4).T.copy()
+    w = dequantized(wq, s, b, k, 4, gs)
     print(f"\nprefill {k}x{n} 4-bit: {'M':>4} {'native':>8} {'np f32':>8} {'np deq':>8}")
     for m in (4, 33, 128):
         x = rng.standard_normal((m, k)).astype(np.float32)
@@ -197,8 +202,7 @@ def batched(rng: np.random.Generator, gs: int, half: bool, threads: int, m: int,
     step = step_np = 0.0
     for name, k, n, bits in BATCHED_SHAPES:
         wq, s, b = make(rng, k, n, bits, gs, half)
-        w = qmatmul.reference(np.eye(k, dtype=np.float32), wq, s, b, group_size=gs,
-                              bits=bits).T.copy()
+        w = dequantized(wq, s, b, k, bits, gs)
         x = rng.standard_normal((m, k)).astype(np.float32)
         t = median_ms(lambda x=x, wq=wq, s=s, b=b, bits=bits: qmatmul.quantized_matmul(
             x, wq, s, b, group_size=gs, bits=bits, num_threads=threads, act="invariant"), reps)

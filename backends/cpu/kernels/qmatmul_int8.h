@@ -1046,7 +1046,7 @@ static BZ_INLINE __m256 bz_ld8(const stype* p) {
     return _mm256_loadu_ps(p);
 #endif
 }
-/* The weight's rows [n0, n1) as one tile (rows past nr: zero codes and scales). */
+/* The weight's rows [n0, n0 + nr) as one tile (rows past nr: zero codes and scales). */
 static void bz_gemm_pack(const uint8_t* wq, const stype* sc, const stype* bi, int64_t n0,
                          int64_t nr, int64_t K, GT& t) {
     const int64_t G32 = K / 32, G = K / BZ_GS, rowbytes = K * BZ_BITS / 8;
@@ -1074,10 +1074,6 @@ static BZ_INLINE BzNibbles bz_nibbles(const uint32_t* col) {
     return {_mm256_and_si256(a, f), _mm256_and_si256(_mm256_srli_epi16(a, 4), f),
             _mm256_and_si256(b, f), _mm256_and_si256(_mm256_srli_epi16(b, 4), f)};
 }
-/* One row of x at q (its block's dword j) against a column's nibbles w, into its int16 sums
-   s (FIRST: the block's first column sets them). 4 bits: s[0] += loA * q[j] + hiA * q[4 + j],
-   s[1] likewise with B; 8 bits: s[0..3] += loA, hiA, loB, hiB * q[j]. The sums pass through
-   locals (asm operands on the array's elements kept it in memory, stored at every row). */
 /* asm text: s = w * x (vpmaddubsw), s += w * x (through t) */
 #define BZ_PMUL(x, w, s) "vpmaddubsw %[" x "], %[" w "], %[" s "]\n\t"
 #define BZ_PMAC(x, w, s) BZ_PMUL(x, w, "t") "vpaddw %[t], %[" s "], %[" s "]\n\t"
@@ -1085,6 +1081,10 @@ static BZ_INLINE BzNibbles bz_nibbles(const uint32_t* col) {
 #define BZ_ROW_IN                                                               \
     [q] "r"(q), [loA] "x"(loA), [hiA] "x"(hiA), [loB] "x"(loB), [hiB] "x"(hiB), \
         "m"(*(const int8_t (*)[BZ_BITS == 4 ? 20 : 4]) q)
+/* One row of x at q (its block's dword j) against a column's nibbles w, into its int16 sums
+   s (FIRST: the block's first column sets them). 4 bits: s[0] += loA * q[j] + hiA * q[4 + j],
+   s[1] likewise with B; 8 bits: s[0..3] += loA, hiA, loB, hiB * q[j]. The sums pass through
+   locals (asm operands on the array's elements kept it in memory, stored at every row). */
 template <bool FIRST>
 static BZ_INLINE void bz_row(const int8_t* q, const BzNibbles& w, __m256i (&s)[4]) {
     __m256i s0, s1, s2, s3, x, y, t;
@@ -1230,16 +1230,14 @@ static void bz_gemm_part(const uint8_t* wq, const stype* sc, const stype* bi, co
             bz_gemm_pack(wq, sc, bi, n0, nr, K, t);
         }
         const char* tb = (const char*)(packed + ti * words);
-        auto pass = [&](int64_t m0, auto r,
-                        auto x16) { /* (the first one prefetches) */
-                                    constexpr int R = decltype(r)::value;
-                                    constexpr bool X = decltype(x16)::value;
-                                    if (packed && m0 == 0)
-                                        bz_gemm_block<R, X, true>(t, qx, m0, K, out + n0, N, nr,
-                                                                  &pf, tb, bpb);
-                                    else
-                                        bz_gemm_block<R, X, false>(t, qx, m0, K, out + n0, N, nr,
-                                                                   &pf, tb, bpb);
+        /* one pass of R rows from m0 (16-bit activations: X); the first one prefetches */
+        auto pass = [&](int64_t m0, auto r, auto x16) {
+            constexpr int R = decltype(r)::value;
+            constexpr bool X = decltype(x16)::value;
+            if (packed && m0 == 0)
+                bz_gemm_block<R, X, true>(t, qx, m0, K, out + n0, N, nr, &pf, tb, bpb);
+            else
+                bz_gemm_block<R, X, false>(t, qx, m0, K, out + n0, N, nr, &pf, tb, bpb);
         };
         if (qx.q2)
             bz_row_blocks<BZ_GM2>(
